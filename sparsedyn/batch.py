@@ -1,0 +1,80 @@
+"""Input checking and batching shared by every entry point.
+
+Everything that takes a state takes a batch: (B, n) arrays, or (n,) for one state, in which case
+results lose their batch axis again. Bad shapes, NaN/inf and non-unit quaternions raise ValueError
+naming the argument (and the joint, for quaternions).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .model.joints import FreeFlyerJoint, SphericalJoint
+
+
+def as_batch(x, width, name, batch=None):
+    """Return (array of shape (B, width), was_single). `batch` forces B (broadcasting a single row)."""
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected numbers, got {type(x).__name__}") from None
+    single = arr.ndim == 1
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != width:
+        raise ValueError(f"{name}: expected shape ({width},) or (B, {width}), got {np.shape(x)}")
+    if batch is not None and arr.shape[0] != batch:
+        if arr.shape[0] == 1:
+            arr = np.broadcast_to(arr, (batch, width))
+        else:
+            raise ValueError(f"{name}: batch size {arr.shape[0]} does not match {batch}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        rows, cols = np.nonzero(bad)
+        raise ValueError(f"{name}: non-finite value at batch index {rows[0]}, column {cols[0]} "
+                         f"({int(bad.sum())} non-finite entries)")
+    return arr, single
+
+
+def check_configuration(model, q, name="q"):
+    """Batch q and check that quaternions (free-flyer, spherical) have unit norm."""
+    q, single = as_batch(q, model.nq, name)
+    for i, j in enumerate(model.joints):
+        if isinstance(j, (FreeFlyerJoint, SphericalJoint)):
+            s = model.q_slice(i)
+            quat = q[:, s][:, -4:]
+            err = np.abs(np.linalg.norm(quat, axis=1) - 1.0)
+            if (err > 1e-6).any():
+                b = int(np.argmax(err))
+                raise ValueError(f"{name}: quaternion of joint {j.name!r} is not unit-norm at batch "
+                                 f"index {b} (norm {np.linalg.norm(quat[b]):.6g})")
+    return q, single
+
+
+def state(model, q, **vectors):
+    """Batch q and the nv-wide vectors given as keywords (None passes through as zeros=False).
+
+    Returns (q, dict of batched vectors, B, single)."""
+    q, single = check_configuration(model, q)
+    B = q.shape[0]
+    out = {}
+    for key, val in vectors.items():
+        if val is None:
+            out[key] = None
+            continue
+        arr, s = as_batch(val, model.nv, key)
+        if arr.shape[0] != B:
+            if arr.shape[0] == 1:
+                arr = np.broadcast_to(arr, (B, model.nv))
+            elif B == 1:
+                q = np.broadcast_to(q, (arr.shape[0], model.nq))
+                B = arr.shape[0]
+                out = {k: (None if v is None else np.broadcast_to(v, (B, model.nv))) for k, v in out.items()}
+            else:
+                raise ValueError(f"{key}: batch size {arr.shape[0]} does not match q's {B}")
+        single = single and s
+        out[key] = arr
+    return q, out, B, single
+
+
+def unbatch(x, single):
+    return x[0] if single else x

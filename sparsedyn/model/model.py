@@ -1,0 +1,284 @@
+"""The read-only kinematic-tree model and the builder that makes one.
+
+A Model holds only constant data (topology, joint models, tree placements, inertias, frames), as
+Pinocchio's Model does; every algorithm allocates its per-call work storage itself, so one Model
+is safely shared by threads and batches. Bodies are numbered 0..N-1 in Pinocchio's order with
+parent index lambda(i) < i (-1 is the fixed world), so Featherstone's sweeps are plain loops.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+
+from ..errors import ModelError
+from ..spatial import inertia_parameters, spatial_inertia
+from .joints import FreeFlyerJoint, Joint
+
+WORLD = -1
+GRAVITY = np.array([0.0, 0.0, -9.81])
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A named frame rigidly attached to a body (body == WORLD for frames on the fixed base).
+
+    `placement` is the 4x4 homogeneous placement of the frame in the body frame."""
+
+    name: str
+    body: int
+    placement: np.ndarray
+    kind: str  # "link", "joint" or "fixed_joint"
+
+
+def _readonly(a):
+    a = np.array(a, dtype=float) if not isinstance(a, np.ndarray) or a.dtype != float else a.copy()
+    a.setflags(write=False)
+    return a
+
+
+class Model:
+    """Kinematic tree. Do not construct directly: use ModelBuilder, load_urdf or sparsedyn.models."""
+
+    def __init__(self, name, body_names, parents, joints, joint_placements, inertias, frames,
+                 joint_frames, lower, upper, effort, gravity=GRAVITY):
+        object.__setattr__(self, "_frozen", False)
+        self.name = name
+        self.link_names = tuple(body_names)
+        self.parents = np.asarray(parents, dtype=int)
+        self.parents.setflags(write=False)
+        self.joints = tuple(joints)
+        self.nbodies = len(self.joints)
+        self.joint_placements = _readonly(joint_placements)
+        self.inertias = _readonly(inertias)
+        self.frames = MappingProxyType(dict(frames))
+        self.joint_frames = MappingProxyType(dict(joint_frames))
+        self.gravity = _readonly(gravity)
+        nq_i = [j.nq for j in self.joints]
+        nv_i = [j.nv for j in self.joints]
+        self.q_index = np.concatenate(([0], np.cumsum(nq_i)[:-1])).astype(int) if nq_i else np.zeros(0, int)
+        self.v_index = np.concatenate(([0], np.cumsum(nv_i)[:-1])).astype(int) if nv_i else np.zeros(0, int)
+        self.nq = int(sum(nq_i))
+        self.nv = int(sum(nv_i))
+        self.lower_position_limit = _readonly(lower)
+        self.upper_position_limit = _readonly(upper)
+        self.effort_limit = _readonly(effort)
+        self.floating_base = bool(self.nbodies and isinstance(self.joints[0], FreeFlyerJoint))
+        self.children = tuple(tuple(int(c) for c in np.flatnonzero(self.parents == i))
+                              for i in range(self.nbodies))
+        self.masses = _readonly([I[3, 3] for I in self.inertias])
+        self._check()
+        object.__setattr__(self, "_frozen", True)
+
+    def __setattr__(self, key, value):
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"Model is read-only (tried to set {key!r}); build a new one")
+        object.__setattr__(self, key, value)
+
+    # ---------------------------------------------------------------- names and indices
+
+    @property
+    def joint_names(self):
+        """Movable joints in Pinocchio's order, the root free-flyer excluded."""
+        start = 1 if self.floating_base else 0
+        return tuple(j.name for j in self.joints[start:])
+
+    def body_index(self, name):
+        """Index of the body that carries link (or frame) `name`; WORLD for the fixed base."""
+        if name in self.link_names:
+            return self.link_names.index(name)
+        if name in self.frames:
+            return self.frames[name].body
+        raise KeyError(f"model {self.name!r} has no link named {name!r}")
+
+    def joint_index(self, name):
+        for i, j in enumerate(self.joints):
+            if j.name == name:
+                return i
+        raise KeyError(f"model {self.name!r} has no movable joint named {name!r}")
+
+    def q_slice(self, i):
+        return slice(self.q_index[i], self.q_index[i] + self.joints[i].nq)
+
+    def v_slice(self, i):
+        return slice(self.v_index[i], self.v_index[i] + self.joints[i].nv)
+
+    def support(self, i):
+        """Bodies from i up to the root (i first)."""
+        out = []
+        while i != WORLD:
+            out.append(i)
+            i = int(self.parents[i])
+        return out
+
+    def subtree(self, i):
+        out, stack = [], [i]
+        while stack:
+            k = stack.pop()
+            out.append(k)
+            stack.extend(self.children[k])
+        return sorted(out)
+
+    def expanded_parents(self):
+        """Featherstone's expanded parent array over DoFs (book Sec. 6.5): lambda(k) < k."""
+        lam = np.full(self.nv, -1, dtype=int)
+        for i, j in enumerate(self.joints):
+            first = self.v_index[i]
+            p = int(self.parents[i])
+            lam[first] = -1 if p == WORLD else self.v_index[p] + self.joints[p].nv - 1
+            for k in range(1, j.nv):
+                lam[first + k] = first + k - 1
+        return lam
+
+    # ---------------------------------------------------------------- configurations
+
+    def neutral_configuration(self):
+        return np.concatenate([j.neutral() for j in self.joints]) if self.joints else np.zeros(0)
+
+    def random_configuration(self, rng=None, batch=None):
+        """Random configurations inside finite joint limits ((nq,) or (batch, nq))."""
+        rng = np.random.default_rng(rng)
+        n = 1 if batch is None else int(batch)
+        out = np.empty((n, self.nq))
+        for b in range(n):
+            for i, j in enumerate(self.joints):
+                s = self.q_slice(i)
+                if j.nq == 1:
+                    out[b, s] = j.random_configuration(rng, self.lower_position_limit[s][0],
+                                                       self.upper_position_limit[s][0])
+                else:
+                    out[b, s] = j.random_configuration(rng)
+        return out[0] if batch is None else out
+
+    def integrate(self, q, v_dt):
+        """q (+) v dt, joint by joint (Pinocchio's integrate for the same layout)."""
+        q = np.asarray(q, dtype=float)
+        v_dt = np.asarray(v_dt, dtype=float)
+        out = np.empty_like(q)
+        for i, j in enumerate(self.joints):
+            out[..., self.q_slice(i)] = j.integrate(q[..., self.q_slice(i)], v_dt[..., self.v_slice(i)])
+        return out
+
+    # ---------------------------------------------------------------- identity
+
+    def fingerprint(self):
+        """A hash of everything that determines the dynamics (plans store it to detect mismatch)."""
+        h = hashlib.sha256()
+        h.update(self.name.encode())
+        h.update(np.asarray(self.parents).tobytes())
+        for j in self.joints:
+            h.update(f"{j.kind}:{j.name}".encode())
+            if j.axis is not None:
+                h.update(np.round(j.axis, 12).tobytes())
+        h.update(np.round(self.joint_placements, 12).tobytes())
+        h.update(np.round(self.inertias, 12).tobytes())
+        return h.hexdigest()[:32]
+
+    def _check(self):
+        for i, p in enumerate(self.parents):
+            if not (WORLD <= p < i):
+                raise ModelError(f"body {self.link_names[i]!r}: parent index {p} must precede it")
+        for i, I in enumerate(self.inertias):
+            check_inertia(I, f"link {self.link_names[i]!r}")
+
+    def __repr__(self):
+        return (f"Model({self.name!r}: {self.nbodies} bodies, nq={self.nq}, nv={self.nv}, "
+                f"floating_base={self.floating_base})")
+
+
+def check_inertia(I, what):
+    """Raise ModelError unless I is a physically valid spatial inertia (mass >= 0, rotational
+    inertia about the COM symmetric PSD, finite). Zero mass is allowed: published URDFs carry
+    massless links, and the singular mass matrices they cause are reported by forward dynamics."""
+    I = np.asarray(I, dtype=float)
+    if I.shape != (6, 6) or not np.all(np.isfinite(I)):
+        raise ModelError(f"{what}: spatial inertia must be a finite 6x6 matrix")
+    mass, _, Ic = inertia_parameters(I)
+    if I[3, 3] < 0:
+        raise ModelError(f"{what}: negative mass {I[3, 3]:g}")
+    if not np.allclose(Ic, Ic.T, atol=1e-9 * max(1.0, np.abs(Ic).max())):
+        raise ModelError(f"{what}: rotational inertia is not symmetric")
+    ev = np.linalg.eigvalsh(0.5 * (Ic + Ic.T))
+    if ev.min() < -1e-9 * max(1.0, np.abs(ev).max()):
+        raise ModelError(f"{what}: rotational inertia is not positive semi-definite "
+                         f"(eigenvalues {np.array2string(ev, precision=3)})")
+
+
+class ModelBuilder:
+    """Python API for trees with any joint (including multi-DoF spherical/planar joints).
+
+    >>> b = ModelBuilder("arm")
+    >>> i = b.add_body("link1", WORLD, RevoluteJoint("j1", [0, 0, 1]), placement=np.eye(4),
+    ...                mass=1.0, com=[0, 0, 0.1], inertia=np.eye(3) * 1e-2)
+    """
+
+    def __init__(self, name="robot", gravity=GRAVITY):
+        self.name = name
+        self.gravity = np.asarray(gravity, dtype=float)
+        self._bodies = []
+        self._frames = {}
+        self._joint_frames = {}
+
+    @property
+    def nbodies(self):
+        return len(self._bodies)
+
+    def add_body(self, name, parent, joint, placement=None, mass=0.0, com=(0, 0, 0), inertia=None,
+                 spatial=None, lower=None, upper=None, effort=None):
+        """Append a body attached by `joint` to `parent` (an index or a link name). Returns its index."""
+        if not isinstance(joint, Joint):
+            raise ModelError(f"body {name!r}: joint must be a Joint instance, got {type(joint).__name__}")
+        if isinstance(parent, str):
+            parent = self._index(parent)
+        if not (WORLD <= parent < len(self._bodies)):
+            raise ModelError(f"body {name!r}: parent index {parent} does not exist yet")
+        if name in self._frames:
+            raise ModelError(f"link {name!r} is defined twice")
+        placement = np.eye(4) if placement is None else np.asarray(placement, dtype=float)
+        if spatial is None:
+            inertia = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, dtype=float)
+            if float(mass) < 0:
+                raise ModelError(f"link {name!r}: negative mass {float(mass):g}")
+            spatial = spatial_inertia(mass, com, inertia)
+        spatial = np.array(spatial, dtype=float)
+        check_inertia(spatial, f"link {name!r}")
+        inf = np.full(joint.nq, np.inf)
+        self._bodies.append(dict(name=name, parent=int(parent), joint=joint, placement=placement,
+                                 inertia=spatial,
+                                 lower=-inf if lower is None else np.broadcast_to(lower, joint.nq),
+                                 upper=inf if upper is None else np.broadcast_to(upper, joint.nq),
+                                 effort=inf if effort is None else np.broadcast_to(effort, joint.nq)))
+        index = len(self._bodies) - 1
+        self._frames[name] = Frame(name, index, _readonly(np.eye(4)), "link")
+        self._joint_frames[joint.name] = Frame(joint.name, index, _readonly(np.eye(4)), "joint")
+        return index
+
+    def add_inertia(self, body, spatial):
+        """Rigidly append a spatial inertia (in the body frame) to a body (fixed-joint merging)."""
+        self._bodies[body]["inertia"] = self._bodies[body]["inertia"] + spatial
+
+    def add_frame(self, name, body, placement, kind="link"):
+        table = self._frames if kind == "link" else self._joint_frames
+        if name in table:
+            raise ModelError(f"{'link' if kind == 'link' else 'joint'} {name!r} is defined twice")
+        table[name] = Frame(name, int(body), _readonly(placement), kind)
+
+    def _index(self, name):
+        for i, b in enumerate(self._bodies):
+            if b["name"] == name:
+                return i
+        raise ModelError(f"no link named {name!r} has been added")
+
+    def build(self):
+        B = self._bodies
+        return Model(
+            self.name, [b["name"] for b in B], [b["parent"] for b in B], [b["joint"] for b in B],
+            np.array([b["placement"] for b in B]).reshape(len(B), 4, 4),
+            np.array([b["inertia"] for b in B]).reshape(len(B), 6, 6),
+            self._frames, self._joint_frames,
+            np.concatenate([b["lower"] for b in B]) if B else np.zeros(0),
+            np.concatenate([b["upper"] for b in B]) if B else np.zeros(0),
+            np.concatenate([b["effort"] for b in B]) if B else np.zeros(0),
+            self.gravity)

@@ -1,0 +1,68 @@
+"""One operation counter for every kernel: recursive algorithms and sparse online kernels.
+
+Counts are per state (a batch of B states costs B times as much) and split into multiplications
+(divisions and square roots are counted apart) and additions (subtractions included), the way
+Featherstone's and Nori's tables count them. Spatial primitives charge the cost of the compact
+form they evaluate (Featherstone, Appendix A); the sparse kernels charge the exact flops of their
+symbolic factorization.
+
+    with count_operations() as ops:
+        sparsedyn.rnea(model, q, v, a)
+    ops.mul, ops.add
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+
+@dataclass
+class OpCount:
+    mul: int = 0
+    add: int = 0
+    div: int = 0
+    sqrt: int = 0
+    by_kind: dict = field(default_factory=dict)
+
+    @property
+    def flops(self):
+        return self.mul + self.add + self.div + self.sqrt
+
+    def charge(self, mul=0, add=0, div=0, sqrt=0, kind=None):
+        self.mul += mul
+        self.add += add
+        self.div += div
+        self.sqrt += sqrt
+        if kind is not None:
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + mul + add + div + sqrt
+
+    def as_dict(self):
+        return {"mul": self.mul, "add": self.add, "div": self.div, "sqrt": self.sqrt, "flops": self.flops}
+
+
+_active: list[OpCount] = []
+
+
+def charge(mul=0, add=0, div=0, sqrt=0, kind=None):
+    """Add a per-state cost to every active counter (no-op when none is active)."""
+    for c in _active:
+        c.charge(mul, add, div, sqrt, kind)
+
+
+def counting():
+    return bool(_active)
+
+
+@contextlib.contextmanager
+def count_operations():
+    c = OpCount()
+    _active.append(c)
+    try:
+        yield c
+    finally:
+        _active.remove(c)
+
+
+def charge_matmul(m, k, n, kind="matmul"):
+    """Dense (m x k) @ (k x n)."""
+    charge(m * k * n, m * (k - 1) * n, kind=kind)

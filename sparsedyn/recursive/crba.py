@@ -1,0 +1,44 @@
+"""CRBA: the joint-space inertia matrix M(q) (full, symmetric), batched.
+
+Featherstone, Table 6.2 (composite-rigid-body algorithm). Preconditions: a tree with
+parent(i) < i. Returns (B, nv, nv) (or (nv, nv)) in Pinocchio's v layout.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..batch import check_configuration, unbatch
+from ..kinematics import joint_transforms
+from ..model.model import WORLD
+from ..spatial import inertia_to_parent
+from ._common import matmul
+
+
+def crba_sweeps(model, q, Xup=None):
+    B = q.shape[0]
+    Xup = joint_transforms(model, q) if Xup is None else Xup
+    IC = [np.broadcast_to(I, (B, 6, 6)).copy() for I in model.inertias]
+    for i in range(model.nbodies - 1, -1, -1):                     # composite inertias, tips first
+        p = model.parents[i]
+        if p != WORLD:
+            IC[p] += inertia_to_parent(Xup[i], IC[i])             # I^c_p += X^T I^c_i X
+    M = np.zeros((B, model.nv, model.nv))
+    for i, joint in enumerate(model.joints):
+        si = model.v_slice(i)
+        F = matmul(IC[i], np.broadcast_to(joint.S, (B, 6, joint.nv)))   # F = I^c_i S_i
+        M[:, si, si] = matmul(np.broadcast_to(joint.S.T, (B, joint.nv, 6)), F)   # H_ii = S_i^T F
+        j = i
+        while model.parents[j] != WORLD:
+            F = np.stack([Xup[j].transpose_apply_force(F[:, :, c]) for c in range(joint.nv)], -1)
+            j = int(model.parents[j])                              # F = jX_i^T F up the support
+            sj = model.v_slice(j)
+            Hji = matmul(np.broadcast_to(model.joints[j].S.T, (B, model.joints[j].nv, 6)), F)
+            M[:, sj, si] = Hji
+            M[:, si, sj] = np.swapaxes(Hji, -1, -2)
+    return M
+
+
+def crba(model, q):
+    """Joint-space inertia matrix M(q)."""
+    q, single = check_configuration(model, q)
+    return unbatch(crba_sweeps(model, q), single)

@@ -1,0 +1,56 @@
+"""RNEA: inverse dynamics tau = ID(q, qd, qdd, f_ext), batched.
+
+Featherstone, Table 5.1 (= [2, Algorithm 5.7] cited by Nori); the same sweeps are Nori's
+equations (2), (3a_i) outward and (3f_i), (3tau_i) inward, with a_0 = -a_g (Sec. IV-A).
+Preconditions: a kinematic tree with parent(i) < i. Returns tau in Pinocchio's layout (B, nv).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..batch import state, unbatch
+from ..kinematics import joint_transforms
+from ..model.model import WORLD
+from ..spatial import cross_force, cross_motion
+from ._common import S_times, S_transpose_times, external_forces, gravity_acceleration, inertia_times
+
+
+def rnea_sweeps(model, q, qd, qdd, f_ext_body, Xup=None):
+    """The two sweeps on already-batched arrays. Returns (tau, v, a, f) with v, a, f (B, N, 6)
+    angular-first: body velocities, accelerations (including -a_g) and joint wrenches."""
+    B, N = q.shape[0], model.nbodies
+    Xup = joint_transforms(model, q) if Xup is None else Xup
+    a0 = gravity_acceleration(model, B)
+    v = np.zeros((B, N, 6))
+    a = np.zeros((B, N, 6))
+    f = np.zeros((B, N, 6))
+    for i, joint in enumerate(model.joints):                       # outward sweep
+        s = model.v_slice(i)
+        vJ = S_times(joint.S, qd[:, s])
+        p = model.parents[i]
+        if p == WORLD:
+            v[:, i] = vJ                                            # eq. (2), v_0 = 0
+            a[:, i] = Xup[i].apply_motion(a0) + S_times(joint.S, qdd[:, s])
+        else:
+            v[:, i] = Xup[i].apply_motion(v[:, p]) + vJ              # eq. (2)
+            a[:, i] = (Xup[i].apply_motion(a[:, p]) + S_times(joint.S, qdd[:, s])
+                       + cross_motion(v[:, i], vJ))                 # eq. (3a_i), c_i = v_i x S_i qd_i
+        I = model.inertias[i]
+        f[:, i] = (inertia_times(I, a[:, i]) + cross_force(v[:, i], inertia_times(I, v[:, i]))
+                   - f_ext_body[:, i])                              # eq. (3f_i) before children
+    tau = np.zeros((B, model.nv))
+    for i in range(N - 1, -1, -1):                                  # inward sweep
+        tau[:, model.v_slice(i)] = S_transpose_times(model.joints[i].S, f[:, i])   # eq. (3tau_i)
+        p = model.parents[i]
+        if p != WORLD:
+            f[:, p] += Xup[i].transpose_apply_force(f[:, i])          # eq. (3f_i): sum over mu(i)
+    return tau, v, a, f
+
+
+def rnea(model, q, v, a, f_ext=None):
+    """Joint torques (B, nv) (or (nv,)) realising accelerations `a` at state (q, v).
+
+    f_ext: {link name: wrench on that link in its frame, linear-first [force; torque]}."""
+    q, vecs, B, single = state(model, q, v=v, a=a)
+    tau, *_ = rnea_sweeps(model, q, vecs["v"], vecs["a"], external_forces(model, f_ext, B))
+    return unbatch(tau, single)
