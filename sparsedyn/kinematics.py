@@ -63,7 +63,7 @@ class Kinematics:
     @property
     def placements(self):
         """(B, N, 4, 4) placements of the bodies in the world (Pinocchio's data.oMi[1:])."""
-        P = np.stack([X.inverse().placement() for X in self.Xworld], axis=1)
+        P = np.stack([X.placement() for X in self.Xworld], axis=1)
         return unbatch(P, self.single)
 
     @property
@@ -77,7 +77,7 @@ class Kinematics:
         """(B, 4, 4) placement of a link/frame in the world (Pinocchio's data.oMf)."""
         B = self.Xworld[0].E.shape[0] if self.Xworld else 1
         fX0, _ = frame_transform(self.model, name, self.Xworld, B)
-        return unbatch(fX0.inverse().placement(), self.single)
+        return unbatch(fX0.placement(), self.single)
 
 
 def forward_kinematics(model, q, v=None):

@@ -201,5 +201,7 @@ def load_urdf(path_or_xml, floating_base=False, name=None):
 
     unreached = sorted(set(links) - visited)
     if unreached:
-        raise ModelError(f"links {unreached} are not connected to the root link {root!r}")
+        # every unreached link has a parent joint (it is no root), so following parents loops
+        raise ModelError(f"links {unreached} are not connected to the root link {root!r}: their "
+                         f"joints {sorted(child_of[l] for l in unreached)} form a cycle")
     return builder.build()

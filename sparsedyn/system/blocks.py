@@ -1,0 +1,106 @@
+"""Named variable and constraint blocks of Nori's Newton-Euler system, their index maps and
+permutations (seed 001, Sec. II eq. 1 and Sec. III-A).
+
+Variables, per body i (Sec. III-A):  a_i (6), f_i (6), tau_i (n_i), fx_i (6), qdd_i (n_i).
+Constraints, per body i:            "ne_a" (3a_i, 6 rows), "ne_f" (3f_i, 6), "ne_tau" (3tau_i, n_i),
+and measurement rows "y_<kind>" that fix one variable block to a given value (eq. 8, 9, 15).
+
+The natural order of both sides is by body, then block kind (the order of the tuples below);
+every other order is a permutation of it, named by a sequence of (kind, body) keys (eq. 1). A
+permutation is an int array `perm` with D_perm = D[row_perm][:, col_perm], i.e. perm[k] is the
+natural index that lands at position k.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: variable block kinds in natural order (Sec. III-A: the set D)
+VARIABLE_KINDS = ("a", "f", "tau", "fx", "qdd")
+#: Newton-Euler constraint kinds (the set C): eq. (3a_i), (3f_i), (3tau_i)
+CONSTRAINT_KINDS = ("ne_a", "ne_f", "ne_tau")
+#: measurement rows (eq. 8, 15): "y_<variable kind>" fixes that variable block
+MEASUREMENT_KINDS = tuple("y_" + k for k in VARIABLE_KINDS)
+ROW_KINDS = CONSTRAINT_KINDS + ("y_fx", "y_qdd", "y_tau", "y_a", "y_f")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One named block: `kind` of body `body`, occupying [start, start + size)."""
+
+    kind: str
+    body: int
+    start: int
+    size: int
+
+    @property
+    def stop(self):
+        return self.start + self.size
+
+    @property
+    def slice(self):
+        return slice(self.start, self.stop)
+
+    @property
+    def indices(self):
+        return np.arange(self.start, self.stop)
+
+
+class BlockLayout:
+    """An ordered list of blocks (one side of D) with lookup by (kind, body)."""
+
+    def __init__(self, entries, kind_order):
+        """entries: iterable of (kind, body, size); they are laid out by body, then by the rank of
+        the kind in `kind_order` (the natural order)."""
+        rank = {k: r for r, k in enumerate(kind_order)}
+        for kind, body, _ in entries:
+            if kind not in rank:
+                raise ValueError(f"unknown block kind {kind!r} (known: {', '.join(kind_order)})")
+        ordered = sorted(entries, key=lambda e: (e[1], rank[e[0]]))
+        self.blocks = []
+        self.index = {}
+        start = 0
+        for kind, body, size in ordered:
+            key = (kind, int(body))
+            if key in self.index:
+                raise ValueError(f"block {kind!r} of body {body} is defined twice")
+            block = Block(kind, int(body), start, int(size))
+            self.blocks.append(block)
+            self.index[key] = block
+            start += int(size)
+        self.size = start
+
+    def __contains__(self, key):
+        return key in self.index
+
+    def __getitem__(self, key):
+        try:
+            return self.index[key]
+        except KeyError:
+            raise KeyError(f"no block {key[0]!r} for body {key[1]}") from None
+
+    def of_kind(self, kind):
+        return [b for b in self.blocks if b.kind == kind]
+
+    def permutation(self, keys):
+        """Index permutation that lists the blocks `keys` ((kind, body) pairs, each once, all of
+        them) in that order."""
+        keys = list(keys)
+        if len(keys) != len(self.blocks) or set(keys) != set(self.index):
+            missing = set(self.index) - set(keys)
+            extra = [k for k in keys if k not in self.index]
+            raise ValueError(f"a block permutation must list every block exactly once "
+                             f"(missing {sorted(missing)[:5]}, unknown {extra[:5]})")
+        return np.concatenate([self.index[k].indices for k in keys]).astype(np.int64)
+
+    def labels(self, body_names):
+        """One label per scalar entry, e.g. 'a[link3][2]' (for messages and plots)."""
+        out = []
+        for b in self.blocks:
+            out.extend(f"{b.kind}[{body_names[b.body]}][{k}]" for k in range(b.size))
+        return out
+
+    def describe(self):
+        """Plain description (kind, body, size) in natural order (stored in plan files)."""
+        return [(b.kind, b.body, b.size) for b in self.blocks]

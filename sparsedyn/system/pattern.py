@@ -1,0 +1,126 @@
+"""Worst-case sparsity pattern of the tree transforms iX_lambda(i)(q), derived structurally
+(seed 001, Sec. IV-D and Remark 4).
+
+The body placement in its parent is R = T_R R_J(q), p = T_p + T_R p_J(q) (fixed tree placement
+T then joint motion), so with E = R^T, r = p (spatial.py's compact form)
+
+    iX_lambda(i) = [[E, 0], [-E rx, E]],   E = R_J(q)^T T_R^T,   r = T_p + T_R p_J(q).
+
+Every joint type writes R_J(q) = sum_a alpha_a(q) Ra_a and p_J(q) = sum_b beta_b(q) pb_b with
+basis functions that are linearly independent on the joint's configuration manifold
+(Featherstone, Table 4.1):
+
+    revolute   alpha = (1, sin, cos)                (R_J = k k^T + sin K - cos K^2)   beta = (1)
+    prismatic  alpha = (1)                                                            beta = (1, d)
+    planar     alpha = (1, sin, cos) about z                                          beta = (1, x, y)
+    spherical  alpha = the 10 quadratic monomials of the unit quaternion (R_J is a homogeneous
+               quadratic form in it; such forms vanish on the unit sphere only if they vanish)
+    free       alpha = as spherical                                                   beta = (1, px, py, pz)
+
+The rotational and translational coordinates of each joint are independent, so the products
+alpha_a beta_b are again linearly independent and
+
+    iX_lambda(i)(q) = sum_(a,b) alpha_a(q) beta_b(q) C_(a,b)          (C: constant 6x6)
+
+An entry is nonzero for some q iff its coefficient vector (C_k[m, n])_k is nonzero; it is then a
+nonzero analytic function of q, zero only on a measure-zero set. It is constant iff its
+coefficient vector is a multiple of the coefficients of the constant function 1 (for the
+quaternion basis: x^2 + y^2 + z^2 + w^2). Coefficients below STRUCTURAL_TOLERANCE (relative) are
+round-off of exact zeros in the URDF placements (e.g. cos(pi/2) = 6e-17) and count as zero.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.joints import (FreeFlyerJoint, PlanarJoint, PrismaticJoint, RevoluteJoint,
+                            SphericalJoint)
+from ..spatial import skew
+
+STRUCTURAL_TOLERANCE = 1e-12
+
+
+def _quaternion_basis():
+    """R(x, y, z, w) as a homogeneous quadratic form: (coefficients (10, 3, 3), constant (10,)).
+
+    Monomials: x2 y2 z2 w2 xy xz xw yz yw zw; 1 = x2 + y2 + z2 + w2 on the unit sphere."""
+    C = np.zeros((10, 3, 3))
+    X2, Y2, Z2, W2, XY, XZ, XW, YZ, YW, ZW = range(10)
+    # 1 - 2(y2 + z2) = x2 - y2 - z2 + w2, etc. (spatial.quaternion_to_rotation, homogenised)
+    C[[X2, W2], 0, 0], C[[Y2, Z2], 0, 0] = 1, -1
+    C[[Y2, W2], 1, 1], C[[X2, Z2], 1, 1] = 1, -1
+    C[[Z2, W2], 2, 2], C[[X2, Y2], 2, 2] = 1, -1
+    C[XY, 0, 1], C[ZW, 0, 1] = 2, -2
+    C[XZ, 0, 2], C[YW, 0, 2] = 2, 2
+    C[XY, 1, 0], C[ZW, 1, 0] = 2, 2
+    C[YZ, 1, 2], C[XW, 1, 2] = 2, -2
+    C[XZ, 2, 0], C[YW, 2, 0] = 2, -2
+    C[YZ, 2, 1], C[XW, 2, 1] = 2, 2
+    one = np.zeros(10)
+    one[[X2, Y2, Z2, W2]] = 1.0
+    return C, one
+
+
+def _rotation_basis(joint):
+    """R_J(q) = sum_a alpha_a(q) Ra[a]: returns (Ra (A, 3, 3), coefficients of 1 (A,))."""
+    if isinstance(joint, (RevoluteJoint, PlanarJoint)):
+        k = joint.axis if isinstance(joint, RevoluteJoint) else np.array([0.0, 0.0, 1.0])
+        K = skew(k)
+        # Rodrigues: I + s K + (1 - c) K^2 = k k^T + s K - c K^2   (basis 1, sin, cos)
+        return np.stack((np.outer(k, k), K, -K @ K)), np.array([1.0, 0.0, 0.0])
+    if isinstance(joint, PrismaticJoint):
+        return np.eye(3)[None], np.array([1.0])
+    if isinstance(joint, (SphericalJoint, FreeFlyerJoint)):
+        return _quaternion_basis()
+    raise NotImplementedError(f"joint {joint.name!r}: no structural pattern for kind {joint.kind!r}")
+
+
+def _translation_basis(joint):
+    """p_J(q) = sum_b beta_b(q) pb[b]: returns (pb (Bn, 3), coefficients of 1 (Bn,))."""
+    if isinstance(joint, PrismaticJoint):
+        return np.stack((np.zeros(3), joint.axis)), np.array([1.0, 0.0])
+    if isinstance(joint, PlanarJoint):
+        return np.stack((np.zeros(3), [1.0, 0.0, 0.0], [0.0, 1.0, 0.0])), np.array([1.0, 0.0, 0.0])
+    if isinstance(joint, FreeFlyerJoint):
+        return np.vstack((np.zeros(3), np.eye(3))), np.array([1.0, 0.0, 0.0, 0.0])
+    return np.zeros((1, 3)), np.array([1.0])
+
+
+def transform_coefficients(joint, placement):
+    """Coefficients of iX_lambda(i)(q) on the product basis alpha_a beta_b.
+
+    Returns (C (K, 6, 6), one (K,)): iX = sum_k phi_k(q) C[k], and the constant function 1 has
+    coefficients `one`. `placement` is the joint's fixed 4x4 tree placement T (X_T)."""
+    Ra, alpha_one = _rotation_basis(joint)
+    pb, beta_one = _translation_basis(joint)
+    TR, Tp = placement[:3, :3], placement[:3, 3]
+    A, Bn = len(Ra), len(pb)
+    C = np.zeros((A, Bn, 6, 6))
+    for a in range(A):
+        E_a = Ra[a].T @ TR.T                                  # E = R_J^T T_R^T
+        for b in range(Bn):
+            # r = T_p + T_R p_J: the constant T_p rides on the basis function beta = 1
+            r_b = TR @ pb[b] + (Tp if beta_one[b] else 0.0)
+            C[a, b, 3:, :3] = -E_a @ skew(r_b)                # -E rx (Featherstone eq. 2.24)
+        # the E blocks carry beta = 1 (beta_one has a single unit entry)
+        b1 = int(np.flatnonzero(beta_one)[0])
+        C[a, b1, :3, :3] = E_a
+        C[a, b1, 3:, 3:] = E_a
+    return C.reshape(A * Bn, 6, 6), np.outer(alpha_one, beta_one).reshape(-1)
+
+
+def transform_structure(joint, placement, tol=STRUCTURAL_TOLERANCE):
+    """Worst-case structure of the 6x6 transform iX_lambda(i):
+
+    nonzero  (6, 6) bool: entries that are nonzero for some configuration,
+    constant (6, 6) float: the value of entries that do not depend on q, NaN for the others
+             (zero entries have constant 0)."""
+    C, one = transform_coefficients(joint, placement)
+    scale = max(1.0, float(np.abs(C).max()))
+    C = np.where(np.abs(C) > tol * scale, C, 0.0)
+    coeff = C.reshape(len(C), 36).T                           # (36, K) coefficient vectors
+    nonzero = np.any(coeff != 0.0, axis=1)
+    # constant iff the coefficient vector is lambda * one
+    lam = coeff @ one / (one @ one)
+    residual = np.abs(coeff - np.outer(lam, one)).max(axis=1)
+    constant = np.where(residual <= tol * scale, lam, np.nan)
+    return nonzero.reshape(6, 6), constant.reshape(6, 6)
