@@ -25,12 +25,18 @@ GRAVITY = np.array([0.0, 0.0, -9.81])
 class Frame:
     """A named frame rigidly attached to a body (body == WORLD for frames on the fixed base).
 
-    `placement` is the 4x4 homogeneous placement of the frame in the body frame."""
+    `placement` is the 4x4 homogeneous placement of the frame in the body frame. For link frames,
+    `parent` names the URDF link it hangs from (None for the root) and `inertia` is the link's own
+    spatial inertia expressed in the BODY frame (the body's inertia is the sum over its links);
+    sensors between links merged into one body (F/T sensors on fixed joints) need both."""
 
     name: str
     body: int
     placement: np.ndarray
     kind: str  # "link", "joint" or "fixed_joint"
+    parent: str | None = None
+    inertia: np.ndarray | None = None
+    child: str | None = None  # for joint frames: the child link
 
 
 def _readonly(a):
@@ -226,8 +232,10 @@ class ModelBuilder:
         return len(self._bodies)
 
     def add_body(self, name, parent, joint, placement=None, mass=0.0, com=(0, 0, 0), inertia=None,
-                 spatial=None, lower=None, upper=None, effort=None):
-        """Append a body attached by `joint` to `parent` (an index or a link name). Returns its index."""
+                 spatial=None, lower=None, upper=None, effort=None, link_parent=None):
+        """Append a body attached by `joint` to `parent` (an index or a link name). Returns its index.
+        `link_parent` names the link (frame) of the parent body the joint hangs from, when the
+        parent body is made of several merged links (the URDF loader sets it)."""
         if not isinstance(joint, Joint):
             raise ModelError(f"body {name!r}: joint must be a Joint instance, got {type(joint).__name__}")
         if isinstance(parent, str):
@@ -251,19 +259,24 @@ class ModelBuilder:
                                  upper=inf if upper is None else np.broadcast_to(upper, joint.nq),
                                  effort=inf if effort is None else np.broadcast_to(effort, joint.nq)))
         index = len(self._bodies) - 1
-        self._frames[name] = Frame(name, index, _readonly(np.eye(4)), "link")
-        self._joint_frames[joint.name] = Frame(joint.name, index, _readonly(np.eye(4)), "joint")
+        parent_link = link_parent
+        if parent_link is None and parent != WORLD:
+            parent_link = self._bodies[parent]["name"]
+        self._frames[name] = Frame(name, index, _readonly(np.eye(4)), "link", parent_link, _readonly(spatial))
+        self._joint_frames[joint.name] = Frame(joint.name, index, _readonly(np.eye(4)), "joint",
+                                               parent_link, None, name)
         return index
 
     def add_inertia(self, body, spatial):
         """Rigidly append a spatial inertia (in the body frame) to a body (fixed-joint merging)."""
         self._bodies[body]["inertia"] = self._bodies[body]["inertia"] + spatial
 
-    def add_frame(self, name, body, placement, kind="link"):
+    def add_frame(self, name, body, placement, kind="link", parent=None, inertia=None, child=None):
         table = self._frames if kind == "link" else self._joint_frames
         if name in table:
             raise ModelError(f"{'link' if kind == 'link' else 'joint'} {name!r} is defined twice")
-        table[name] = Frame(name, int(body), _readonly(placement), kind)
+        table[name] = Frame(name, int(body), _readonly(placement), kind, parent,
+                            None if inertia is None else _readonly(inertia), child)
 
     def _index(self, name):
         for i, b in enumerate(self._bodies):

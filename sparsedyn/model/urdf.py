@@ -151,7 +151,7 @@ def load_urdf(path_or_xml, floating_base=False, name=None):
                                 spatial=_link_inertia(links[root]))
     else:
         body = WORLD
-        builder.add_frame(root, WORLD, np.eye(4))
+        builder.add_frame(root, WORLD, np.eye(4), inertia=_link_inertia(links[root]))
 
     visited = {root}
     # iterative depth-first walk; a stack entry is (joint name, body carrying its parent link,
@@ -165,6 +165,7 @@ def load_urdf(path_or_xml, floating_base=False, name=None):
     while stack:
         jname, body, T_link = stack.pop()
         j = joints[jname]
+        parent_link = j.find("parent").get("link")
         child = j.find("child").get("link")
         if child in visited:
             raise ModelError(f"joint {jname!r} closes a cycle at link {child!r}")
@@ -172,11 +173,12 @@ def load_urdf(path_or_xml, floating_base=False, name=None):
         T_joint = T_link @ _origin(j, f"joint {jname!r}")
         jtype = j.get("type")
         if jtype == "fixed":
-            builder.add_frame(jname, body, T_joint, kind="fixed_joint")
-            builder.add_frame(child, body, T_joint)
+            builder.add_frame(jname, body, T_joint, kind="fixed_joint", parent=parent_link, child=child)
+            X = Transform.from_placement(T_joint[:3, :3], T_joint[:3, 3])
+            I_child = inertia_to_parent(X, _link_inertia(links[child]))
+            builder.add_frame(child, body, T_joint, parent=parent_link, inertia=I_child)
             if body != WORLD:
-                X = Transform.from_placement(T_joint[:3, :3], T_joint[:3, 3])
-                builder.add_inertia(body, inertia_to_parent(X, _link_inertia(links[child])))
+                builder.add_inertia(body, I_child)
             push_children(child, body, T_joint)
             continue
         axis_el = j.find("axis")
@@ -196,7 +198,7 @@ def load_urdf(path_or_xml, floating_base=False, name=None):
                 raise ModelError(f"joint {jname!r}: <limit> attributes must be numbers") from None
         new_body = builder.add_body(child, body, joint, placement=T_joint,
                                     spatial=_link_inertia(links[child]),
-                                    lower=lower, upper=upper, effort=effort)
+                                    lower=lower, upper=upper, effort=effort, link_parent=parent_link)
         push_children(child, new_body, np.eye(4))
 
     unreached = sorted(set(links) - visited)
