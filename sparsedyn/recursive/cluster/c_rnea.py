@@ -1,0 +1,51 @@
+"""C-RNEA: constrained inverse dynamics tau_y = ID(q, yd, ydd, f_ext) on a cluster tree, batched.
+
+Seed 003, Sec. VI: forward pass eq. (33) (v_k = kX v_lambda(k) + S_k yd_k, a_k = kX a_lambda(k) +
+c_k + S_k ydd_k, with c_k of Algorithm 1 lines 18-19 as corrected in the notes) and eq. (34)
+(f_k = I_k a_k + v_k x* I_k v_k); backward pass eq. (35) (f_lambda(k) += lambda(k)X_k^* f_k) and
+eq. (31) (tau_k = S_k^T f_k). Preconditions: q assembled. Returns the torques on the independent
+coordinates (the spanning torques projected by G^T).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...batch import unbatch
+from ...opcount import charge
+from ...spatial import cross_force
+from .._common import external_forces, gravity_acceleration, inertia_times
+from ._cluster_common import cluster_force_to_parent, cluster_motion, forward_pass
+
+
+def c_rnea_sweeps(cm, q, yd, ydd, f_ext_body, Xup=None):
+    """Returns tau_y (B, ny) and the cluster joint forces f_k^J (list of (B, n_b, 6))."""
+    model, B = cm.model, q.shape[0]
+    fp = forward_pass(cm, q, yd, Xup)
+    a0 = gravity_acceleration(model, B)
+    acc, f = [None] * cm.nclusters, [None] * cm.nclusters
+    for k, c in enumerate(cm.clusters):                                            # forward pass
+        p = cm.parents[k]
+        S = fp.S[k]
+        acc[k] = (cluster_motion(fp.Xout[k], cm.output_blocks[k], a0 if p < 0 else acc[p]) + fp.c[k]
+                  + np.einsum("bij,bj->bi", S, ydd[:, cm.y_slice(k)]).reshape(B, -1, 6))   # eq. (33)
+        charge(S.shape[1] * S.shape[2], S.shape[1] * S.shape[2], kind="S ydd")
+        f[k] = np.stack([inertia_times(model.inertias[i], acc[k][:, li])
+                         + cross_force(fp.v[k][:, li], inertia_times(model.inertias[i], fp.v[k][:, li]))
+                         - f_ext_body[:, i] for li, i in enumerate(c.bodies)], axis=1)     # eq. (34)
+    tau = np.zeros((B, cm.ny))
+    for k in range(cm.nclusters - 1, -1, -1):                                      # backward pass
+        S = fp.S[k]
+        tau[:, cm.y_slice(k)] = np.einsum("bji,bj->bi", S, f[k].reshape(B, -1))    # eq. (31)
+        charge(S.shape[1] * S.shape[2], (S.shape[1] - 1) * S.shape[2], kind="S^T f")
+        p = cm.parents[k]
+        if p >= 0:
+            f[p] += cluster_force_to_parent(fp.Xout[k], cm.output_blocks[k], f[k],
+                                            len(cm.clusters[p].bodies))            # eq. (35)
+    return tau, f
+
+
+def c_rnea(cm, q, yd, ydd, f_ext=None):
+    """Independent torques tau_y (B, ny) (or (ny,)) realising ydd at state (q, yd)."""
+    q, yd, ydd, B, single = cm._state(q, yd=yd, ydd=ydd)
+    tau, _ = c_rnea_sweeps(cm, q, yd, ydd, external_forces(cm.model, f_ext, B))
+    return unbatch(tau, single)
