@@ -21,6 +21,7 @@ from .batch import check_configuration, unbatch
 from .kinematics import joint_transforms
 from .model.model import WORLD
 from .opcount import charge
+from .recursive._osim_common import rows_times_transform
 from .spatial import Transform
 
 KINDS = {"6d": 6, "3d": 3}
@@ -108,8 +109,8 @@ def contact_jacobian_sweeps(model, Xup, rc):
             charge(rows.shape[1] * 6 * S.shape[1], rows.shape[1] * 5 * S.shape[1], kind="K S")
             J[:, rc.rows(k), model.v_slice(j)] = rows @ S
             p = int(model.parents[j])
-            if p != WORLD:                               # rows are force-like: R X = (X^T R^T)^T
-                rows = Xup[j].transpose_apply_force(rows.swapaxes(0, 1)).swapaxes(0, 1)
+            if p != WORLD:
+                rows = rows_times_transform(Xup[j], rows)
             j = p
     return J
 

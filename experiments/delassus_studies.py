@@ -1,0 +1,247 @@
+"""Operation counts of the Delassus algorithms, reproducing the studies of seed 000 (PV-OSIMr,
+Sec. IV) and seed 002 (EFPA, Sec. V-C), with sparsedyn's operation counter (one B = 1 call each).
+
+    (a) stem of 0..100 links + 1, 2, 4, 7, 10 seven-link branches per side, 6D welds at the tips
+    (b) chain of k^2 links with a 6D weld every k links (PV-OSIMr O(k^2), EFPA O(k^3), PV-OSIM O(k^4))
+    (c) chain with a 6D weld on every link
+    (d) humanoid: 6D feet (m = 12), 4 x 3D corners per foot (m = 24)
+    (e) five-finger hand alone (5 x 3D tips), on the humanoid's left wrist, on both wrists, both +
+        6D feet (the humanoid's own three-finger hands are replaced by the five-finger hand model,
+        attached with ModelBuilder); EFPA's hands + feet (4 x 6D) on the humanoid itself.
+
+Writes experiments/out/delassus_*.png and experiments/out/delassus_tables.md.
+Usage: python experiments/delassus_studies.py [--quick]
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+import sparsedyn.models as sm
+from sparsedyn.contacts import Contact
+from sparsedyn.delassus import delassus
+from sparsedyn.model import ModelBuilder, make_joint
+from sparsedyn.opcount import count_operations
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+RECURSIVE = ("pv-osimr", "pv-osim", "efpa")
+ALL = ("pv-osimr", "pv-osim", "efpa", "ltl-osim", "dense")
+# kinds charged by the articulated-inertia sweep every recursive method shares (_osim_common.Pivot)
+ABI_KINDS = ("X^T I X", "U = H S", "D = S^T U", "D^-1", "U D^-1 U^T")
+FINGERS = ("thumb", "index", "middle", "ring", "little")
+
+
+def flops(model, contacts, method):
+    q = model.neutral_configuration() if not model.floating_base else _random_q(model)
+    with count_operations() as ops:
+        delassus(model, q, contacts, method=method)
+    abi = sum(ops.by_kind.get(k, 0) for k in ABI_KINDS) if method in RECURSIVE else 0
+    return ops.flops, ops.flops - abi
+
+
+def _random_q(model):
+    return model.random_configuration(np.random.default_rng(0))
+
+
+# ------------------------------------------------------------------------------- model building
+
+def chain_with_welds(n, every):
+    model = sm.serial_chain(n)
+    return model, [Contact(f"link{i}") for i in range(every, n + 1, every)]
+
+
+def humanoid_with_hands(sides=("l", "r")):
+    """The embedded humanoid with its three-finger hands replaced by the five-finger hand model
+    (wrist joint chain included) attached at the `{side}_hand` frame."""
+    hum, hand = sm.humanoid(), sm.hand()
+    b = ModelBuilder(f"humanoid_hands_{''.join(sides)}")
+    keep, new_index = [], {}
+    fingers = {i for s in ("l", "r") for i in range(hum.nbodies)
+               if hum.link_names[i].startswith(s + "_") and any(f in hum.link_names[i] for f in ("index", "middle", "thumb"))}
+    for i in range(hum.nbodies):
+        if i in fingers and hum.link_names[i][0] in sides:
+            continue
+        p = int(hum.parents[i])
+        _add_copy(b, hum, i, new_index[p] if p >= 0 else -1, "", hum.joint_placements[i])
+        new_index[i] = b.nbodies - 1
+        keep.append(i)
+    for name, fr in hum.frames.items():
+        if fr.kind == "link" and fr.body in new_index and name not in b._frames:
+            b.add_frame(name, new_index[fr.body], fr.placement)
+    for s in sides:
+        wrist = hum.frames[f"{s}_hand"]
+        hidx = {}
+        for i in range(hand.nbodies):
+            p = int(hand.parents[i])
+            T = hand.joint_placements[i]
+            if p < 0:
+                parent, T = new_index[wrist.body], wrist.placement @ T
+            else:
+                parent = hidx[p]
+            _add_copy(b, hand, i, parent, f"{s}_", T)
+            hidx[i] = b.nbodies - 1
+        for name, fr in hand.frames.items():
+            if fr.body >= 0 and f"{s}_{name}" not in b._frames:
+                b.add_frame(f"{s}_{name}", hidx[fr.body], fr.placement)
+    return b.build()
+
+
+def _add_copy(b, model, i, parent, prefix, placement):
+    j = model.joints[i]
+    joint = make_joint(j.kind, prefix + j.name, j.axis)
+    s = model.q_slice(i)
+    b.add_body(prefix + model.link_names[i], parent, joint, placement=placement,
+               spatial=model.inertias[i], lower=model.lower_position_limit[s],
+               upper=model.upper_position_limit[s],
+               effort=model.effort_limit[s] if j.nq == j.nv else None)
+
+
+# ------------------------------------------------------------------------------- studies
+
+def study_tree(stems, branches):
+    rows = []
+    for k in branches:
+        for s in stems:
+            model = sm.branched_tree(s, k)
+            contacts = [Contact(f"{side}{j}_tip") for side in ("left", "right") for j in range(1, k + 1)]
+            rows.append((k, s, {m: flops(model, contacts, m)[0] for m in RECURSIVE}))
+    return rows
+
+
+def study_chain_k2(ks):
+    rows = []
+    for k in ks:
+        model, contacts = chain_with_welds(k * k, k)
+        rows.append((k, {m: flops(model, contacts, m)[0] for m in RECURSIVE}))
+    return rows
+
+
+def study_chain_every(ns):
+    rows = []
+    for n in ns:
+        model, contacts = chain_with_welds(n, 1)
+        rows.append((n, {m: flops(model, contacts, m)[0] for m in RECURSIVE}))
+    return rows
+
+
+def study_robots():
+    hum = sm.humanoid()
+    corners = [Contact(f"{s}_foot_corner_{c}", "3d") for s in ("l", "r") for c in ("fl", "fr", "rl", "rr")]
+    feet = [Contact("l_sole"), Contact("r_sole")]
+    tips = lambda s: [Contact(f"{s}_{f}_tip", "3d") for f in FINGERS]
+    hand = sm.hand()
+    one, two = humanoid_with_hands(("l",)), humanoid_with_hands(("l", "r"))
+    cases = [
+        ("humanoid, 6D feet", hum, feet),
+        ("humanoid, 4 x 3D corners per foot", hum, corners),
+        ("humanoid, 6D hands + 6D feet (EFPA HF; seed 000's 1.5% case)", hum,
+         feet + [Contact("l_hand"), Contact("r_hand")]),
+        ("five-finger hand alone, 5 x 3D tips", hand, [Contact(f"{f}_tip", "3d") for f in FINGERS]),
+        ("humanoid + left hand, 5 x 3D tips", one, tips("l")),
+        ("humanoid + two hands, 10 x 3D tips", two, tips("l") + tips("r")),
+        ("humanoid + two hands, tips + 6D feet", two, tips("l") + tips("r") + feet),
+    ]
+    rows = []
+    for label, model, contacts in cases:
+        m = sum(c.dim for c in contacts)
+        rows.append((label, model.nv, m, {meth: flops(model, contacts, meth) for meth in ALL}))
+    return rows
+
+
+# ------------------------------------------------------------------------------- output
+
+def slope(x, y):
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def write(tree, k2, every, robots, quick):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    os.makedirs(OUT, exist_ok=True)
+    lines = ["# Delassus operation counts (sparsedyn counter, B = 1 call, flops = mul + add + div + sqrt)", ""]
+
+    branches = sorted({k for k, _, _ in tree})
+    fig, axes = plt.subplots(1, len(branches), figsize=(4 * len(branches), 3.5), squeeze=False)
+    lines += ["## (a) stem + k seven-link branches per side, 6D welds at the tips", "",
+              "| branches/side | stem | " + " | ".join(RECURSIVE) + " | PV-OSIM / PV-OSIMr | EFPA / PV-OSIMr |",
+              "|---|---|" + "---|" * (len(RECURSIVE) + 2)]
+    for ax, k in zip(axes[0], branches):
+        sub = [(s, f) for kk, s, f in tree if kk == k]
+        for meth in RECURSIVE:
+            ax.plot([s for s, _ in sub], [f[meth] for _, f in sub], label=meth)
+        ax.set_title(f"{k} branch(es)/side, m = {12 * k}")
+        ax.set_xlabel("stem length")
+        for s, f in sub:
+            lines.append(f"| {k} | {s} | " + " | ".join(f"{f[m]:,}" for m in RECURSIVE)
+                         + f" | {f['pv-osim'] / f['pv-osimr']:.2f} | {f['efpa'] / f['pv-osimr']:.2f} |")
+    axes[0][0].set_ylabel("flops")
+    axes[0][0].legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(OUT, "delassus_tree.png"), dpi=110)
+    plt.close(fig)
+
+    for title, rows, xlabel, fname in (
+            ("(b) chain of k^2 links, 6D weld every k links", k2, "k", "delassus_chain_k2.png"),
+            ("(c) chain, 6D weld on every link", every, "n", "delassus_chain_every.png")):
+        x = np.array([r[0] for r in rows], dtype=float)
+        fig, ax = plt.subplots(figsize=(5, 4))
+        lines += ["", f"## {title}", "", f"| {xlabel} | " + " | ".join(RECURSIVE) + " |",
+                  "|---|" + "---|" * len(RECURSIVE)]
+        for r in rows:
+            lines.append(f"| {r[0]} | " + " | ".join(f"{r[1][m]:,}" for m in RECURSIVE) + " |")
+        tail = slice(len(x) // 2, None)                             # asymptotic slope: larger half
+        fits = []
+        for meth in RECURSIVE:
+            y = np.array([r[1][meth] for r in rows], dtype=float)
+            ax.loglog(x, y, "o-", label=meth)
+            fits.append(f"{meth} {slope(x[tail], y[tail]):.2f}")
+        lines += ["", "log-log slope over the larger half: " + ", ".join(fits)]
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("flops")
+        ax.set_title(title, fontsize=9)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(OUT, fname), dpi=110)
+        plt.close(fig)
+
+    lines += ["", "## (d), (e) humanoid, five-finger hands; total flops (and without the shared "
+              "articulated-inertia sweep)", "",
+              "| case | nv | m | " + " | ".join(ALL) + " | PV-OSIM / PV-OSIMr - 1 |",
+              "|---|---|---|" + "---|" * (len(ALL) + 1)]
+    for label, nv, m, f in robots:
+        cells = [f"{f[meth][0]:,}" + (f" ({f[meth][1]:,})" if meth in RECURSIVE else "") for meth in ALL]
+        lines.append(f"| {label} | {nv} | {m} | " + " | ".join(cells)
+                     + f" | {100 * (f['pv-osim'][0] / f['pv-osimr'][0] - 1):+.1f}% |")
+    fig, ax = plt.subplots(figsize=(9, 4))
+    w = 0.16
+    for j, meth in enumerate(ALL[:4]):
+        ax.bar(np.arange(len(robots)) + j * w, [r[3][meth][0] for r in robots], w, label=meth)
+    ax.set_xticks(np.arange(len(robots)) + 1.5 * w)
+    ax.set_xticklabels([f"{r[0][:26]}\n(m={r[2]})" for r in robots], fontsize=6)
+    ax.set_ylabel("flops")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(OUT, "delassus_robots.png"), dpi=110)
+    plt.close(fig)
+    if quick:
+        lines.insert(1, "(--quick run: reduced sweeps)")
+    path = os.path.join(OUT, "delassus_tables.md")
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"\nwrote {path} and {OUT}/delassus_*.png")
+
+
+def main(quick=False):
+    stems = [0, 20, 50] if quick else list(range(0, 101, 10))
+    branches = [1, 2, 4] if quick else [1, 2, 4, 7, 10]
+    ks = [2, 3, 4, 6] if quick else [2, 3, 4, 5, 6, 8, 10, 12]
+    ns = [2, 4, 8, 16] if quick else [2, 4, 6, 8, 12, 16, 24, 32]
+    write(study_tree(stems, branches), study_chain_k2(ks), study_chain_every(ns), study_robots(), quick)
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)

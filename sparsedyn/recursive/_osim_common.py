@@ -1,0 +1,98 @@
+"""Pieces shared by the recursive Delassus algorithms (PV-OSIM, PV-OSIMr, EFPA), batched, in
+body-local coordinates and charged to the operation counter.
+
+Notation (seed 000, eqs. (7)-(12), local-frame form): U_i = H^A_i S_i, D_i = S_i^T U_i,
+Om_i = S_i D_i^-1 S_i^T, and the force propagator from link i to its parent, including the change
+of coordinates X_i = iX_lambda(i):
+
+    lambda(i)P_i = X_i^T (1 - U_i D_i^-1 S_i^T),  so  R lambda(i)P_i^T = (R - (R S_i) D_i^-1 U_i^T) X_i
+
+for a stack of rows R (r x 6): every extended motion propagator (EMP, CEMP) is such a stack.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..opcount import charge, charge_matmul
+from ..spatial import cross3, inertia_to_parent
+from .aba import check_articulated_pivots
+
+
+def rows_times_transform(X, R):
+    """R X for rows R (B, r, 6) and the motion transform X = (E, r) (compact form, Featherstone
+    Table 2.2: each row costs what X^T f costs, 24 mul + 18 add)."""
+    r = R.shape[-2]
+    charge(24 * r, 18 * r, kind="R X")
+    RlE = R[..., 3:] @ X.E
+    Ra = R[..., :3] @ X.E - cross3(RlE, X.r[:, None, :])
+    return np.concatenate((Ra, RlE), axis=-1)
+
+
+def transform_times_columns(X, C):
+    """X C for motion-vector columns C (B, 6, c) (X m, 24 mul + 18 add per column)."""
+    c = C.shape[-1]
+    charge(24 * c, 18 * c, kind="X C")
+    w = X.E @ C[:, :3]
+    v = X.E @ (C[:, 3:] - cross3(X.r[:, None, :], C[:, :3].swapaxes(1, 2)).swapaxes(1, 2))
+    return np.concatenate((w, v), axis=1)
+
+
+class Pivot:
+    """The articulated pivot of joint i (seed 000, eq. (7)-(9)): U = H^A_i S_i, D = S_i^T U,
+    D^-1, batched, with the products every Delassus recursion needs."""
+
+    def __init__(self, model, IA, i, scale):
+        self.S = model.joints[i].S
+        n = self.n = self.S.shape[1]
+        charge(36 * n, 30 * n, kind="U = H S")
+        self.U = IA @ self.S
+        charge(6 * n * n, 5 * n * n, kind="D = S^T U")
+        D = self.S.T @ self.U
+        check_articulated_pivots(model, D, i, scale)
+        if n == 1:
+            charge(div=1, kind="D^-1")
+            self.Dinv = 1.0 / D
+        else:
+            charge(n ** 3, n ** 3, div=n, kind="D^-1")
+            self.Dinv = np.linalg.inv(D)
+
+    def articulated_to_parent(self, X, IA):
+        """X^T (I^A - U D^-1 U^T) X: the articulated inertia seen from the parent."""
+        charge(21 * self.n, 21 * self.n, kind="U D^-1 U^T")     # symmetric: 21 entries
+        return inertia_to_parent(X, IA - self.times_Dinv(self.U) @ self.U.swapaxes(1, 2))
+
+    def times_Dinv(self, A):
+        """A D^-1 for a stack A (B, r, n)."""
+        if self.n == 1:
+            charge(A.shape[1], kind="A D^-1")
+            return A * self.Dinv
+        charge_matmul(A.shape[1], self.n, self.n, kind="A D^-1")
+        return A @ self.Dinv
+
+    def project_rows(self, R):
+        """(R S, R S D^-1) for rows R (B, r, 6)."""
+        charge(6 * self.n * R.shape[1], 5 * self.n * R.shape[1], kind="R S")
+        RS = R @ self.S
+        return RS, self.times_Dinv(RS)
+
+    def propagate_rows(self, X, R, RS_Dinv):
+        """(R - R S D^-1 U^T) X: rows carried across joint i into parent coordinates (eq. 12)."""
+        charge_matmul(R.shape[1], self.n, 6, kind="R - RS D^-1 U^T")
+        charge(add=R.shape[1] * 6)
+        return rows_times_transform(X, R - RS_Dinv @ self.U.swapaxes(1, 2))
+
+    def rank_update(self, Om, RS, RS_Dinv):
+        """Om + R S D^-1 S^T R^T (Om None: zero)."""
+        r = RS.shape[1]
+        charge(self.n * r * (r + 1) // 2, self.n * r * (r + 1) // 2, kind="Om + RS D^-1 SR^T")
+        update = RS_Dinv @ RS.swapaxes(1, 2)
+        return update if Om is None else Om + update
+
+
+def inertia_scale(model):
+    """Reference size for the articulated pivot check (largest body inertia entry)."""
+    return max(1.0, float(np.abs(model.inertias).max())) if model.nbodies else 1.0
+
+
+def initial_inertias(model, B):
+    return np.repeat(np.asarray(model.inertias)[None], B, axis=0).swapaxes(0, 1).copy()

@@ -1,0 +1,94 @@
+"""EFPA: the Delassus matrix Lambda^-1 = J M^-1 J^T by extended force propagators, O(n + md + m^2).
+
+Seed 002 (Wensing, Featherstone, Orin), Table I, in body-local coordinates, X_i = iX_lambda(i):
+
+    K_i = S_i D_i^-1 S_i^T,  L_i = 1 - K_i I^A_i                         (inward sweep)
+    kX_lambda(i) = kX_i L_i X_i  for k in ES(i),  kX_lambda(k) = K_k       (extended propagators)
+    Lam_ik = L_i X_i Lam_lambda(i)k + K_i kX_i^T,  Lam_0k = 0             (outward sweep, 6 x m_k)
+    Lam_k1k2 = k1X_i Lam_ik2 for (k1 < k2) in GCA(i);  Lam_kk = kX_lambda(k) Lam_lambda(k)k
+
+Pairs whose greatest common ancestor is the fixed base get zero blocks. kX_i are row stacks
+(m_k x 6) updated as in _osim_common.Pivot.propagate_rows (L_i = 1 - S D^-1 U^T).
+Preconditions: every articulated pivot invertible (else SingularModelError); contacts on movable
+bodies (sparsedyn.delassus drops world-welded ones).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.model import WORLD
+from ..opcount import charge, charge_matmul
+from ._osim_common import Pivot, inertia_scale, initial_inertias, transform_times_columns
+from .pv_osimr import _topology
+
+
+def efpa_sweeps(model, q, Xup, rc):
+    """(B, m, m) Delassus matrix for the resolved contacts rc (contacts.resolve_contacts)."""
+    B = q.shape[0]
+    top = _topology(model, rc.bodies)                              # ES(i), ancest(k1, k2)
+    ne = len(rc.bodies)
+    IA = initial_inertias(model, B)                                # init: I^A_i = I_i
+    scale = inertia_scale(model)
+    chi = [{} for _ in range(ne)]                                  # chi[k][i] = kX_i (B, m_k, 6)
+    for k, b in enumerate(rc.bodies):                              # kX_p(k) = kX_p(k) (= K_k)
+        chi[k][b] = np.broadcast_to(rc.K[k], (B,) + rc.K[k].shape)
+    pivots = [None] * model.nbodies
+    ES = [sorted(e - top.nlinks for e in top.supported[i]) for i in range(model.nbodies)]
+    for i in range(model.nbodies - 1, -1, -1):                     # inward, i = N..1
+        piv = pivots[i] = Pivot(model, IA[i], i, scale)            # K_i = S D^-1 S^T, L_i
+        p = int(model.parents[i])
+        if p == WORLD:
+            continue
+        IA[p] += piv.articulated_to_parent(Xup[i], IA[i])          # I^A_p += X^T L^T I^A X
+        for k in ES[i]:                                            # kX_p(i) = kX_i L_i X_i
+            _, RS_Dinv = piv.project_rows(chi[k][i])
+            chi[k][p] = piv.propagate_rows(Xup[i], chi[k][i], RS_Dinv)
+    gca = {}                                                       # GCA(i) = {(k1<k2): ancest = i}
+    for k1 in range(ne):
+        for k2 in range(k1 + 1, ne):
+            c = top.cca(top.end_effectors[k1], top.end_effectors[k2])
+            if c != WORLD:
+                gca.setdefault(c, []).append((k1, k2))
+    out = np.zeros((B, rc.m, rc.m))
+    Lam = [{} for _ in range(ne)]                                  # Lam[k][i] = Lam_ik (B, 6, m_k)
+    for i in range(model.nbodies):                                 # outward, i = 1..N
+        piv, p = pivots[i], int(model.parents[i])
+        for k in ES[i]:
+            KiT = _K_times_rows_T(piv, chi[k][i])                  # K_i kX_i^T
+            if p == WORLD:                                         # Lam_0k = 0
+                Lam[k][i] = KiT
+            else:
+                Lam[k][i] = _L_times(piv, transform_times_columns(Xup[i], Lam[k][p])) + KiT
+                charge(add=6 * KiT.shape[2], kind="Lam + K X^T")
+        for k1, k2 in gca.get(i, ()):                              # Lam_k1k2 = k1X_i Lam_ik2
+            charge_matmul(rc.K[k1].shape[0], 6, rc.K[k2].shape[0], kind="X Lam")
+            blk = chi[k1][i] @ Lam[k2][i]
+            out[:, rc.rows(k1), rc.rows(k2)] = blk
+            out[:, rc.rows(k2), rc.rows(k1)] = blk.swapaxes(1, 2)
+    for k, b in enumerate(rc.bodies):                              # Lam_kk = kX_p(k) Lam_p(k)k
+        mk = rc.K[k].shape[0]
+        charge_matmul(mk, 6, mk, kind="X Lam")
+        out[:, rc.rows(k), rc.rows(k)] = chi[k][b] @ Lam[k][b]
+    return out
+
+
+def _K_times_rows_T(piv, rows):
+    """K_i R^T = S D^-1 (R S)^T for R (B, r, 6) -> (B, 6, r)."""
+    RS, RS_Dinv = piv.project_rows(rows)
+    charge(6 * piv.n * RS.shape[1], 6 * (piv.n - 1) * RS.shape[1], kind="S (D^-1 S^T R^T)")
+    return piv.S @ RS_Dinv.swapaxes(1, 2)
+
+
+def _L_times(piv, C):
+    """L_i C = C - S D^-1 U^T C for motion columns C (B, 6, c)."""
+    c = C.shape[2]
+    charge_matmul(piv.n, 6, c, kind="U^T C")
+    UtC = piv.U.swapaxes(1, 2) @ C
+    if piv.n == 1:
+        charge(c, kind="D^-1 U^T C")
+        DUC = piv.Dinv * UtC
+    else:
+        charge_matmul(piv.n, piv.n, c, kind="D^-1 U^T C")
+        DUC = piv.Dinv @ UtC
+    charge(6 * piv.n * c, 6 * piv.n * c, kind="C - S (.)")
+    return C - piv.S @ DUC
