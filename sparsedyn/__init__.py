@@ -6,16 +6,25 @@ q = [p, quaternion x y z w], v = [linear, angular] local; one coordinate per rev
 or prismatic joint; public spatial vectors linear-first in link-local frames; every function that
 takes a state takes a batch (B, nq) or a single (nq,).
 """
+from .contacts import Contact, contact_jacobian
+from .delassus import delassus
 from .errors import IllPosedError, ModelError, PlanMismatchError, SingularModelError, SparsedynError
 from .kinematics import forward_kinematics, frame_jacobian
+from .loops import ClusterModel
 from .model import Model, ModelBuilder, load_urdf
 from .opcount import OpCount, count_operations
 from .recursive import aba, crba, rnea
+from .recursive.cluster import (c_aba, c_efpa, c_rnea, lagrange_fd, projected_rnea, projection_fd)
+from .recursive.ltl import ltdl, ltl
+from .recursive.yamane import yamane_forward_dynamics
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Model", "ModelBuilder", "load_urdf", "forward_kinematics", "frame_jacobian",
     "rnea", "aba", "crba", "count_operations", "OpCount",
+    "Contact", "contact_jacobian", "delassus", "ltl", "ltdl",
+    "ClusterModel", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",
+    "yamane_forward_dynamics",
     "SparsedynError", "ModelError", "SingularModelError", "IllPosedError", "PlanMismatchError",
 ]
