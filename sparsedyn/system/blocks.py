@@ -20,8 +20,8 @@ import numpy as np
 VARIABLE_KINDS = ("a", "f", "tau", "fx", "qdd")
 #: Newton-Euler constraint kinds (the set C): eq. (3a_i), (3f_i), (3tau_i)
 CONSTRAINT_KINDS = ("ne_a", "ne_f", "ne_tau")
-#: measurement rows (eq. 8, 15): "y_<variable kind>" fixes that variable block
-MEASUREMENT_KINDS = tuple("y_" + k for k in VARIABLE_KINDS)
+#: row kinds in natural order: measurement rows "y_<variable kind>" (eq. 8, 15, 17) follow the
+#: Newton-Euler rows of their body
 ROW_KINDS = CONSTRAINT_KINDS + ("y_fx", "y_qdd", "y_tau", "y_a", "y_f")
 
 
@@ -104,3 +104,48 @@ class BlockLayout:
     def describe(self):
         """Plain description (kind, body, size) in natural order (stored in plan files)."""
         return [(b.kind, b.body, b.size) for b in self.blocks]
+
+
+# --------------------------------------------------------------------------------------------
+# Nori's structural permutations
+
+
+def rnea_order(nbodies, rows, cols):
+    """Eq. (11)-(12): with q = [fx_1, qdd_1, ..., fx_N, qdd_N, a_1..a_N, f_N, tau_N, ..., f_1,
+    tau_1] and the matching p_id, D_{p_id, q} is lower triangular with a diagonal of +-1
+    (Property 1): forward substitution on it is the RNEA. Bodies without an fx block skip it.
+    Returns (row_perm, col_perm)."""
+    col_keys, row_keys = [], []
+    for i in range(nbodies):                                    # the measured blocks, eq. (8)
+        for kind in ("fx", "qdd"):
+            if (kind, i) in cols:
+                col_keys.append((kind, i))
+                row_keys.append(("y_" + kind, i))
+    col_keys += [("a", i) for i in range(nbodies)]              # outward: eq. (3a_i)
+    row_keys += [("ne_a", i) for i in range(nbodies)]
+    for i in range(nbodies - 1, -1, -1):                        # inward: eq. (3f_i), (3tau_i)
+        col_keys += [("f", i), ("tau", i)]
+        row_keys += [("ne_f", i), ("ne_tau", i)]
+    return rows.permutation(row_keys), cols.permutation(col_keys)
+
+
+def aba_order(nbodies, rows, cols):
+    """The articulated-body elimination order (Appendix B, Property 2), as a pivot sequence.
+
+    Eq. (34)-(35) do not make D itself triangular: the ABA also needs the block row/column
+    operations W^L, W^R, and in D the pair (c_tau_i, qdd_i) is structurally zero. The same
+    elimination as an LU pivot sequence is: the measured fx_i, tau_i first (eq. 8, 15), then for
+    i = N..1 the pivots (3f_i, f_i) [-1_6, Step 1: f_i -> p^A_i], (3a_i, a_i) [-1_6, Steps 2
+    and 4] and (3tau_i, qdd_i) [S_i^T I^A_i S_i after the first two, Step 3]; the Schur
+    complement left in the parent's (3f) row by the last is I^a_i (Step 5, eq. 13). Returns
+    (row_perm, col_perm)."""
+    col_keys, row_keys = [], []
+    for i in range(nbodies):
+        for kind in ("fx", "tau"):
+            if (kind, i) in cols:
+                col_keys.append((kind, i))
+                row_keys.append(("y_" + kind, i))
+    for i in range(nbodies - 1, -1, -1):
+        col_keys += [("f", i), ("a", i), ("qdd", i)]
+        row_keys += [("ne_f", i), ("ne_a", i), ("ne_tau", i)]
+    return rows.permutation(row_keys), cols.permutation(col_keys)

@@ -31,7 +31,9 @@ round-off of exact zeros in the URDF placements (e.g. cos(pi/2) = 6e-17) and cou
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import csc_matrix
 
+from ..model.model import WORLD
 from ..model.joints import (FreeFlyerJoint, PlanarJoint, PrismaticJoint, RevoluteJoint,
                             SphericalJoint)
 from ..spatial import skew
@@ -124,3 +126,76 @@ def transform_structure(joint, placement, tol=STRUCTURAL_TOLERANCE):
     residual = np.abs(coeff - np.outer(lam, one)).max(axis=1)
     constant = np.where(residual <= tol * scale, lam, np.nan)
     return nonzero.reshape(6, 6), constant.reshape(6, 6)
+
+
+# --------------------------------------------------------------------------------------------
+# The pattern of the whole D (eq. 5a-5e, 9a-9b, 15): one canonical CSC matrix, its constant
+# entries, and where the state-dependent entries come from
+
+
+class SystemPattern:
+    """Worst-case pattern of D for given row/column block layouts (and measurement selectors
+    {(kind, body): constant matrix or None for identity}).
+
+    pattern          csc_matrix, every stored entry 1.0, canonical
+    constant_values  (nnz,) value of q-independent entries, NaN for state-dependent ones
+    always_nonzero   (nnz,) bool: constant (hence nonzero for every state) entries
+    dynamic_index    (m,) data positions of the state-dependent entries
+    dynamic_source   (m,) flat index into the (N, 6, 6) stack of transforms iX_lambda(i) that
+                     fills each of them (eq. 5a uses iX_lambda(i), eq. 5d its transpose)
+    """
+
+    def __init__(self, model, rows, cols, selectors=None, tol=STRUCTURAL_TOLERANCE):
+        R, C, K, S = [], [], [], []
+
+        def add(row_key, col_key, mask, value, source=None):
+            if row_key not in rows or col_key not in cols:
+                return
+            r, c = np.nonzero(mask)
+            R.append(rows[row_key].start + r)
+            C.append(cols[col_key].start + c)
+            K.append(np.asarray(value, dtype=float)[r, c])
+            S.append(np.full(len(r), -1) if source is None else source[r, c])
+
+        eye6 = np.eye(6)
+        flat = np.arange(36).reshape(6, 6)
+        for i, joint in enumerate(model.joints):
+            n = joint.nv
+            Sj = np.where(np.abs(joint.S) > tol, joint.S, 0.0)
+            I = model.inertias[i]
+            I = np.where(np.abs(I) > tol * max(1.0, np.abs(I).max()), I, 0.0)
+            add(("ne_a", i), ("a", i), eye6, -eye6)                         # (5a) -1_6
+            p = int(model.parents[i])
+            if p != WORLD:
+                nz, const = transform_structure(joint, model.joint_placements[i], tol)
+                add(("ne_a", i), ("a", p), nz, const, 36 * i + flat)       # (5a) iX_lambda(i)
+                # (5d) in the parent's row: lambda(i)X*_i = (iX_lambda(i))^T
+                add(("ne_f", p), ("f", i), nz.T, const.T, 36 * i + flat.T)
+            add(("ne_a", i), ("qdd", i), Sj != 0, Sj)                       # (5b) S_i
+            add(("ne_f", i), ("f", i), eye6, -eye6)                         # (5c) -1_6
+            add(("ne_f", i), ("a", i), I != 0, I)                           # (5c) I_i
+            add(("ne_f", i), ("fx", i), eye6, -eye6)                        # (5d) -1_6
+            add(("ne_tau", i), ("tau", i), np.eye(n), -np.eye(n))           # (5e) -1_{n_i}
+            add(("ne_tau", i), ("f", i), Sj.T != 0, Sj.T)                   # (5e) S_i^T
+            for kind in ("fx", "qdd", "tau", "a", "f"):                     # (9a), (9b), (15)
+                if ("y_" + kind, i) in rows:
+                    sel = (selectors or {}).get((kind, i))
+                    if sel is None:
+                        sel = np.eye(cols[(kind, i)].size)
+                    sel = np.where(np.abs(sel) > tol * max(1.0, np.abs(sel).max()), sel, 0.0)
+                    add(("y_" + kind, i), (kind, i), sel != 0, sel)         # (17) D_Y, constant
+        R, C, K, S = (np.concatenate(x) for x in (R, C, K, S))
+        order = np.lexsort((R, C))                                         # CSC: by column, then row
+        R, C, K, S = R[order], C[order], K[order], S[order]
+        if np.any((np.diff(C) == 0) & (np.diff(R) == 0)):
+            raise AssertionError("two blocks of D overlap")                 # blocks are disjoint
+        nnz = len(R)
+        self.pattern = csc_matrix((np.ones(nnz), (R, C)), shape=(rows.size, cols.size))
+        self.pattern.sort_indices()
+        assert self.pattern.nnz == nnz and np.array_equal(self.pattern.indices, R)
+        self.constant_values = K
+        self.always_nonzero = ~np.isnan(K)
+        self.dynamic_index = np.flatnonzero(np.isnan(K))
+        self.dynamic_source = S[self.dynamic_index]
+        self.row_of_entry = R
+        self.col_of_entry = C

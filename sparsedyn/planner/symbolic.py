@@ -1,0 +1,322 @@
+"""Symbolic static-pivot LU of P D Q and the online program that computes it.
+
+Right-looking elimination on the structure (no numerical cancellation assumed) gives the exact
+patterns of L (unit lower, stored strictly below the diagonal) and U (with diagonal). While
+eliminating, known constants are propagated: an entry stays "known" while its initial value is a
+known constant (or 0 for fill) and every update to it is a product of known values. Operations
+on known values are folded offline; a multiplication by a known +-1 becomes a sign (no operation:
+a +-1 pivot leaves its L column unscaled and flips the sign of the updates that use it).
+
+The emitted program (opcodes in sparsedyn.kernels.lu_numpy) performs, per state:
+  factorization: per pivot k, 1 reciprocal, min(|L_k|, |U_k|) scalings (the pivot is divided out
+  of the cheaper side: Doolittle or Crout, chosen per pivot), |L_k| * |U_k| updates of which the
+  first one into a fill entry is a plain product (0 - x y needs no addition);
+  forward substitution: one update per off-diagonal entry of L;
+  back substitution: one update per off-diagonal entry of U;
+  one scaling by the pivot reciprocal per unknown, in whichever sweep the factor left it,
+each reduced as above when operands are known. Counted flops = mul + add + div over the program;
+sign flips (NEG) and copies (MOV) are not floating-point arithmetic and are reported apart.
+
+Preconditions: the permuted diagonal consists of stored entries (pivot-safe order).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..kernels.lu_numpy import ADD, FMA, FMS, MOV, MUL, NEG, OP_COST, RECIP, SUB, level_order
+
+PIVOT_TOL = 1e-13
+
+
+class UnsafePivot(ValueError):
+    """A pivot is structurally absent or folds to the known constant 0."""
+
+
+@dataclass
+class LUProgram:
+    n: int
+    nnz: int
+    n_slots: int
+    rhs0: int
+    row_perm: np.ndarray
+    col_perm: np.ndarray
+    op_code: np.ndarray
+    op_t: np.ndarray
+    op_a: np.ndarray
+    op_b: np.ndarray
+    init_slots: np.ndarray
+    init_values: np.ndarray
+    load_entries: np.ndarray
+    scale_ptr: np.ndarray
+    scale_entries: np.ndarray
+    scale_const: np.ndarray
+    tol: float = PIVOT_TOL
+
+    @property
+    def has_checks(self):
+        return bool((self.op_code == RECIP).any())
+
+    def costs(self):
+        """Per-state operation counts of one run: mul, add, div (the flops), and the free sign
+        flips (neg) and copies (mov)."""
+        counts = np.bincount(self.op_code, minlength=len(OP_COST))
+        mul, add, div = (counts[:, None] * OP_COST).sum(axis=0)
+        return {"mul": int(mul), "add": int(add), "div": int(div), "flops": int(mul + add + div),
+                "neg": int(counts[NEG]), "mov": int(counts[MOV])}
+
+    def arrays(self):
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass
+class SymbolicLU:
+    program: LUProgram
+    L: sp.csc_matrix   # pattern of the strictly lower part of L (permuted coordinates)
+    U: sp.csc_matrix   # pattern of U including its diagonal
+    nnz_LU: int
+
+
+class _Emitter:
+    """Builds the op list while tracking what is known offline.
+
+    Every slot holds either a known constant (`known`, never read online: operations use a pool
+    slot holding the constant) or a stored value w[slot] whose true value is sign * w[slot]
+    (`sign`, default +1): multiplications by -1 become sign changes instead of operations.
+    Operands are tuples (known_value, slot, sign) with known_value NaN when unknown.
+    """
+
+    def __init__(self, first_free_slot):
+        self.code, self.t, self.a, self.b = [], [], [], []
+        self.next_slot = first_free_slot
+        self.const_slot = {}
+        self.init = {}
+        self.known = {}
+        self.sign = {}
+
+    def new_slot(self):
+        self.next_slot += 1
+        return self.next_slot - 1
+
+    def constant(self, value):
+        if value not in self.const_slot:
+            slot = self.new_slot()
+            self.const_slot[value] = slot
+            self.init[slot] = value
+        return self.const_slot[value]
+
+    def op(self, code, t, a=0, b=0):
+        self.code.append(code)
+        self.t.append(t)
+        self.a.append(a)
+        self.b.append(b)
+
+    def operand(self, slot):
+        if slot in self.known:
+            return (self.known[slot], -1, 0.0)
+        return (np.nan, slot, self.sign.get(slot, 1.0))
+
+    def update(self, target, x, y):
+        """true[target] -= x * y."""
+        (cx, sx, gx), (cy, sy, gy) = x, y
+        if cx == 0.0 or cy == 0.0:
+            return
+        if target in self.known:
+            c = self.known[target]
+            if cx == cx and cy == cy:
+                self.known[target] = c - cx * cy
+                return
+            if c == 0.0:
+                # first update of a zero (fill) entry: a product, not a multiply-add
+                del self.known[target]
+                if cx == cx or cy == cy:
+                    (c, _, _), (_, s, g) = (x, y) if cx == cx else (y, x)
+                    if abs(c) == 1.0:
+                        self.op(MOV, target, s)
+                        self.sign[target] = -c * g
+                    else:
+                        self.op(MUL, target, self.constant(c), s)
+                        self.sign[target] = -g
+                else:
+                    self.op(MUL, target, sx, sy)
+                    self.sign[target] = -gx * gy
+                return
+            self.init[target] = self.known.pop(target)
+            self.sign[target] = 1.0
+        gt = self.sign.get(target, 1.0)
+        if cx == cx and cy == cy:
+            self.op(SUB, target, self.constant(cx * cy * gt))
+        elif cx == cx or cy == cy:
+            (c, _, _), (_, s, g) = (x, y) if cx == cx else (y, x)
+            if abs(c) == 1.0:
+                self.op(SUB if c * g * gt > 0 else ADD, target, s)
+            else:
+                self.op(FMS if g * gt > 0 else FMA, target, self.constant(c), s)
+        else:
+            self.op(FMS if gx * gy * gt > 0 else FMA, target, sx, sy)
+
+    @staticmethod
+    def needs_mul(entry, inv):
+        """Does scaling this operand by inv cost a multiplication?"""
+        if entry[0] == entry[0]:
+            return inv[0] != inv[0] and abs(entry[0]) not in (0.0, 1.0)
+        return inv[0] != inv[0] or abs(inv[0]) != 1.0
+
+    def scale(self, slot, inv):
+        """Operand for true[slot] * inv (a factor entry divided by its pivot)."""
+        x = self.operand(slot)
+        if x[0] == x[0] and inv[0] == inv[0]:
+            self.known[slot] = x[0] * inv[0]
+            return self.operand(slot)
+        if not self.needs_mul(x, inv):
+            if x[0] == x[0]:          # known 0 or +-1 times an unknown reciprocal
+                return (0.0, -1, 0.0) if x[0] == 0.0 else (np.nan, inv[1], x[0] * inv[2])
+            self.sign[slot] = x[2] * inv[0]
+            return self.operand(slot)
+        if x[0] == x[0]:
+            del self.known[slot]
+            self.op(MUL, slot, self.constant(x[0]), inv[1])
+            self.sign[slot] = inv[2]
+        elif inv[0] == inv[0]:
+            self.op(MUL, slot, slot, self.constant(inv[0]))
+        else:
+            self.op(MUL, slot, slot, inv[1])
+            self.sign[slot] = x[2] * inv[2]
+        return self.operand(slot)
+
+    def scale_solution(self, slot, inv):
+        """true[slot] *= inv for an unknown solution slot."""
+        if inv[0] == inv[0]:
+            if abs(inv[0]) == 1.0:
+                self.sign[slot] = self.sign.get(slot, 1.0) * inv[0]
+            else:
+                self.op(MUL, slot, slot, self.constant(inv[0]))
+        else:
+            self.op(MUL, slot, slot, inv[1])
+            self.sign[slot] = self.sign.get(slot, 1.0) * inv[2]
+
+
+def symbolic_lu(pattern, row_perm, col_perm, constant_values=None, tol=PIVOT_TOL):
+    """Symbolic factorization + program for the static-pivot LU of pattern[row_perm][:, col_perm]."""
+    n = pattern.shape[0]
+    nnz = pattern.nnz
+    row_perm = np.asarray(row_perm, dtype=np.int64)
+    col_perm = np.asarray(col_perm, dtype=np.int64)
+    new_row = np.empty(n, dtype=np.int64)
+    new_row[row_perm] = np.arange(n)
+    new_col = np.empty(n, dtype=np.int64)
+    new_col[col_perm] = np.arange(n)
+    coo_rows = pattern.indices.astype(np.int64)
+    coo_cols = np.repeat(np.arange(n), np.diff(pattern.indptr))
+    pr, pc = new_row[coo_rows], new_col[coo_cols]
+    known_init = (np.full(nnz, np.nan) if constant_values is None
+                  else np.asarray(constant_values, dtype=float))
+
+    rhs0 = nnz
+    em = _Emitter(first_free_slot=nnz + n)
+    row_cols = [dict() for _ in range(n)]   # permuted row -> {permuted col: slot}
+    col_rows = [set() for _ in range(n)]    # permuted col -> {permuted rows}
+    for e in range(nnz):
+        row_cols[pr[e]][pc[e]] = e
+        col_rows[pc[e]].add(pr[e])
+        if known_init[e] == known_init[e]:
+            em.known[e] = float(known_init[e])
+
+    factor_L, factor_U, inverses, scaled_L = [], [], [], []
+    L_cols, U_rows = [], []
+    for k in range(n):
+        if k not in row_cols[k]:
+            raise UnsafePivot(f"pivot {k}: no stored entry on the diagonal of the permuted pattern")
+        pivot = em.operand(row_cols[k][k])
+        if pivot[0] == pivot[0]:
+            if pivot[0] == 0.0:
+                raise UnsafePivot(f"pivot {k}: folds to the known constant 0")
+            inv = (1.0 / pivot[0], -1, 0.0)
+        else:
+            r = em.new_slot()
+            em.op(RECIP, r, pivot[1], k)
+            inv = (np.nan, r, pivot[2])
+        Lk = sorted(i for i in col_rows[k] if i > k)
+        Uk = sorted(j for j in row_cols[k] if j > k)
+        l_slots = [row_cols[i][k] for i in Lk]
+        u_slots = [row_cols[k][j] for j in Uk]
+        # Divide by the pivot on whichever side costs fewer multiplications (Doolittle: L,
+        # Crout: U); the solves then scale by 1/pivot in the back or forward sweep.
+        cost_L = sum(em.needs_mul(em.operand(s), inv) for s in l_slots)
+        cost_U = sum(em.needs_mul(em.operand(s), inv) for s in u_slots)
+        scale_L = cost_L <= cost_U
+        if scale_L:
+            ls = [em.scale(s, inv) for s in l_slots]
+            us = [em.operand(s) for s in u_slots]
+        else:
+            ls = [em.operand(s) for s in l_slots]
+            us = [em.scale(s, inv) for s in u_slots]
+        for i, li in zip(Lk, ls):
+            ri = row_cols[i]
+            for j, uj in zip(Uk, us):
+                if j not in ri:
+                    slot = em.new_slot()
+                    ri[j] = slot
+                    col_rows[j].add(i)
+                    em.known[slot] = 0.0
+                em.update(ri[j], li, uj)
+        factor_L.append(list(zip(Lk, ls)))
+        factor_U.append(list(zip(Uk, us)))
+        inverses.append(inv)
+        scaled_L.append(scale_L)
+        L_cols.append(Lk)
+        U_rows.append(Uk)
+
+    # forward substitution (column-oriented), then back substitution (row-oriented)
+    for k in range(n):
+        if not scaled_L[k]:
+            em.scale_solution(rhs0 + k, inverses[k])
+        yk = em.operand(rhs0 + k)
+        for i, li in factor_L[k]:
+            em.update(rhs0 + i, li, yk)
+    for k in range(n - 1, -1, -1):
+        for j, uj in factor_U[k]:
+            em.update(rhs0 + k, uj, em.operand(rhs0 + j))
+        if scaled_L[k]:
+            em.scale_solution(rhs0 + k, inverses[k])
+    for k in range(n):
+        if em.sign.get(rhs0 + k, 1.0) < 0:
+            em.op(NEG, rhs0 + k)
+
+    dynamic = np.isnan(known_init)
+    by_row = np.argsort(pr, kind="stable")
+    dyn_by_row = by_row[dynamic[by_row]]
+    scale_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(scale_ptr, pr[dyn_by_row] + 1, 1)
+    scale_ptr = np.cumsum(scale_ptr)
+    scale_const = np.zeros(n)
+    consts = ~dynamic
+    np.maximum.at(scale_const, pr[consts], np.abs(known_init[consts]))
+
+    init_slots = np.fromiter(em.init.keys(), dtype=np.int64, count=len(em.init))
+    init_values = np.fromiter(em.init.values(), dtype=float, count=len(em.init))
+    code, t, a, b = (np.asarray(em.code, dtype=np.int8), np.asarray(em.t, dtype=np.int64),
+                     np.asarray(em.a, dtype=np.int64), np.asarray(em.b, dtype=np.int64))
+    order = level_order(code, t, a, b, em.next_slot)
+    program = LUProgram(
+        n=n, nnz=nnz, n_slots=em.next_slot, rhs0=rhs0, row_perm=row_perm, col_perm=col_perm,
+        op_code=code[order], op_t=t[order], op_a=a[order], op_b=b[order],
+        init_slots=init_slots, init_values=init_values,
+        load_entries=np.flatnonzero(dynamic).astype(np.int64),
+        scale_ptr=scale_ptr, scale_entries=dyn_by_row.astype(np.int64), scale_const=scale_const,
+        tol=float(tol))
+    L = _pattern_matrix(n, [(i, k) for k in range(n) for i in L_cols[k]])
+    U = _pattern_matrix(n, [(k, j) for k in range(n) for j in [k] + U_rows[k]])
+    return SymbolicLU(program=program, L=L, U=U, nnz_LU=L.nnz + U.nnz)
+
+
+def _pattern_matrix(n, coords):
+    if coords:
+        r, c = np.asarray(coords, dtype=np.int64).T
+    else:
+        r = c = np.zeros(0, dtype=np.int64)
+    m = sp.csc_matrix((np.ones(r.size), (r, c)), shape=(n, n))
+    m.sort_indices()
+    return m

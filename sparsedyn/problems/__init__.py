@@ -1,0 +1,10 @@
+"""Dynamics problems on Nori's Newton-Euler system and their compiled plans (seed 001, Sec. IV-V).
+
+    plan = compile(inverse_dynamics(model, f_ext=True))     # offline
+    res = plan.solve(q, v, qdd=qdd, f_ext={...})             # online, batched
+"""
+from .dynamics import Problem, forward_dynamics, inverse_dynamics
+from .plan import PLAN_VERSION, Plan, Result, compile, load_plan
+
+__all__ = ["Problem", "inverse_dynamics", "forward_dynamics", "compile", "Plan", "Result",
+           "load_plan", "PLAN_VERSION"]

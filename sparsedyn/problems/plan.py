@@ -1,0 +1,321 @@
+"""compile(problem) -> Plan: the offline/online split of Nori's Sec. IV-D, V-D and Remark 4.
+
+Offline (once per model and problem): the worst-case pattern of D, a fill-reducing (or Nori's
+structural) permutation and the symbolic factorization, by sparsedyn.planner. Online (per batch
+of states): assemble D(q), b(q, qd) on the fixed pattern, numeric LU, substitutions.
+
+    plan = compile(inverse_dynamics(model, f_ext=True))
+    res = plan.solve(q, v, qdd=qdd, f_ext={"l_sole": w})
+    res["tau"], res["a", "l_sole"], res.variable("f", "torso")
+
+Public values are Pinocchio's: tau/qdd (B, nv) in its joint order; spatial variables linear-first
+in the named link's frame ("a" includes the fictitious gravity acceleration -a_g, i.e.
+Pinocchio's data.a_gf; "f" is the wrench transmitted from the parent, data.f).
+Plans are saved as versioned .npz files with the model fingerprint and the problem description.
+"""
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..batch import state, unbatch
+from ..errors import PlanMismatchError
+from ..opcount import count_operations
+from ..recursive._common import external_forces
+from ..spatial import Transform, to_linear_first
+from .dynamics import Problem
+
+PLAN_FORMAT = "sparsedyn-plan"
+PLAN_VERSION = 1
+
+
+def _planner():
+    try:
+        from ..planner import Factorization, plan_factorization
+    except ImportError as exc:
+        raise ImportError("sparsedyn.planner (plan_factorization, Factorization) is needed to "
+                          f"compile a problem: {exc}") from exc
+    return plan_factorization, Factorization
+
+
+def compile(problem, ordering="auto", backend="auto"):
+    """Plan the sparse LU of the problem's D once (offline); returns a reusable Plan."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"compile: expected a Problem (inverse_dynamics(model) / "
+                        f"forward_dynamics(model)), got {type(problem).__name__}")
+    plan_factorization, _ = _planner()
+    system = problem.system()
+    fact = plan_factorization(system.pattern, system.always_nonzero,
+                              constant_values=system.constant_values, ordering=ordering,
+                              structural_orders=system.structural_orders, backend=backend)
+    return Plan(problem, fact)
+
+
+class Plan:
+    """A compiled problem: `solve` (online, batched), `stats`, `table`, `save`."""
+
+    def __init__(self, problem, factorization):
+        self.problem = problem
+        self.model = problem.model
+        self.system = problem.system()
+        self.factorization = factorization
+        self._assembly_ops = None
+
+    # ------------------------------------------------------------------ offline facts
+
+    @property
+    def stats(self):
+        """nnz_D, nnz_LU, fill, flops (online LU + substitutions per state, exact), ordering,
+        backend (from the planner), plus the problem, the size of D and the counted cost of
+        assembling D and b per state (assembly_mul / assembly_add / assembly_flops)."""
+        out = dict(self.factorization.stats)
+        out.update(problem=self.problem.name, n_rows=self.system.shape[0],
+                   n_cols=self.system.shape[1], nnz_D=self.system.nnz,
+                   structural_orders=sorted(self.system.structural_orders))
+        ops = self.assembly_operations()
+        out.update(assembly_mul=ops.mul, assembly_add=ops.add, assembly_flops=ops.flops)
+        return out
+
+    @property
+    def table(self):
+        return self.factorization.table
+
+    def assembly_operations(self):
+        """Counted operations of assembling D(q) and b(q, qd) for one state (state-independent)."""
+        if self._assembly_ops is None:
+            q = self.model.neutral_configuration()[None]
+            qd = np.zeros((1, self.model.nv))
+            measured = {key: np.zeros((1, self.system.rows[("y_" + key[0], key[1])].size))
+                        for key in self.system.measured}
+            with count_operations() as ops:
+                self.system.assemble(q, qd, measured)
+            self._assembly_ops = ops
+        return self._assembly_ops
+
+    # ------------------------------------------------------------------ online
+
+    def solve(self, q, v, qdd=None, tau=None, f_ext=None):
+        """Solve the problem for one state (q (nq,), v (nv,), ...) or a batch ((B, nq), ...).
+
+        Inverse dynamics takes qdd, forward dynamics tau; f_ext = {link: linear-first wrench in
+        the link frame, (6,) or (B, 6)} on the links the problem was compiled with."""
+        problem, model = self.problem, self.model
+        given = {"qdd": qdd, "tau": tau}
+        for key, val in given.items():
+            if key != problem.given and val is not None:
+                raise ValueError(f"{key}: {problem.name} takes {problem.given}, not {key}")
+        if given[problem.given] is None:
+            raise ValueError(f"{problem.given}: {problem.name} needs {problem.given} (nv,) or (B, nv)")
+        if v is None:
+            raise ValueError("v: the joint velocities are needed (zeros for a static state)")
+        q, vecs, B, single = state(model, q, v=v, **{problem.given: given[problem.given]})
+        y = vecs[problem.given]
+        measured = {(problem.given, i): y[:, model.v_slice(i)] for i in range(model.nbodies)}
+        if problem.fx_bodies:
+            fx = external_forces(model, self._check_f_ext(f_ext), B)
+            measured.update({("fx", i): fx[:, i] for i in problem.fx_bodies})
+        elif f_ext:
+            raise ValueError(f"f_ext: this plan of {problem.name} was compiled without external "
+                             f"wrenches; compile {problem.name}(model, f_ext=[links]) instead")
+        values, rhs = self.system.assemble(q, vecs["v"], measured)
+        x = self.factorization.solve(values, rhs)
+        return Result(self, np.asarray(x), single)
+
+    def _check_f_ext(self, f_ext):
+        if not f_ext:
+            return None
+        if not isinstance(f_ext, dict):
+            raise ValueError("f_ext: expected a dict {link name: wrench (6,) or (B, 6)}")
+        model = self.model
+        for name in f_ext:
+            if name not in model.frames:
+                raise KeyError(f"f_ext: model {model.name!r} has no link named {name!r}")
+            if model.frames[name].body not in self.problem.fx_bodies:
+                raise ValueError(f"f_ext: link {name!r} has no external-wrench variable in this "
+                                 f"plan (compiled with f_ext on {list(self.problem.fx_links)})")
+        return f_ext
+
+    # ------------------------------------------------------------------ storage
+
+    def save(self, path):
+        """Write the plan to a versioned .npz file (no pickles)."""
+        arrays = {}
+        manifest = _to_plain(self.factorization.to_dict(), arrays, "fact")
+        P = self.system.pattern
+        header = {"format": PLAN_FORMAT, "version": PLAN_VERSION,
+                  "model": _model_summary(self.model), "problem": self.problem.describe(),
+                  "pattern_shape": list(P.shape), "factorization": manifest}
+        arrays.update(pattern_indptr=P.indptr, pattern_indices=P.indices)
+        with open(path, "wb") as fh:
+            np.savez_compressed(fh, header=np.array(json.dumps(header)), **arrays)
+
+    def __repr__(self):
+        s = self.factorization.stats
+        return (f"Plan({self.problem!r}: D {self.system.shape[0]}x{self.system.shape[1]}, "
+                f"nnz {self.system.nnz}, ordering {s.get('ordering')!r}, flops {s.get('flops')})")
+
+
+def load_plan(path, model):
+    """Read a plan saved by Plan.save and bind it to `model`.
+
+    Raises PlanMismatchError (naming what differs) if the plan was compiled for another model,
+    ValueError if the file is not a sparsedyn plan (or is corrupt, or from a newer version)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        header = json.loads(str(arrays.pop("header")))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
+        raise ValueError(f"{path}: not a readable sparsedyn plan file ({type(exc).__name__}: {exc})") from None
+    if not isinstance(header, dict) or header.get("format") != PLAN_FORMAT:
+        raise ValueError(f"{path}: not a sparsedyn plan file (no {PLAN_FORMAT!r} header)")
+    if not isinstance(header.get("version"), int) or header["version"] > PLAN_VERSION:
+        raise ValueError(f"{path}: plan file version {header.get('version')!r} is not supported "
+                         f"(this sparsedyn reads versions <= {PLAN_VERSION})")
+    try:
+        stored_model, problem_desc = header["model"], header["problem"]
+        manifest = header["factorization"]
+        indptr, indices = arrays["pattern_indptr"], arrays["pattern_indices"]
+        shape = tuple(header["pattern_shape"])
+    except KeyError as exc:
+        raise ValueError(f"{path}: corrupt sparsedyn plan file (missing {exc})") from None
+    differences = _model_differences(stored_model, _model_summary(model))
+    if differences:
+        raise PlanMismatchError(f"{path}: plan was compiled for another model: "
+                                + "; ".join(differences))
+    problem = Problem.from_description(model, problem_desc)
+    P = problem.system().pattern
+    if (P.shape != shape or not np.array_equal(P.indptr, indptr)
+            or not np.array_equal(P.indices, indices)):
+        raise PlanMismatchError(f"{path}: the stored sparsity pattern of {problem!r} differs from "
+                                "the one this sparsedyn builds for the model (re-compile the plan)")
+    _, Factorization = _planner()
+    try:
+        fact = Factorization.from_dict(_from_plain(manifest, arrays))
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: corrupt factorization in plan file ({exc})") from None
+    return Plan(problem, fact)
+
+
+# ---------------------------------------------------------------------- results
+
+
+class Result(Mapping):
+    """Solved variables: result["tau"], result["qdd"] (B, nv); result["a", link],
+    result["f", link], result["fx", link] (B, 6) linear-first in the link frame;
+    result["tau", link] / ["qdd", link] the block of the link's joint. Single states lose B."""
+
+    def __init__(self, plan, x, single):
+        self._plan = plan
+        self._blocks = plan.system.unpack(x)
+        self.vector = x           # internal (angular-first, body frames), natural column order
+        self._single = single
+
+    def _joint_space(self, kind):
+        model = self._plan.model
+        out = np.zeros((self.vector.shape[0], model.nv))
+        for i in range(model.nbodies):
+            out[:, model.v_slice(i)] = self._blocks[(kind, i)]
+        return out
+
+    def variable(self, kind, link):
+        model = self._plan.model
+        if link not in model.frames:
+            raise KeyError(f"model {model.name!r} has no link named {link!r}")
+        frame = model.frames[link]
+        if frame.body < 0:
+            raise KeyError(f"link {link!r} is welded to the fixed world: it has no variables")
+        if (kind, frame.body) not in self._blocks:
+            known = sorted({k for k, _ in self._blocks})
+            raise KeyError(f"no variable {kind!r} for link {link!r} (variables: {known})")
+        x = self._blocks[(kind, frame.body)]
+        if kind in ("a", "f", "fx"):
+            T = frame.placement
+            if not np.array_equal(T, np.eye(4)):
+                B = x.shape[0]
+                lXb = Transform.from_placement(np.broadcast_to(T[:3, :3], (B, 3, 3)),
+                                               np.broadcast_to(T[:3, 3], (B, 3)))
+                x = lXb.apply_motion(x) if kind == "a" else lXb.apply_force(x)
+            x = to_linear_first(x)
+        return unbatch(np.array(x), self._single)
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            if key in ("tau", "qdd"):
+                return unbatch(self._joint_space(key), self._single)
+            raise KeyError(f"{key!r}: use 'tau', 'qdd' or (kind, link)")
+        if isinstance(key, tuple) and len(key) == 2:
+            return self.variable(*key)
+        raise KeyError(key)
+
+    def __iter__(self):
+        names = self._plan.model.link_names
+        yield "tau"
+        yield "qdd"
+        for kind, body in self._blocks:
+            yield (kind, names[body])
+
+    def __len__(self):
+        return 2 + len(self._blocks)
+
+
+# ---------------------------------------------------------------------- file helpers
+
+
+def _model_summary(model):
+    return {"name": model.name, "fingerprint": model.fingerprint(), "nq": model.nq, "nv": model.nv,
+            "links": list(model.link_names),
+            "joints": [f"{j.name}:{j.kind}" for j in model.joints]}
+
+
+def _model_differences(stored, actual):
+    if stored.get("fingerprint") == actual["fingerprint"]:
+        return []
+    out = []
+    for key in ("name", "nq", "nv"):
+        if stored.get(key) != actual[key]:
+            out.append(f"{key} {stored.get(key)!r} in the plan, {actual[key]!r} in the model")
+    for key, what in (("links", "link"), ("joints", "joint")):
+        s, a = list(stored.get(key, [])), actual[key]
+        if s != a:
+            if len(s) != len(a):
+                out.append(f"{len(s)} {what}s in the plan, {len(a)} in the model")
+            diff = [(k, x, y) for k, (x, y) in enumerate(zip(s, a)) if x != y]
+            if diff:
+                k, x, y = diff[0]
+                out.append(f"{what} {k} is {x!r} in the plan, {y!r} in the model")
+    if not out:
+        out.append("same topology and joints but different placements, axes or inertias "
+                   f"(model fingerprint {stored.get('fingerprint')} in the plan, "
+                   f"{actual['fingerprint']} in the model)")
+    return out
+
+
+def _to_plain(obj, arrays, prefix):
+    """JSON manifest of a nested dict/list with the numpy arrays moved into `arrays`."""
+    if isinstance(obj, dict):
+        return {"__dict__": {str(k): _to_plain(v, arrays, f"{prefix}/{k}") for k, v in obj.items()}}
+    if isinstance(obj, (list, tuple)):
+        return {"__list__": [_to_plain(v, arrays, f"{prefix}/{k}") for k, v in enumerate(obj)]}
+    if isinstance(obj, np.ndarray):
+        arrays[prefix] = obj
+        return {"__array__": prefix}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot store {type(obj).__name__} at {prefix!r} in a plan file")
+
+
+def _from_plain(obj, arrays):
+    if isinstance(obj, dict):
+        if "__array__" in obj:
+            return arrays[obj["__array__"]]
+        if "__list__" in obj:
+            return [_from_plain(v, arrays) for v in obj["__list__"]]
+        if "__dict__" in obj:
+            return {k: _from_plain(v, arrays) for k, v in obj["__dict__"].items()}
+        raise ValueError(f"unknown entry {sorted(obj)} in the stored factorization")
+    return obj

@@ -1,0 +1,139 @@
+"""Online kernels: NumPy and numba LU programs agree bit for bit and with dense NumPy; the CHOLMOD
+wrapper agrees with dense NumPy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparsedyn import SingularModelError
+from sparsedyn.kernels import SparseCholesky, schedule, solve_numba, solve_numpy
+from test_planner import (block_tridiagonal, dense_solve, hidden_diagonal, lower_triangular,
+                          newton_euler_chain, plan, rel_err)
+
+SYSTEMS = {
+    "hidden_diagonal": lambda: hidden_diagonal(150, seed=8),
+    "block_tridiagonal": lambda: block_tridiagonal(20, size=6, seed=2),
+    "lower_triangular": lambda: lower_triangular(100, seed=3),
+    "ne_id": lambda: newton_euler_chain(6, "id", seed=4)[0],
+    "ne_fd": lambda: newton_euler_chain(6, "fd", seed=5)[0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYSTEMS))
+def test_backends_and_loop_orders_agree_exactly(name):
+    system = SYSTEMS[name]()
+    rng = np.random.default_rng(1)
+    B = 37  # not a multiple of any chunk size
+    values, rhs = system.sample(B, rng), rng.normal(size=(B, system.n))
+    fact = plan(system)
+    prog = fact.program
+    x_np, broken_np = solve_numpy(prog, schedule(prog), values, rhs)
+    x_outer, broken_outer = solve_numba(prog, values, rhs, loop="batch_outer")
+    x_inner, broken_inner = solve_numba(prog, values, rhs, loop="batch_inner")
+    assert not (broken_np.any() or broken_outer.any() or broken_inner.any())
+    assert np.array_equal(x_np, x_outer) and np.array_equal(x_np, x_inner)
+    assert rel_err(x_np, dense_solve(system, values, rhs)) <= 1e-10
+
+
+def test_constant_entries_are_taken_from_the_plan():
+    system = newton_euler_chain(3, "fd", seed=1)[0]
+    rng = np.random.default_rng(2)
+    values, rhs = system.sample(3, rng), rng.normal(size=(3, system.n))
+    garbage = values.copy()
+    known = ~np.isnan(system.const)
+    garbage[:, known] = 1e9
+    fact = plan(system)
+    for backend in ("numpy", "numba"):
+        assert np.array_equal(fact.solve(garbage, rhs, backend=backend), fact.solve(values, rhs, backend=backend))
+
+
+def test_single_state_and_broadcasting_shapes():
+    system = block_tridiagonal(6)
+    rng = np.random.default_rng(3)
+    values, rhs = system.sample(4, rng), rng.normal(size=(4, system.n))
+    fact = plan(system)
+    ref = dense_solve(system, values, rhs)
+    x0 = fact.solve(values[0], rhs[0])
+    assert x0.shape == (system.n,) and rel_err(x0, ref[0]) <= 1e-10
+    # one matrix, many right-hand sides
+    shared = fact.solve(values[0], rhs)
+    assert shared.shape == (4, system.n)
+    assert rel_err(shared, dense_solve(system, np.repeat(values[:1], 4, 0), rhs)) <= 1e-10
+    x, ok = fact.solve(values[1], rhs[1], return_status=True)
+    assert ok.shape == (1,) and ok.all() and rel_err(x, ref[1]) <= 1e-10
+
+
+def test_batch_larger_than_one_work_chunk(monkeypatch):
+    import sparsedyn.kernels.lu_numpy as lu_numpy
+    system = hidden_diagonal(30, seed=4)
+    fact = plan(system)
+    monkeypatch.setattr(lu_numpy, "WORK_BYTES", 8 * fact.program.n_slots * 3)  # chunks of 3 states
+    rng = np.random.default_rng(5)
+    values, rhs = system.sample(10, rng), rng.normal(size=(10, system.n))
+    x = fact.solve(values, rhs, backend="numpy")
+    assert rel_err(x, dense_solve(system, values, rhs)) <= 1e-10
+
+
+# ---------------------------------------------------------------- CHOLMOD wrapper
+def _spd_system(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    G = sp.random(n, n, density=0.05, random_state=seed) + sp.identity(n)
+    pattern = ((G @ G.T) != 0).astype(float).tocsc()
+    pattern.sort_indices()
+    rows = pattern.indices
+    cols = np.repeat(np.arange(n), np.diff(pattern.indptr))
+
+    def sample(B):
+        out = np.empty((B, pattern.nnz))
+        for b in range(B):
+            Gb = G.copy()
+            Gb.data = rng.normal(size=Gb.nnz)
+            A = (Gb @ Gb.T + sp.identity(n)).toarray()
+            out[b] = A[rows, cols]
+        return out
+
+    return pattern, rows, cols, sample
+
+
+def test_cholesky_matches_dense_numpy_for_a_batch():
+    pattern, rows, cols, sample = _spd_system()
+    n = pattern.shape[0]
+    rng = np.random.default_rng(1)
+    values, rhs = sample(5), rng.normal(size=(5, n))
+    chol = SparseCholesky(pattern, ordering="amd")
+    x = chol.solve_batch(values, rhs)
+    D = np.zeros((5, n, n))
+    D[:, rows, cols] = values
+    ref = np.linalg.solve(D, rhs[..., None])[..., 0]
+    assert rel_err(x, ref) <= 1e-10
+    # one factorization, several right-hand sides
+    X = chol.factor(values[2]).solve(rhs.T)
+    assert rel_err(X, np.linalg.solve(D[2], rhs.T)) <= 1e-10
+
+
+def test_cholesky_plan_round_trip_keeps_the_permutation():
+    pattern, rows, cols, sample = _spd_system(seed=3)
+    chol = SparseCholesky(pattern, ordering="metis")
+    loaded = SparseCholesky.from_dict(chol.to_dict())
+    assert np.array_equal(loaded.perm, chol.perm)
+    values, rhs = sample(2), np.random.default_rng(0).normal(size=(2, pattern.shape[0]))
+    assert np.array_equal(loaded.solve_batch(values, rhs), chol.solve_batch(values, rhs))
+    with pytest.raises(ValueError, match="format"):
+        SparseCholesky.from_dict({**chol.to_dict(), "format": "x"})
+    with pytest.raises(ValueError, match="perm"):
+        SparseCholesky.from_dict({**chol.to_dict(), "perm": chol.perm[::-1][1:]})
+
+
+def test_cholesky_rejects_bad_input_and_indefinite_states():
+    pattern, rows, cols, sample = _spd_system(n=20, seed=2)
+    with pytest.raises(ValueError, match="pattern"):
+        SparseCholesky(sp.csc_matrix(np.triu(np.ones((4, 4)))))
+    with pytest.raises(ValueError, match="ordering"):
+        SparseCholesky(pattern, ordering="umfpack")
+    chol = SparseCholesky(pattern)
+    values = sample(3)
+    values[1] = -values[1]  # negative definite
+    with pytest.raises(SingularModelError, match="batch index 1") as info:
+        chol.solve_batch(values, np.ones((3, 20)))
+    assert info.value.batch_indices == (1,)

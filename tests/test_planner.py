@@ -1,0 +1,492 @@
+"""Offline planner: orderings, symbolic LU, flop counts, breakdown handling, stored plans.
+
+Oracles: numpy.linalg.solve on the dense matrix, a dense LU without pivoting of the permuted matrix
+(its L and U patterns give the exact flop count), scipy.sparse.linalg.spsolve.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.linalg import spsolve
+
+from sparsedyn import IllPosedError, SingularModelError
+from sparsedyn.opcount import count_operations
+from sparsedyn.planner import KNOWN_ORDERINGS, Factorization, PivotBreakdownWarning, plan_factorization
+
+
+# ---------------------------------------------------------------- test systems (shared with test_kernels)
+class System:
+    """A square sparse system: pattern, masks, entry coordinates and a sampler of states."""
+
+    def __init__(self, rows, cols, n, always, const, sample):
+        order = np.lexsort((rows, cols))
+        self.rows, self.cols = rows[order], cols[order]
+        self.always, self.const = always[order], const[order]
+        self.pattern = sp.csc_matrix((np.ones(rows.size), (self.rows, self.cols)), shape=(n, n))
+        assert self.pattern.nnz == rows.size and self.pattern.has_canonical_format
+        self.n = n
+        self._sample, self._order = sample, order
+
+    def sample(self, B, rng):
+        return self._sample(B, rng)[:, self._order]
+
+    def dense(self, values):
+        D = np.zeros((values.shape[0], self.n, self.n))
+        D[:, self.rows, self.cols] = values
+        return D
+
+
+def hidden_diagonal(n, per_col=3, seed=0):
+    """Random sparse matrix, diagonally dominant on an always-nonzero diagonal hidden under random
+    row and column permutations."""
+    rng = np.random.default_rng(seed)
+    r = np.concatenate([np.arange(n), rng.integers(0, n, n * per_col)])
+    c = np.concatenate([np.arange(n), rng.integers(0, n, n * per_col)])
+    keep = np.unique(r * n + c)
+    r, c = keep // n, keep % n
+    diag = r == c
+    pr, pc = rng.permutation(n), rng.permutation(n)
+
+    def sample(B, rng):
+        v = rng.normal(size=(B, r.size))
+        v[:, diag] = (2.0 + per_col * 2) * np.sign(v[:, diag]) + v[:, diag]
+        return v
+
+    return System(pr[r], pc[c], n, diag, np.full(r.size, np.nan), sample)
+
+
+def block_tridiagonal(n_blocks, size=4, seed=0):
+    rng = np.random.default_rng(seed)
+    rows, cols = [], []
+    for i in range(n_blocks):
+        for j in (i - 1, i, i + 1):
+            if 0 <= j < n_blocks:
+                rr, cc = np.meshgrid(np.arange(size) + i * size, np.arange(size) + j * size,
+                                     indexing="ij")
+                rows.append(rr.ravel())
+                cols.append(cc.ravel())
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    diag = r == c
+    perm = rng.permutation(n_blocks * size)
+
+    def sample(B, rng):
+        v = rng.normal(size=(B, r.size))
+        v[:, diag] += 4.0 * size
+        return v
+
+    return System(perm[r], c, n_blocks * size, diag, np.full(r.size, np.nan), sample)
+
+
+def lower_triangular(n, per_row=3, seed=0, hide=True):
+    """Lower-triangular matrix with a constant -1 diagonal, optionally under hidden permutations."""
+    rng = np.random.default_rng(seed)
+    r = rng.integers(1, n, n * per_row)
+    c = (rng.random(r.size) * r).astype(int)
+    keep = np.unique(np.concatenate([np.arange(n) * (n + 1), r * n + c]))
+    r, c = keep // n, keep % n
+    diag = r == c
+    const = np.where(diag, -1.0, np.nan)
+    pr, pc = (rng.permutation(n), rng.permutation(n)) if hide else (np.arange(n), np.arange(n))
+
+    def sample(B, rng):
+        v = rng.normal(size=(B, r.size)) / per_row
+        v[:, diag] = -1.0
+        return v
+
+    return System(pr[r], pc[c], n, diag, const, sample)
+
+
+def _rot_z(q):
+    c, s = np.cos(q), np.sin(q)
+    E = np.zeros(q.shape + (3, 3))
+    E[..., 0, 0], E[..., 0, 1], E[..., 1, 0], E[..., 1, 1], E[..., 2, 2] = c, s, -s, c, 1.0
+    return E
+
+
+def newton_euler_chain(n_links, problem, seed=0):
+    """Nori's Newton-Euler system (eq. 5) of a serial chain of revolute-z joints, angular-first,
+    with the measurement rows of inverse ("id": qdd, fx) or forward ("fd": tau, fx) dynamics.
+
+    Per link 20 variables (a 6, f 6, tau 1, fx 6, qdd 1) and 20 rows (c_a 6, c_f 6, c_tau 1,
+    fx measurement 6, qdd or tau measurement 1). X = [[E, 0], [-E r x, E]] with E = Rz(q) R0 is
+    state dependent; inertias, S and the -1 blocks are known constants.
+    Returns (System, rnea_order) with rnea_order the lower-triangular ID order of eq. 11-12.
+    """
+    rng = np.random.default_rng(seed)
+    VAR = {"a": (0, 6), "f": (6, 6), "tau": (12, 1), "fx": (13, 6), "qdd": (19, 1)}
+    ROW = {"ca": (0, 6), "cf": (6, 6), "ctau": (12, 1), "mfx": (13, 6), "m1": (19, 1)}
+    R0 = np.linalg.qr(rng.normal(size=(n_links, 3, 3)))[0]
+    r_off = rng.normal(size=(n_links, 3)) * 0.3
+    skew = np.zeros((n_links, 3, 3))
+    skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -r_off[:, 2], r_off[:, 1], -r_off[:, 0]
+    skew -= skew.transpose(0, 2, 1)
+    ents = []  # row, col, const (nan: from X), always, (link, transposed, a, b)
+
+    def block(i_row, rname, i_col, vname, mat=None, xlink=None, transposed=False):
+        r0, nr = ROW[rname]
+        c0, nc = VAR[vname]
+        xmask = np.zeros((6, 6), bool)
+        xmask[:3, :3] = xmask[3:, 3:] = xmask[3:, :3] = True
+        for a in range(nr):
+            for b in range(nc):
+                if mat is not None:
+                    if mat[a, b] != 0:
+                        always = mat[a, b] in (1.0, -1.0) or (rname == "cf" and vname == "a" and a == b)
+                        ents.append((20 * i_row + r0 + a, 20 * i_col + c0 + b, mat[a, b], always, None))
+                elif (xmask.T if transposed else xmask)[a, b]:
+                    ents.append((20 * i_row + r0 + a, 20 * i_col + c0 + b, np.nan, False,
+                                 (xlink, transposed, a, b)))
+
+    S = np.zeros((6, 1))
+    S[2, 0] = 1.0
+    for i in range(n_links):
+        m, c = rng.uniform(0.5, 2.0), rng.normal(size=3) * 0.1
+        cx = np.array([[0, -c[2], c[1]], [c[2], 0, -c[0]], [-c[1], c[0], 0]])
+        inertia = np.block([[np.diag(rng.uniform(0.01, 0.1, 3)) + m * cx @ cx.T, m * cx],
+                            [m * cx.T, m * np.eye(3)]])
+        block(i, "ca", i, "a", -np.eye(6))
+        if i > 0:
+            block(i, "ca", i - 1, "a", xlink=i)
+        block(i, "ca", i, "qdd", S)
+        block(i, "cf", i, "f", -np.eye(6))
+        block(i, "cf", i, "a", inertia)
+        block(i, "cf", i, "fx", -np.eye(6))
+        if i + 1 < n_links:
+            block(i, "cf", i + 1, "f", xlink=i + 1, transposed=True)
+        block(i, "ctau", i, "tau", -np.eye(1))
+        block(i, "ctau", i, "f", S.T)
+        block(i, "mfx", i, "fx", np.eye(6))
+        block(i, "m1", i, "qdd" if problem == "id" else "tau", np.eye(1))
+    r = np.array([e[0] for e in ents])
+    c = np.array([e[1] for e in ents])
+    const = np.array([e[2] for e in ents], dtype=float)
+    always = np.array([e[3] for e in ents])
+    dyn = np.flatnonzero(np.isnan(const))
+    tag = np.array([ents[k][4] for k in dyn], dtype=int)
+
+    def sample(B, rng):
+        E = _rot_z(rng.uniform(-np.pi, np.pi, (B, n_links))) @ R0
+        X = np.zeros((B, n_links, 6, 6))
+        X[..., :3, :3] = X[..., 3:, 3:] = E
+        X[..., 3:, :3] = -E @ skew
+        v = np.broadcast_to(np.nan_to_num(const), (B, const.size)).copy()
+        a = np.where(tag[:, 1] == 0, tag[:, 2], tag[:, 3])
+        b = np.where(tag[:, 1] == 0, tag[:, 3], tag[:, 2])
+        v[:, dyn] = X[:, tag[:, 0], a, b]
+        return v
+
+    # eq. 11-12: qdd, fx known; a forward (root to tip); f backward; tau last
+    def ids(i, table, name):
+        off, size = table[name]
+        return list(range(20 * i + off, 20 * i + off + size))
+    links, back = range(n_links), range(n_links - 1, -1, -1)
+    cols = ([k for i in links for k in ids(i, VAR, "qdd")] + [k for i in links for k in ids(i, VAR, "fx")]
+            + [k for i in links for k in ids(i, VAR, "a")] + [k for i in back for k in ids(i, VAR, "f")]
+            + [k for i in links for k in ids(i, VAR, "tau")])
+    rows = ([k for i in links for k in ids(i, ROW, "m1")] + [k for i in links for k in ids(i, ROW, "mfx")]
+            + [k for i in links for k in ids(i, ROW, "ca")] + [k for i in back for k in ids(i, ROW, "cf")]
+            + [k for i in links for k in ids(i, ROW, "ctau")])
+    return System(r, c, 20 * n_links, always, const, sample), (np.array(rows), np.array(cols))
+
+
+def plan(system, **kw):
+    return plan_factorization(system.pattern, system.always, system.const, **kw)
+
+
+def rel_err(x, ref):
+    return float(np.abs(x - ref).max() / np.abs(ref).max())
+
+
+def dense_solve(system, values, rhs):
+    return np.linalg.solve(system.dense(values), rhs[..., None])[..., 0]
+
+
+def dense_lu_no_pivot(A):
+    """Doolittle LU without pivoting of a dense matrix (L unit lower, U upper)."""
+    U = A.astype(float).copy()
+    n = U.shape[0]
+    L = np.eye(n)
+    for k in range(n):
+        L[k + 1:, k] = U[k + 1:, k] / U[k, k]
+        U[k + 1:, k:] -= np.outer(L[k + 1:, k], U[k, k:])
+        U[k + 1:, k] = 0.0
+    return L, U
+
+
+SYSTEMS = {
+    "hidden_diagonal": lambda: hidden_diagonal(60, per_col=2, seed=3),
+    "block_tridiagonal": lambda: block_tridiagonal(12, size=4, seed=1),
+    "ne_fd": lambda: newton_euler_chain(4, "fd")[0],
+}
+
+
+# ---------------------------------------------------------------- solutions
+@pytest.mark.parametrize("name", sorted(SYSTEMS))
+@pytest.mark.parametrize("ordering", KNOWN_ORDERINGS)
+def test_every_ordering_solves_like_dense_numpy(name, ordering):
+    system = SYSTEMS[name]()
+    rng = np.random.default_rng(7)
+    values, rhs = system.sample(5, rng), rng.normal(size=(5, system.n))
+    fact = plan(system, ordering=ordering, backend="numpy")
+    assert fact.stats["ordering"] == ordering
+    assert rel_err(fact.solve(values, rhs), dense_solve(system, values, rhs)) <= 1e-10
+
+
+@pytest.mark.parametrize("problem", ["id", "fd"])
+def test_newton_euler_chain_matches_spsolve(problem):
+    system, _ = newton_euler_chain(20, problem, seed=2)
+    rng = np.random.default_rng(3)
+    values, rhs = system.sample(3, rng), rng.normal(size=(3, system.n))
+    fact = plan(system)
+    x = fact.solve(values, rhs)
+    for b in range(3):
+        A = sp.csc_matrix((values[b], system.pattern.indices, system.pattern.indptr), shape=system.pattern.shape)
+        assert rel_err(x[b], spsolve(A, rhs[b])) <= 1e-10
+
+
+def test_auto_picks_the_cheapest_safe_candidate():
+    system = hidden_diagonal(80, seed=5)
+    fact = plan(system)
+    safe = [r for r in fact.table if r["pivot_safe"]]
+    assert {r["name"] for r in fact.table} == set(KNOWN_ORDERINGS)
+    assert fact.stats["flops"] == min(r["flops"] for r in safe)
+    assert fact.stats["ordering"] in {r["name"] for r in safe if r["flops"] == fact.stats["flops"]}
+    for r in fact.table:
+        assert r["time_s"] >= 0.0
+        if not r["pivot_safe"]:  # e.g. CHOLMOD without METIS: the reason is recorded
+            assert r["note"]
+
+
+# ---------------------------------------------------------------- symbolic factorization and flops
+@pytest.mark.parametrize("name", sorted(SYSTEMS))
+@pytest.mark.parametrize("ordering", ["natural", "colamd", "amd", "btf"])
+def test_patterns_and_flops_match_dense_lu_without_pivoting(name, ordering):
+    system = SYSTEMS[name]()
+    rng = np.random.default_rng(11)
+    # no constants: every stored entry is generic, so the dense factors' nonzeros are the structure
+    fact = plan_factorization(system.pattern, system.always, ordering=ordering)
+    A = system.dense(rng.normal(size=(1, system.pattern.nnz)) + 0.0)[0]
+    A[system.rows[system.always], system.cols[system.always]] += 50.0
+    L, U = dense_lu_no_pivot(A[np.ix_(fact.row_perm, fact.col_perm)])
+    Lnz, Unz = np.abs(np.tril(L, -1)) > 0, np.abs(np.triu(U)) > 0
+    n = system.n
+    L_count, U_count = Lnz.sum(axis=0), Unz.sum(axis=1) - 1
+    updates = int((L_count * U_count).sum())
+    nnzL, nnzU_off = int(Lnz.sum()), int(Unz.sum()) - n
+    assert fact.stats["nnz_LU"] == nnzL + nnzU_off + n
+    assert fact.stats["fill"] == fact.stats["nnz_LU"] - system.pattern.nnz
+    fill = nnzL + nnzU_off + n - system.pattern.nnz
+    # factorization: per pivot 1 reciprocal, min(|L_k|, |U_k|) scalings, |L_k||U_k| multiply-adds
+    # except that the first update of a fill entry is a product only; solves: one multiply-add
+    # per off-diagonal entry of L and U, one scaling per pivot
+    scalings = int(np.minimum(L_count, U_count).sum())
+    assert fact.stats["div"] == n
+    assert fact.stats["mul"] == scalings + updates + nnzL + nnzU_off + n
+    assert fact.stats["add"] == updates - fill + nnzL + nnzU_off
+    assert fact.stats["flops"] == fact.stats["mul"] + fact.stats["add"] + fact.stats["div"]
+
+
+@pytest.mark.parametrize("hide", [False, True])
+def test_permuted_lower_triangular_has_zero_fill(hide):
+    system = lower_triangular(120, seed=4, hide=hide)
+    fact = plan(system, ordering="natural" if not hide else "btf")
+    assert fact.stats["fill"] == 0
+    # -1 pivots cost nothing: one multiply-add per strictly lower entry, no division
+    offdiag = system.pattern.nnz - system.n
+    assert (fact.stats["mul"], fact.stats["add"], fact.stats["div"]) == (offdiag, offdiag, 0)
+    rng = np.random.default_rng(0)
+    values, rhs = system.sample(4, rng), rng.normal(size=(4, system.n))
+    assert rel_err(fact.solve(values, rhs), dense_solve(system, values, rhs)) <= 1e-10
+
+
+def test_inverse_dynamics_rnea_order_is_forward_substitution():
+    system, rnea_order = newton_euler_chain(10, "id", seed=1)
+    fact = plan(system, ordering="rnea", structural_orders={"rnea": rnea_order})
+    assert fact.stats["fill"] == 0
+    perm = sp.csr_matrix(system.pattern)[rnea_order[0]][:, rnea_order[1]]
+    assert sp.triu(perm, 1).nnz == 0
+    # triangular with known +-1 diagonal: an off-diagonal entry costs an addition, plus a
+    # multiplication unless it is a known +-1
+    pos_r = np.empty(system.n, int)
+    pos_r[rnea_order[0]] = np.arange(system.n)
+    pos_c = np.empty(system.n, int)
+    pos_c[rnea_order[1]] = np.arange(system.n)
+    diag = pos_r[system.rows] == pos_c[system.cols]
+    assert np.all(np.abs(system.const[diag]) == 1.0)
+    unit = np.abs(system.const) == 1.0
+    assert fact.stats["add"] == int((~diag).sum())
+    assert fact.stats["mul"] == int((~diag & ~unit).sum())
+    assert fact.stats["div"] == 0
+    rng = np.random.default_rng(1)
+    values, rhs = system.sample(3, rng), rng.normal(size=(3, system.n))
+    assert rel_err(fact.solve(values, rhs), dense_solve(system, values, rhs)) <= 1e-10
+    # the generic planner finds a zero-fill order on its own
+    assert plan(system).stats["fill"] == 0
+
+
+def test_unsafe_structural_order_is_rejected():
+    system, (rows, cols) = newton_euler_chain(3, "fd")
+    with pytest.raises(ValueError, match="rnea"):
+        plan(system, ordering="rnea", structural_orders={"rnea": (rows, cols)})
+    fact = plan(system, structural_orders={"rnea": (rows, cols)})
+    row = next(r for r in fact.table if r["name"] == "rnea")
+    assert row["pivot_safe"] is False and "always-nonzero" in row["note"]
+    assert fact.stats["ordering"] != "rnea"
+
+
+# ---------------------------------------------------------------- breakdown and singular states
+def _three_by_three():
+    """[[1,1,0],[1,1,1],[0,1,1]]: nonsingular, but the second pivot cancels without pivoting."""
+    pattern = sp.csc_matrix(np.array([[1, 1, 0], [1, 1, 1], [0, 1, 1.0]]))
+    return pattern, np.isin(np.arange(pattern.nnz), [0, 3, 6])  # CSC order: diagonal entries
+
+
+def test_cancelled_pivot_is_resolved_with_partial_pivoting():
+    pattern, always = _three_by_three()
+    fact = plan_factorization(pattern, always, ordering="natural")
+    good = np.array([2.0, 1.0, 1.0, 3.0, 1.0, 1.0, 4.0])
+    values = np.stack([good, pattern.data, good])
+    rhs = np.arange(9.0).reshape(3, 3) + 1
+    with pytest.warns(PivotBreakdownWarning, match=r"\[1\]"):
+        x = fact.solve(values, rhs)
+    D = np.stack([pattern.toarray()] * 3)
+    D[0] = D[2] = sp.csc_matrix((good, pattern.indices, pattern.indptr)).toarray()
+    assert rel_err(x, np.linalg.solve(D, rhs[..., None])[..., 0]) <= 1e-12
+
+
+def test_zero_always_nonzero_entry_is_resolved():
+    system = hidden_diagonal(40, seed=2)
+    rng = np.random.default_rng(4)
+    values, rhs = system.sample(6, rng), rng.normal(size=(6, system.n))
+    fact = plan(system, ordering="amd")
+    # zero, in state 4, the first pivot entry that no update reaches and whose loss keeps D
+    # nonsingular: the static pivot is then exactly 0
+    for k in range(system.n):
+        trial = values[4].copy()
+        trial[(system.rows == fact.row_perm[k]) & (system.cols == fact.col_perm[k])] = 0.0
+        D = system.dense(trial[None])[0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            _, U = dense_lu_no_pivot(D[np.ix_(fact.row_perm, fact.col_perm)])
+        if U[k, k] == 0.0 and np.linalg.matrix_rank(D) == system.n:
+            values[4] = trial
+            break
+    else:
+        pytest.fail("no pivot can be zeroed without making D singular")
+    for backend in ("numpy", "numba"):
+        with pytest.warns(PivotBreakdownWarning, match=r"\[4\]"):
+            x, ok = fact.solve(values, rhs, return_status=True, backend=backend)
+        assert ok.all()
+        assert rel_err(x, dense_solve(system, values, rhs)) <= 1e-10
+
+
+def test_singular_state_raises_with_batch_index():
+    pattern, always = _three_by_three()
+    fact = plan_factorization(pattern, always, ordering="natural")
+    singular = np.array([1.0, 1.0, 1.0, 2.0, 1.0, 1.0, 1.0])  # row 1 = row 0 + row 2
+    D = sp.csc_matrix((singular, pattern.indices, pattern.indptr)).toarray()
+    assert np.linalg.matrix_rank(D) < 3
+    good = np.array([2.0, 1.0, 1.0, 3.0, 1.0, 1.0, 4.0])
+    values, rhs = np.stack([good, singular]), np.ones((2, 3))
+    with pytest.raises(SingularModelError, match=r"\[1\]") as info:
+        fact.solve(values, rhs)
+    assert info.value.batch_indices == (1,)
+    x, ok = fact.solve(values, rhs, return_status=True)
+    assert ok.tolist() == [True, False]
+    assert np.isnan(x[1]).all() and np.isfinite(x[0]).all()
+
+
+# ---------------------------------------------------------------- ill-posed patterns and bad input
+def test_structurally_singular_pattern_names_rows_and_columns():
+    dense = np.array([[1, 1, 0], [1, 1, 0], [1, 1, 1.0]])
+    pattern = sp.csc_matrix(dense)
+    always = np.ones(pattern.nnz, bool)
+    always[pattern.indices == 2] = False  # row 2 has no safe entry: rank 2 on the safe structure
+    with pytest.raises(IllPosedError, match="unmatched rows") as info:
+        plan_factorization(pattern, always)
+    assert info.value.rows == (2,)
+    assert info.value.cols == (2,)
+
+
+def test_bad_arguments_name_themselves():
+    system = hidden_diagonal(10)
+    with pytest.raises(ValueError, match="ordering.*known: .*amd"):
+        plan(system, ordering="umfpack")
+    with pytest.raises(ValueError, match="always_nonzero"):
+        plan_factorization(system.pattern, system.always[:-1])
+    with pytest.raises(ValueError, match="constant_values"):
+        plan_factorization(system.pattern, system.always, np.ones(3))
+    with pytest.raises(ValueError, match="pattern"):
+        plan_factorization(sp.csc_matrix(np.ones((2, 3))), np.ones(6, bool))
+    with pytest.raises(ValueError, match="backend"):
+        plan(system, backend="cuda")
+    fact = plan(system)
+    with pytest.raises(ValueError, match="values"):
+        fact.solve(np.ones(3), np.ones(system.n))
+    with pytest.raises(ValueError, match="rhs"):
+        fact.solve(system.sample(1, np.random.default_rng(0)), np.full(system.n, np.nan))
+
+
+# ---------------------------------------------------------------- storage and accounting
+def test_stored_plan_round_trips_through_a_file(tmp_path):
+    system = newton_euler_chain(3, "fd")[0]
+    fact = plan(system)
+    np.savez(tmp_path / "plan.npz", **fact.to_dict())
+    with np.load(tmp_path / "plan.npz") as f:
+        loaded = Factorization.from_dict(dict(f))
+    rng = np.random.default_rng(2)
+    values, rhs = system.sample(4, rng), rng.normal(size=(4, system.n))
+    assert np.array_equal(loaded.solve(values, rhs), fact.solve(values, rhs))
+    assert loaded.stats == fact.stats
+    assert [r["name"] for r in loaded.table] == [r["name"] for r in fact.table]
+
+
+def test_corrupt_or_foreign_plans_are_rejected():
+    fact = plan(hidden_diagonal(20))
+    d = fact.to_dict()
+    with pytest.raises(ValueError, match="format"):
+        Factorization.from_dict({**d, "format": "something.else"})
+    with pytest.raises(ValueError, match="version"):
+        Factorization.from_dict({**d, "version": 99})
+    with pytest.raises(ValueError, match="missing"):
+        Factorization.from_dict({k: v for k, v in d.items() if k != "program_op_t"})
+    tampered = {**d, "program_op_a": d["program_op_a"].copy()}
+    tampered["program_op_a"][0] += 1
+    with pytest.raises(ValueError, match="checksum"):
+        Factorization.from_dict(tampered)
+    with pytest.raises(ValueError, match="mapping"):
+        Factorization.from_dict(42)
+
+
+def test_operation_counter_is_charged_per_state():
+    system = block_tridiagonal(5)
+    fact = plan(system)
+    rng = np.random.default_rng(0)
+    with count_operations() as ops:
+        fact.solve(system.sample(7, rng), rng.normal(size=(7, system.n)))
+    s = fact.stats
+    assert (ops.mul, ops.add, ops.div) == (7 * s["mul"], 7 * s["add"], 7 * s["div"])
+    assert ops.by_kind["sparse LU"] == 7 * s["flops"]
+
+
+# ---------------------------------------------------------------- Nori's system (sparsedyn.system)
+@pytest.mark.parametrize("problem, recursive_flops", [("qdd", 174 * 50 - 208), ("tau", 429 * 50 - 507)])
+def test_newton_euler_system_of_a_50_link_chain(problem, recursive_flops):
+    """ID (qdd, fx measured) within 1.5x RNEA's count, FD (tau, fx) within 1.5x ABA's
+    (Featherstone's 174 N_B - 208 and 429 N_B - 507), and solutions equal to dense NumPy."""
+    system_mod = pytest.importorskip("sparsedyn.system")
+    from sparsedyn.kinematics import forward_kinematics
+    from sparsedyn.models import serial_chain
+    model = serial_chain(50)
+    measured = [(problem, i) for i in range(50)] + [("fx", i) for i in range(50)]
+    ne = system_mod.NewtonEulerSystem(model, measured=measured)
+    fact = plan_factorization(ne.pattern, ne.always_nonzero, ne.constant_values,
+                              structural_orders=ne.structural_orders)
+    assert fact.stats["flops"] <= 1.5 * recursive_flops
+    rng = np.random.default_rng(0)
+    q = model.random_configuration(rng, batch=3)
+    values = ne.values(forward_kinematics(model, q, rng.normal(size=(3, model.nv))).Xup)
+    rhs = rng.normal(size=(3, ne.shape[0]))
+    assert rel_err(fact.solve(values, rhs), np.linalg.solve(ne.dense(values), rhs[..., None])[..., 0]) <= 1e-10
