@@ -12,7 +12,10 @@ from .errors import IllPosedError, ModelError, PlanMismatchError, SingularModelE
 from .kinematics import forward_kinematics, frame_jacobian
 from .loops import ClusterModel
 from .model import Model, ModelBuilder, load_urdf
+from .kernels.cholesky import SparseCholesky
 from .opcount import OpCount, count_operations
+from .planner import Factorization, PivotBreakdownWarning, plan_factorization
+from .problems import Plan, compile, forward_dynamics, inverse_dynamics, load_plan
 from .recursive import aba, crba, rnea
 from .recursive.cluster import (c_aba, c_efpa, c_rnea, lagrange_fd, projected_rnea, projection_fd)
 from .recursive.ltl import ltdl, ltl
@@ -23,6 +26,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Model", "ModelBuilder", "load_urdf", "forward_kinematics", "frame_jacobian",
     "rnea", "aba", "crba", "count_operations", "OpCount",
+    "inverse_dynamics", "forward_dynamics", "compile", "load_plan", "Plan",
+    "plan_factorization", "Factorization", "PivotBreakdownWarning", "SparseCholesky",
     "Contact", "contact_jacobian", "delassus", "ltl", "ltdl",
     "ClusterModel", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",
     "yamane_forward_dynamics",

@@ -1,27 +1,126 @@
-"""The `sparsedyn` command line. Errors are one clear line on stderr and a non-zero exit code."""
+"""The `sparsedyn` command line: demo, compile, solve, estimate, spy, bench, report.
+
+Robots are given as a URDF path or the name of an embedded model (`humanoid`, `hand`, `chainN`
+for an N-link revolute chain). Errors are one clear line on stderr and a non-zero exit code.
+"""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
 
 import numpy as np
 
+EMBEDDED = ("humanoid", "hand")
+PROBLEMS = {"id": "inverse_dynamics", "fd": "forward_dynamics"}
+
+
+class CommandError(Exception):
+    """A user mistake on the command line (reported as one line, exit code 2)."""
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def load_robot(spec, floating_base=None):
+    """URDF path or embedded model name -> Model. floating_base None: the model's default
+    (humanoid floating, everything else fixed)."""
+    from . import models
+    from .model import load_urdf
+    if spec == "humanoid":
+        return models.humanoid(floating_base=True if floating_base is None else floating_base)
+    if spec == "hand":
+        return models.hand()
+    if spec.startswith("chain") and spec[5:].isdigit():
+        return models.serial_chain(int(spec[5:]))
+    if not os.path.exists(spec):
+        raise CommandError(f"robot {spec!r}: no such URDF file (or embedded model: "
+                           f"{', '.join(EMBEDDED)}, chainN)")
+    return load_urdf(spec, floating_base=bool(floating_base))
+
+
+def make_problem(model, name, f_ext_links=()):
+    from .problems import forward_dynamics, inverse_dynamics
+    if name not in PROBLEMS:
+        raise CommandError(f"--problem {name!r}: expected one of {', '.join(PROBLEMS)}")
+    make = inverse_dynamics if name == "id" else forward_dynamics
+    return make(model, f_ext=list(f_ext_links) or False)
+
 
 def _timeit(fn, repeat=3):
-    best = np.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return out, best
+    from .bench import best_time
+    return best_time(fn, repeat)
+
+
+def _plan_header(path):
+    """The JSON header of a saved plan (to find its model without loading it)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return json.loads(str(data["header"]))
+    except Exception as exc:  # any unreadable file is the same user error
+        raise CommandError(f"{path}: not a readable sparsedyn plan file ({type(exc).__name__})") from None
+
+
+def read_table(path, required):
+    """States/readings file -> {name: (B, k) array}. NPZ: arrays by name. CSV: a header row with
+    columns `<name>_<k>` (e.g. q_0 .. q_6, v_0 ..); `required` lists the names that must exist."""
+    if not os.path.exists(path):
+        raise CommandError(f"{path}: no such file")
+    if path.endswith(".npz"):
+        with np.load(path, allow_pickle=False) as data:
+            table = {k: np.atleast_2d(np.asarray(data[k], dtype=float)) for k in data.files}
+    elif path.endswith(".csv"):
+        with open(path, encoding="utf-8") as fh:
+            header = fh.readline().strip().split(",")
+        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+        if data.shape[1] != len(header):
+            raise CommandError(f"{path}: {data.shape[1]} columns of data but {len(header)} names")
+        groups = {}
+        for col, name in enumerate(header):
+            base, _, idx = name.rpartition("_")
+            if not idx.isdigit():
+                raise CommandError(f"{path}: column {name!r} is not of the form <name>_<index>")
+            groups.setdefault(base, []).append((int(idx), col))
+        table = {k: data[:, [c for _, c in sorted(v)]] for k, v in groups.items()}
+    else:
+        raise CommandError(f"{path}: expected a .npz or .csv file")
+    missing = [k for k in required if k not in table]
+    if missing:
+        raise CommandError(f"{path}: missing {', '.join(missing)} (has {', '.join(sorted(table))})")
+    return table
+
+
+def write_table(path, table):
+    if path.endswith(".npz"):
+        np.savez_compressed(path, **table)
+    elif path.endswith(".csv"):
+        names, cols = [], []
+        for k, v in table.items():
+            v = np.atleast_2d(v).reshape(len(v), -1)
+            names += [f"{k}_{j}" for j in range(v.shape[1])]
+            cols.append(v)
+        np.savetxt(path, np.hstack(cols), delimiter=",", header=",".join(names), comments="")
+    else:
+        raise CommandError(f"{path}: expected a .npz or .csv output file")
+
+
+def _rel(x, y):
+    from .bench import _rel as rel
+    return rel(x, y)
+
+
+# ------------------------------------------------------------------------------------ demo
 
 
 def cmd_demo(args):
-    """End-to-end demo on the embedded humanoid: recursive algorithms, compared with Pinocchio."""
+    """End-to-end on the embedded humanoid: offline plans, ID/FD/Delassus/estimation online,
+    compared with the recursive algorithms and with Pinocchio."""
     import sparsedyn as sd
-    from sparsedyn import models
+    from . import models
 
+    t_start = time.perf_counter()
     model = models.humanoid()
     B = args.batch
     rng = np.random.default_rng(args.seed)
@@ -29,33 +128,83 @@ def cmd_demo(args):
     v = rng.normal(size=(B, model.nv))
     a = rng.normal(size=(B, model.nv))
     f_ext = {"l_sole": rng.normal(size=(B, 6)), "r_sole": rng.normal(size=(B, 6))}
-    print(f"model: {model}  ({len(model.frames)} link frames; batch of {B} random states)")
+    print(f"model: {model}  ({len(model.frames)} link frames); batch of {B} random states\n")
 
-    tau, t_rnea = _timeit(lambda: sd.rnea(model, q, v, a, f_ext=f_ext))
-    qdd, t_aba = _timeit(lambda: sd.aba(model, q, v, tau, f_ext=f_ext))
-    M, t_crba = _timeit(lambda: sd.crba(model, q))
-    print(f"rnea  {1e6 * t_rnea / B:8.1f} us/state   tau[0, :6] = {np.array2string(tau[0, :6], precision=3)}")
-    print(f"aba   {1e6 * t_aba / B:8.1f} us/state   max |aba(rnea(a)) - a| = {np.abs(qdd - a).max():.2e}")
-    print(f"crba  {1e6 * t_crba / B:8.1f} us/state   min eig(M) = {np.linalg.eigvalsh(M)[:, 0].min():.3e}")
-    with sd.count_operations() as ops:
+    print("offline: compile the sparse plans (worst-case pattern, orderings, symbolic LU)")
+    plans = {}
+    for key in ("id", "fd"):
+        problem = make_problem(model, key, f_ext.keys())
+        plan, t = _timeit(lambda: sd.compile(problem), repeat=1)
+        s = plan.stats
+        plans[key] = plan
+        print(f"  {problem.name:17s} D {s['n_rows']}x{s['n_cols']}  nnz(D) {s['nnz_D']:5d}  "
+              f"nnz(L+U) {s['nnz_LU']:5d}  fill {s['fill']:5d}  flops {s['flops']:6d}  "
+              f"ordering {s['ordering']!r}  ({t:.1f} s)")
+
+    print("\nonline, per state (batched):")
+    plans["id"].solve(q[:2], v[:2], qdd=a[:2], f_ext={k: w[:2] for k, w in f_ext.items()})  # JIT warm-up
+    plans["fd"].solve(q[:2], v[:2], tau=a[:2], f_ext={k: w[:2] for k, w in f_ext.items()})
+    res_id, t_id = _timeit(lambda: plans["id"].solve(q, v, qdd=a, f_ext=f_ext))
+    tau = res_id["tau"]
+    res_fd, t_fd = _timeit(lambda: plans["fd"].solve(q, v, tau=tau, f_ext=f_ext))
+    tau_rnea, t_rnea = _timeit(lambda: sd.rnea(model, q, v, a, f_ext=f_ext))
+    qdd_aba, t_aba = _timeit(lambda: sd.aba(model, q, v, tau, f_ext=f_ext))
+    print(f"  sparse ID  {1e6 * t_id / B:8.2f} us   |tau - rnea| rel {_rel(tau, tau_rnea):.1e}")
+    print(f"  sparse FD  {1e6 * t_fd / B:8.2f} us   |qdd - a| rel {_rel(res_fd['qdd'], a):.1e}  "
+          f"(aba: {_rel(qdd_aba, a):.1e})")
+    print(f"  RNEA       {1e6 * t_rnea / B:8.2f} us   ABA {1e6 * t_aba / B:8.2f} us (NumPy baselines)")
+
+    contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_sole", "6d")] + [
+        sd.Contact(f"{s}_{f}_tip", "3d") for s in "lr" for f in ("thumb", "index", "middle")]
+    lam, t_del = _timeit(lambda: sd.delassus(model, q, contacts, method="pv-osimr"))
+    lam_dense = sd.delassus(model, q[:8], contacts, method="dense")
+    print(f"  Delassus (PV-OSIMr, feet 6D + 6 fingertips 3D, m = {lam.shape[-1]}) "
+          f"{1e6 * t_del / B:8.2f} us   vs dense J M^-1 J^T rel {_rel(lam[:8], lam_dense):.1e}")
+    with sd.count_operations() as ops_rnea:
         sd.rnea(model, q[0], v[0], a[0])
-    print(f"rnea operation count (per state): {ops.mul} mul, {ops.add} add")
+    with sd.count_operations() as ops_osimr:
+        sd.delassus(model, q[0], contacts, method="pv-osimr")
+    print(f"  operation counts per state: RNEA {ops_rnea.flops}, sparse ID LU {plans['id'].stats['flops']}, "
+          f"sparse FD LU {plans['fd'].stats['flops']}, PV-OSIMr {ops_osimr.flops}")
 
+    _demo_estimation(sd, model, q, v, a, rng)
+    _demo_pinocchio(model, q, v, a, tau, res_fd["qdd"], f_ext, t_id, t_fd)
+    print(f"\ndone in {time.perf_counter() - t_start:.1f} s")
+    return 0
+
+
+def _demo_estimation(sd, model, q, v, qdd, rng):
+    """Joint torques and foot wrenches from ankle F/T sensors + joint accelerations."""
     try:
-        import pinocchio as pin
+        from .sensors import ForceTorque, JointAccelerations
+        from .estimation import EstimationProblem
     except ImportError:
-        print("pinocchio is not installed: skipping the comparison (pip install -e .[test])")
-        return 0
-    pm = (pin.buildModelFromUrdf(models.HUMANOID_URDF, pin.JointModelFreeFlyer()))
-    pd = pm.createData()
+        return
+    B = min(len(q), 64)
+    w = {"l_foot": rng.normal(size=(B, 6)) * [20, 20, 200, 5, 5, 2],
+         "r_foot": rng.normal(size=(B, 6)) * [20, 20, 200, 5, 5, 2]}
+    tau_true = sd.rnea(model, q[:B], v[:B], qdd[:B], f_ext=w)
+    sensors = [JointAccelerations(), ForceTorque("l_foot_ft_sensor"), ForceTorque("r_foot_ft_sensor")]
+    problem = EstimationProblem(model, sensors, unknown_wrenches=["l_foot", "r_foot"])
+    plan = sd.compile(problem)
+    readings = {s.name: s.simulate(model, q[:B], v[:B], qdd[:B], f_ext=w) for s in sensors}
+    est = plan.solve(q[:B], v[:B], readings)
+    err_tau = _rel(est["tau"][:, 6:], tau_true[:, 6:])
+    err_w = _rel(est.wrench("l_foot"), w["l_foot"])
+    print(f"  estimation (ankle F/T + joint accelerations, unknown foot wrenches): "
+          f"tau rel err {err_tau:.1e}, l_foot wrench rel err {err_w:.1e}")
 
-    def pin_q(qb):
-        out = np.zeros(pm.nq)
-        for i, joint in enumerate(model.joints):
-            pj = pm.joints[pm.getJointId(joint.name)]
-            qi = qb[model.q_slice(i)]
-            out[pj.idx_q:pj.idx_q + pj.nq] = (np.cos(qi[0]), np.sin(qi[0])) if pj.nq == 2 and joint.nq == 1 else qi
-        return out
+
+def _demo_pinocchio(model, q, v, a, tau, qdd_fd, f_ext, t_id, t_fd):
+    from . import models
+    from .bench import pinocchio_twin
+    try:
+        pin, pm, pin_q = pinocchio_twin(model, models.HUMANOID_URDF, True)
+    except ImportError:
+        print("\npinocchio is not installed: skipping the comparison (pip install -e .[test])")
+        return
+    pd = pm.createData()
+    B = len(q)
 
     def pin_fext(b):
         fext = [pin.Force.Zero() for _ in range(pm.njoints)]
@@ -68,36 +217,305 @@ def cmd_demo(args):
     fexts = [pin_fext(b) for b in range(B)]
     tau_p, tp_rnea = _timeit(lambda: np.array([pin.rnea(pm, pd, pqs[b], v[b], a[b], fexts[b]) for b in range(B)]))
     qdd_p, tp_aba = _timeit(lambda: np.array([pin.aba(pm, pd, pqs[b], v[b], tau[b], fexts[b]) for b in range(B)]))
-    M_p, tp_crba = _timeit(lambda: np.array([pin.crba(pm, pd, pqs[b]) for b in range(B)]))
-    M_p = np.triu(M_p) + np.swapaxes(np.triu(M_p, 1), 1, 2)
+    print("\ncomparison with Pinocchio (rnea/aba called per state from Python, same states):")
+    print(f"  sparse ID vs pin.rnea: max rel err {_rel(tau, tau_p):.1e}, "
+          f"time ratio sparsedyn/pinocchio {t_id / tp_rnea:6.2f}")
+    print(f"  sparse FD vs pin.aba:  max rel err {_rel(qdd_fd, qdd_p):.1e}, "
+          f"time ratio sparsedyn/pinocchio {t_fd / tp_aba:6.2f}")
 
-    def rel(x, y):
-        return np.abs(x - y).max() / max(1.0, np.abs(y).max())
-    print("\ncomparison with Pinocchio (per-call from Python, same states):")
-    print(f"  rnea  max rel err {rel(tau, tau_p):.1e}   time ratio sparsedyn/pinocchio {t_rnea / tp_rnea:6.2f}")
-    print(f"  aba   max rel err {rel(qdd, qdd_p):.1e}   time ratio sparsedyn/pinocchio {t_aba / tp_aba:6.2f}")
-    print(f"  crba  max rel err {rel(M, M_p):.1e}   time ratio sparsedyn/pinocchio {t_crba / tp_crba:6.2f}")
+
+# ------------------------------------------------------------------------------------ compile / solve
+
+
+def cmd_compile(args):
+    import sparsedyn as sd
+    from tqdm import tqdm
+    model = load_robot(args.robot, args.floating_base)
+    problem = make_problem(model, args.problem, args.f_ext or ())
+    bar = tqdm(total=1, desc="orderings", unit="ordering", disable=not args.progress, file=sys.stderr)
+
+    def progress(name, index, total):
+        bar.total = total
+        bar.set_postfix_str(name)
+        bar.n = index
+        bar.refresh()
+    plan = sd.compile(problem, ordering=args.ordering, progress=progress)
+    bar.n = bar.total
+    bar.close()
+    print(f"{problem!r}: D {plan.stats['n_rows']}x{plan.stats['n_cols']}, nnz {plan.stats['nnz_D']}")
+    print(f"{'ordering':16s} {'nnz(L+U)':>9s} {'fill':>7s} {'flops':>8s} {'time [s]':>9s}  note")
+    for row in sorted(plan.table, key=lambda r: (not r["pivot_safe"], r["flops"])):
+        mark = "*" if row["name"] == plan.stats["ordering"] else " "
+        if row["pivot_safe"]:
+            print(f"{mark}{row['name']:15s} {row['nnz_LU']:9d} {row['fill']:7d} {row['flops']:8d} "
+                  f"{row['time_s']:9.3f}")
+        else:
+            print(f" {row['name']:15s} {'-':>9s} {'-':>7s} {'-':>8s} {row['time_s']:9.3f}  {row['note']}")
+    plan.save(args.output)
+    print(f"chosen: {plan.stats['ordering']!r} ({plan.stats['flops']} flops per state); wrote {args.output}")
     return 0
 
 
+def _model_for_plan(args):
+    header = _plan_header(args.plan)
+    name = header.get("model", {}).get("name")
+    if args.robot:
+        return load_robot(args.robot, args.floating_base)
+    if name == "sdyn_humanoid":
+        return load_robot("humanoid", header["model"].get("nv") == 49 or None)
+    if name == "sdyn_hand":
+        return load_robot("hand")
+    if name and name.startswith("chain"):
+        return load_robot(name)
+    raise CommandError(f"{args.plan}: compiled for model {name!r}; pass its URDF with --robot")
+
+
+def cmd_solve(args):
+    from .problems import load_plan
+    model = _model_for_plan(args)
+    plan = load_plan(args.plan, model)
+    given = plan.problem.given
+    table = read_table(args.states, ["q", "v", given])
+    f_ext = {k[5:]: v for k, v in table.items() if k.startswith("fext_")}
+    res = plan.solve(table["q"], table["v"], **{given: table[given]}, f_ext=f_ext or None)
+    out_name = plan.problem.outputs[0]
+    write_table(args.output, {out_name: res[out_name]})
+    print(f"{plan.problem!r}: solved {len(table['q'])} states; wrote {out_name} to {args.output}")
+    return 0
+
+
+def cmd_estimate(args):
+    try:
+        from .estimation.logs import run_estimate_command
+    except ImportError as exc:
+        raise CommandError(f"estimation is not available: {exc}") from None
+    return int(run_estimate_command(args) or 0)
+
+
+# ------------------------------------------------------------------------------------ spy / report
+
+
+def spy_figure(plan, path, title=None):
+    """D in natural order, P D Q, and L+U with the fill-in highlighted (PNG or SVG by extension)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from .planner.symbolic import symbolic_lu
+
+    fact = plan.factorization
+    D = plan.system.pattern.tocsr()
+    PDQ = D[fact.row_perm][:, fact.col_perm].tocoo()
+    sym = symbolic_lu(plan.system.pattern, fact.row_perm, fact.col_perm, fact.constant_values)
+    LU = (sym.L + sym.U).tocoo()
+    original = set(zip(PDQ.row.tolist(), PDQ.col.tolist()))
+    is_fill = np.array([(r, c) not in original for r, c in zip(LU.row.tolist(), LU.col.tolist())], bool)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.2))
+    n = D.shape[0]
+    ms = max(0.2, min(3.0, 300.0 / n))
+    Dc = D.tocoo()
+    axes[0].plot(Dc.col, Dc.row, "s", ms=ms, color="k")
+    axes[0].set_title(f"D (natural order), nnz {D.nnz}")
+    axes[1].plot(PDQ.col, PDQ.row, "s", ms=ms, color="k")
+    axes[1].set_title(f"P D Q ({fact.stats['ordering']})")
+    axes[2].plot(LU.col[~is_fill], LU.row[~is_fill], "s", ms=ms, color="k", label="entries of P D Q")
+    axes[2].plot(LU.col[is_fill], LU.row[is_fill], "s", ms=ms, color="tab:red", label=f"fill-in ({int(is_fill.sum())})")
+    axes[2].set_title(f"L+U, nnz {LU.nnz}, flops {fact.stats['flops']}")
+    axes[2].legend(loc="upper right", fontsize=8, markerscale=3)
+    for ax in axes:
+        ax.set_xlim(-1, n)
+        ax.set_ylim(n, -1)
+        ax.set_aspect("equal")
+        ax.tick_params(labelsize=7)
+    fig.suptitle(title or repr(plan.problem))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return int(is_fill.sum())
+
+
+def cmd_spy(args):
+    import sparsedyn as sd
+    if args.plan:
+        from .problems import load_plan
+        model = _model_for_plan(args)
+        plan = load_plan(args.plan, model)
+    else:
+        if not args.robot:
+            raise CommandError("spy: give a ROBOT (URDF or embedded name) or --plan PLAN")
+        model = load_robot(args.robot, args.floating_base)
+        plan = sd.compile(make_problem(model, args.problem, args.f_ext or ()), ordering=args.ordering)
+    fill = spy_figure(plan, args.output)
+    print(f"{plan.problem!r}: ordering {plan.stats['ordering']!r}, fill {fill}; wrote {args.output}")
+    return 0
+
+
+def cmd_bench(args):
+    from .bench import run_benchmarks
+    rows = run_benchmarks(args.robot, batch=args.batch, floating_base=args.floating_base,
+                          repeat=args.repeat)
+    print(format_bench(rows, args.batch))
+    return 0
+
+
+def format_bench(rows, batch):
+    lines = [f"per-state times, batch {batch} (peers measured in the same run)", "",
+             "| computation | sparsedyn [us] | peer | peer [us] | ratio | max rel err |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['what']} | {r['ours_us']:.2f} | {r['peer']} | {r['peer_us']:.2f} | "
+                     f"{r['ours_us'] / r['peer_us']:.2f} | {r['err']:.1e} |")
+    return "\n".join(lines)
+
+
+def cmd_report(args):
+    """One Markdown (or HTML) page: plan statistics, orderings, spy plots, Delassus counts, bench."""
+    import sparsedyn as sd
+    from .bench import run_benchmarks
+    model = load_robot(args.robot, args.floating_base)
+    out = args.output
+    base = os.path.splitext(out)[0]
+    lines = [f"# sparsedyn report: {model.name}", "",
+             f"{model!r}; {len(model.frames)} link frames; joints: {', '.join(model.joint_names[:8])}"
+             f"{' ...' if len(model.joint_names) > 8 else ''}", ""]
+    for key in ("id", "fd"):
+        plan = sd.compile(make_problem(model, key))
+        png = f"{base}_spy_{key}.png"
+        spy_figure(plan, png)
+        s = plan.stats
+        lines += [f"## {plan.problem.name}", "",
+                  f"D {s['n_rows']}x{s['n_cols']}, nnz {s['nnz_D']}; chosen ordering `{s['ordering']}`: "
+                  f"nnz(L+U) {s['nnz_LU']}, fill {s['fill']}, {s['flops']} flops per state "
+                  f"(+ {s['assembly_flops']} to assemble D and b).", "",
+                  "| ordering | nnz(L+U) | fill | flops | planning time [s] |", "|---|---|---|---|---|"]
+        for row in sorted(plan.table, key=lambda r: (not r["pivot_safe"], r["flops"])):
+            if row["pivot_safe"]:
+                lines.append(f"| {row['name']} | {row['nnz_LU']} | {row['fill']} | {row['flops']} | {row['time_s']:.3f} |")
+            else:
+                lines.append(f"| {row['name']} | - | - | - | not pivot-safe: {row['note']} |")
+        lines += ["", f"![spy {key}]({os.path.basename(png)})", ""]
+    try:
+        rows = run_benchmarks(args.robot, batch=args.batch, floating_base=args.floating_base, repeat=2)
+        lines += ["## Benchmark", "", format_bench(rows, args.batch), ""]
+    except ImportError as exc:
+        lines += ["## Benchmark", "", f"skipped: {exc}", ""]
+    text = "\n".join(lines)
+    if out.endswith(".html"):
+        import html
+        body = []
+        for line in lines:
+            if line.startswith("!["):
+                src = line[line.index("(") + 1:-1]
+                body.append(f'<img src="{html.escape(src)}" style="max-width:100%">')
+            elif line.startswith("#"):
+                level = len(line) - len(line.lstrip("#"))
+                body.append(f"<h{level}>{html.escape(line.lstrip('# '))}</h{level}>")
+            elif line.startswith("|"):
+                if set(line) <= set("|-"):
+                    continue
+                cells = "".join(f"<td>{html.escape(c.strip())}</td>" for c in line.strip("|").split("|"))
+                body.append(f"<table border=1 cellspacing=0><tr>{cells}</tr></table>")
+            elif line:
+                body.append(f"<p>{html.escape(line)}</p>")
+        text = "<!doctype html><meta charset=utf-8><title>sparsedyn report</title>\n" + "\n".join(body)
+    with open(out, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(f"wrote {out} (+ spy plots {base}_spy_id.png, {base}_spy_fd.png)")
+    return 0
+
+
+# ------------------------------------------------------------------------------------ parser
+
+
+def _robot_args(p, required=True):
+    if required:
+        p.add_argument("robot", help="URDF path or embedded model (humanoid, hand, chainN)")
+    else:
+        p.add_argument("robot", nargs="?", help="URDF path or embedded model (humanoid, hand, chainN)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--floating-base", dest="floating_base", action="store_true", default=None,
+                   help="put a free-flyer at the root (default: only for the embedded humanoid)")
+    g.add_argument("--fixed-base", dest="floating_base", action="store_false",
+                   help="weld the root link to the world")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="sparsedyn", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("demo", help="end-to-end demo on the embedded humanoid")
+    parser = argparse.ArgumentParser(prog="sparsedyn", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="end-to-end demo on the embedded humanoid (under a minute)")
     p.add_argument("--batch", type=int, default=256, help="number of random states (default 256)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("compile", help="offline: plan the sparse factorization of a problem")
+    _robot_args(p)
+    p.add_argument("--problem", default="id", choices=sorted(PROBLEMS), help="id or fd (default id)")
+    p.add_argument("--ordering", default="auto", help="auto (cheapest) or an ordering name")
+    p.add_argument("--f-ext", nargs="*", metavar="LINK", help="links carrying external wrenches")
+    p.add_argument("-o", "--output", required=True, help="plan file to write (.npz)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("solve", help="online: solve a compiled plan for a file of states")
+    p.add_argument("plan", help="plan file written by `sparsedyn compile`")
+    p.add_argument("--states", required=True,
+                   help="NPZ (arrays q, v, qdd|tau, optional fext_<link>) or CSV (columns q_0.., v_0.., ...)")
+    p.add_argument("--robot", help="URDF/embedded model the plan was compiled for (embedded: automatic)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--floating-base", dest="floating_base", action="store_true", default=None)
+    g.add_argument("--fixed-base", dest="floating_base", action="store_false")
+    p.add_argument("-o", "--output", required=True, help="output file (.npz or .csv)")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("estimate", help="estimate joint torques and contact wrenches from a sensor log")
+    try:
+        from .estimation.logs import add_estimate_arguments
+        add_estimate_arguments(p)
+    except ImportError:
+        pass
+    p.set_defaults(func=cmd_estimate)
+
+    p = sub.add_parser("spy", help="plot D, P D Q and L+U with the fill-in (PNG/SVG)")
+    _robot_args(p, required=False)
+    p.add_argument("--plan", help="a saved plan instead of compiling ROBOT")
+    p.add_argument("--problem", default="fd", choices=sorted(PROBLEMS))
+    p.add_argument("--ordering", default="auto")
+    p.add_argument("--f-ext", nargs="*", metavar="LINK")
+    p.add_argument("-o", "--output", required=True, help="image file (.png or .svg)")
+    p.set_defaults(func=cmd_spy)
+
+    p = sub.add_parser("bench", help="side-by-side per-state times against Pinocchio (same run)")
+    _robot_args(p, required=False)
+    p.add_argument("--batch", type=int, default=1024)
+    p.add_argument("--repeat", type=int, default=3)
+    p.set_defaults(func=cmd_bench, robot=None)
+
+    p = sub.add_parser("report", help="one Markdown/HTML page with plan statistics, spy plots, benchmark")
+    _robot_args(p)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("-o", "--output", required=True, help="report file (.md or .html)")
+    p.set_defaults(func=cmd_report)
     return parser
 
 
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "command", None) == "bench" and args.robot is None:
+        args.robot = "humanoid"
     try:
         return int(args.func(args) or 0)
-    except (ValueError, KeyError, OSError, ArithmeticError) as exc:
+    except CommandError as exc:
+        print(f"sparsedyn {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the CLI promises one line, never a traceback
+        from .errors import SparsedynError
+        known = (SparsedynError, ValueError, KeyError, OSError, ArithmeticError)
+        if not isinstance(exc, known) or os.environ.get("SPARSEDYN_TRACEBACK"):
+            raise
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"sparsedyn {args.command}: error: {msg}", file=sys.stderr)
+        print(f"sparsedyn {args.command}: error: {type(exc).__name__}: {msg}", file=sys.stderr)
         return 2
 
 

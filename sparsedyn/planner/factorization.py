@@ -72,11 +72,12 @@ def _structural_pair(pattern, always_nonzero, name, pair):
 
 
 def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="auto",
-                       structural_orders=None, backend="auto"):
+                       structural_orders=None, backend="auto", progress=None):
     """Choose permutations for the static-pivot LU of `pattern` and compile its online program.
 
     ordering: "auto" (fewest kernel flops among the pivot-safe candidates), a name in
     KNOWN_ORDERINGS, or a key of structural_orders ({name: (row_perm, col_perm)}).
+    progress: optional callable(name, index, total), called before each ordering is tried.
     """
     pattern = _check_pattern(pattern)
     nnz = pattern.nnz
@@ -101,7 +102,9 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
 
     match = None
     table, plans = [], {}
-    for name in names:
+    for index, name in enumerate(names):
+        if progress is not None:
+            progress(name, index, len(names))
         t0 = time.perf_counter()
         row = {"name": name, "nnz_LU": -1, "fill": -1, "flops": -1, "pivot_safe": False, "note": ""}
         try:
