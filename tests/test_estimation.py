@@ -395,3 +395,22 @@ def test_map_matches_berdy_on_icub_fixed_base():
         # prior also on its extra variables (measured: 0.6-2.9e-5 apart, both 2-7e-5 from truth)
         assert rel_err(est["tau"][b], out["tau"]) < 1e-4
         assert rel_err(est["tau"][b], truth.tau[b]) < 1e-4
+
+
+def test_estimate_log_on_a_dask_cluster(tmp_path):
+    """The same log through a (local, in-process) Dask scheduler gives the Pinocchio truth."""
+    distributed = pytest.importorskip("distributed")
+    from sparsedyn.estimation import estimate_log
+    from sparsedyn.estimation.logs import problem_from_spec
+    model, pm = _robot("humanoid")
+    problem = problem_from_spec(SPEC)
+    B = 17
+    truth = PinTruth.random(model, pm, np.random.default_rng(9), B, SPEC["unknown_wrenches"])
+    npz = tmp_path / "log.npz"
+    np.savez(npz, q=truth.q, v=truth.v, **_readings(problem, truth))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        summary = estimate_log(None, str(npz), str(tmp_path / "out.npz"), batch_size=5,
+                               scheduler=cluster.scheduler_address, progress=False, spec=SPEC)
+    assert summary["rows"] == B and summary["estimated"] == B and not summary["bad_rows"]
+    assert rel_err(np.load(tmp_path / "out.npz")["tau"], truth.tau) < TOL

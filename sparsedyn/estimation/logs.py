@@ -257,6 +257,20 @@ def _remote_block(spec_json, method, block, valid, first_row):
     return out, errors
 
 
+def _bounded_remote(client, spec_json, method, chunks, per_worker=2):
+    """Submit blocks to the cluster with a bounded number in flight and yield the results in
+    input order, so a log larger than memory streams through (never all blocks at once)."""
+    from collections import deque
+    in_flight = max(2, per_worker * max(1, len(client.scheduler_info().get("workers", {}))))
+    pending = deque()
+    for start, _, block, valid in chunks:
+        pending.append(client.submit(_remote_block, spec_json, method, block, valid, start, pure=False))
+        if len(pending) >= in_flight:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
 def estimate_log(plan_or_problem, input_path, output_path, batch_size=1024, scheduler=None,
                  progress=True, spec=None, method="auto"):
     """Estimate every sample of a log (see the module docstring for formats). Returns a summary
@@ -333,9 +347,7 @@ def estimate_log(plan_or_problem, input_path, output_path, batch_size=1024, sche
             spec_d = dict(json.load(open(spec)) if isinstance(spec, (str, os.PathLike)) else spec)
             spec_d["_columns"] = list(names)
             spec_json = json.dumps(spec_d, sort_keys=True)
-            futures = [client.submit(_remote_block, spec_json, method, block, valid, start)
-                       for start, _, block, valid in chunks]
-            results = ((f.result()[0], f.result()[1]) for f in futures)
+            results = _bounded_remote(client, spec_json, method, chunks)
         for (rows, status, tau, wrenches), remote_errors in results:
             if remote_errors:
                 errors.extend(remote_errors)
