@@ -132,3 +132,21 @@ class PinTruth:
         T = np.eye(4) if placement is None else placement
         lMc = pin.SE3(T[:3, :3].copy(), T[:3, 3].copy())
         return np.array([lMc.actInv(pin.Force(w)).vector for w in self.f_ext[link]])
+
+
+_ROBOTS = {}
+
+
+def robot_and_pin(name):
+    """(our floating-base model, Pinocchio's twin) of the embedded humanoid or an
+    example-robot-data robot, built once per test session."""
+    if name not in _ROBOTS:
+        import sparsedyn as sd
+        from oracles import pin_model, robot_urdf
+        from sparsedyn.models import HUMANOID_URDF, humanoid
+        if name == "humanoid":
+            _ROBOTS[name] = humanoid(), pin_model(HUMANOID_URDF, True)
+        else:
+            _ROBOTS[name] = (sd.load_urdf(robot_urdf(name), floating_base=True),
+                             pin_model(robot_urdf(name), True))
+    return _ROBOTS[name]

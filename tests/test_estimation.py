@@ -7,7 +7,7 @@ import pytest
 
 import sparsedyn as sd
 from oracles import pin_model, rel_err, robot_urdf
-from pin_sensors import PinTruth
+from pin_sensors import PinTruth, robot_and_pin
 from sparsedyn import IllPosedError
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, SingularStateWarning, compile_estimation
@@ -15,17 +15,9 @@ from sparsedyn.models import HUMANOID_URDF, humanoid, serial_chain
 
 TOL = 1e-8
 FEET = ["l_sole", "r_sole"]
-_CACHE = {}
 
 
-def _robot(name):
-    if name not in _CACHE:
-        if name == "humanoid":
-            _CACHE[name] = humanoid(), pin_model(HUMANOID_URDF, True)
-        else:
-            _CACHE[name] = (sd.load_urdf(robot_urdf(name), floating_base=True),
-                            pin_model(robot_urdf(name), True))
-    return _CACHE[name]
+_robot = robot_and_pin
 
 
 def _readings(problem, truth):
