@@ -59,7 +59,6 @@ def to_pin_q(model, pmodel, q):
 def pin_fext(model, pmodel, f_ext):
     """Our {link: linear-first wrench in link frame} (single state) -> Pinocchio's per-joint list."""
     fext = [pin.Force.Zero() for _ in range(pmodel.njoints)]
-    pdata = pmodel.createData()
     for name, w in f_ext.items():
         fid = pmodel.getFrameId(name, pin.BODY)
         frame = pmodel.frames[fid]

@@ -11,7 +11,7 @@ from pin_sensors import PinTruth, robot_and_pin
 from sparsedyn import IllPosedError
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, SingularStateWarning, compile_estimation
-from sparsedyn.models import HUMANOID_URDF, humanoid, serial_chain
+from sparsedyn.models import serial_chain
 
 TOL = 1e-8
 FEET = ["l_sole", "r_sole"]

@@ -5,7 +5,6 @@ Oracles: numpy.linalg.solve on the dense matrix, a dense LU without pivoting of 
 """
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pytest

@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from oracles import pin_model, rel_err, robot_urdf
+from oracles import rel_err
 from pin_sensors import PinTruth, robot_and_pin
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem
-from sparsedyn.models import HUMANOID_URDF, humanoid
 
 TOL = 1e-9
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import as_batch
-from ..kinematics import frame_transform
 from ..model.model import WORLD
 from ..opcount import charge, charge_matmul
 from ..spatial import Transform, to_angular_first
