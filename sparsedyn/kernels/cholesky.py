@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from ..batch import as_batch
 from ..errors import SingularModelError
+from ..serialization import check_format
 
 FORMAT = "sparsedyn.cholesky_plan"
 FORMAT_VERSION = 1
@@ -128,14 +129,7 @@ class SparseCholesky:
     @classmethod
     def from_dict(cls, d):
         """Rebuild from to_dict(); ValueError on foreign or inconsistent input."""
-        try:
-            d = dict(d)
-        except (TypeError, ValueError):
-            raise ValueError(f"d: expected a mapping, got {type(d).__name__}") from None
-        if str(np.asarray(d.get("format", ""))) != FORMAT:
-            raise ValueError(f"d: not a {FORMAT} dictionary (format={d.get('format')!r})")
-        if int(np.asarray(d.get("version", -1))) != FORMAT_VERSION:
-            raise ValueError(f"d: unsupported version {d.get('version')!r}")
+        d = check_format(d, FORMAT, FORMAT_VERSION)
         try:
             shape = tuple(int(s) for s in np.asarray(d["shape"]))
             indices = np.asarray(d["pattern_indices"], dtype=np.int64)

@@ -21,8 +21,15 @@ import scipy.sparse as sp
 from .. import opcount
 from ..batch import as_batch
 from ..errors import SingularModelError
-from .orderings import KNOWN_ORDERINGS, OrderingUnavailable, column_order, matched_pair, safe_matching
 from ..kernels.lu_numpy import OP_COST
+from ..serialization import check_format
+from .orderings import (
+    KNOWN_ORDERINGS,
+    OrderingUnavailable,
+    column_order,
+    matched_pair,
+    safe_matching,
+)
 from .symbolic import LUProgram, UnsafePivot, symbolic_lu
 
 FORMAT = "sparsedyn.lu_plan"
@@ -265,14 +272,7 @@ class Factorization:
     @classmethod
     def from_dict(cls, d):
         """Rebuild a plan from to_dict() output; ValueError on foreign, corrupt or inconsistent input."""
-        try:
-            d = dict(d)
-        except (TypeError, ValueError):
-            raise ValueError(f"d: expected a mapping, got {type(d).__name__}") from None
-        if str(np.asarray(d.get("format", ""))) != FORMAT:
-            raise ValueError(f"d: not a {FORMAT} dictionary (format={d.get('format')!r})")
-        if int(np.asarray(d.get("version", -1))) != FORMAT_VERSION:
-            raise ValueError(f"d: unsupported version {d.get('version')!r} (expected {FORMAT_VERSION})")
+        d = check_format(d, FORMAT, FORMAT_VERSION)
         required = (["shape", "pattern_indptr", "pattern_indices", "always_nonzero",
                      "constant_values", "nnz_LU", "ordering", "backend", "checksum"]
                     + ["program_" + k for k in LUProgram.__dataclass_fields__]
