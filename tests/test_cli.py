@@ -1,0 +1,128 @@
+"""The `sparsedyn` command line, run as a user would (subprocesses), on the embedded model and a
+small URDF: results against Pinocchio, bad arguments and corrupt files as one-line errors."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from oracles import pin, pin_model, rel_err, to_pin_q
+
+URDF = """<robot name="tiny">
+  <link name="base"><inertial><mass value="2"/><inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="upper"><inertial><origin xyz="0 0 0.2"/><mass value="1"/><inertia ixx="0.02" iyy="0.02" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="lower"><inertial><origin xyz="0.1 0 0.15"/><mass value="0.5"/><inertia ixx="0.01" iyy="0.01" izz="0.005" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="tool"/>
+  <joint name="shoulder" type="revolute"><parent link="base"/><child link="upper"/><origin xyz="0 0 0.1"/><axis xyz="0 1 0"/><limit lower="-2" upper="2" effort="50" velocity="3"/></joint>
+  <joint name="elbow" type="continuous"><parent link="upper"/><child link="lower"/><origin xyz="0 0 0.4" rpy="0.3 0 0"/><axis xyz="1 0 0"/></joint>
+  <joint name="tool_joint" type="fixed"><parent link="lower"/><child link="tool"/><origin xyz="0.2 0 0.3"/></joint>
+</robot>"""
+
+
+def run(*args, check=True):
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(sd.__file__))))
+    proc = subprocess.run([sys.executable, "-m", "sparsedyn", *args], capture_output=True, text=True,
+                          env=env, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"sparsedyn {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    path = d / "tiny.urdf"
+    path.write_text(URDF)
+    return d, str(path)
+
+
+def test_help_everywhere():
+    out = run("--help").stdout
+    for cmd in ("demo", "compile", "solve", "estimate", "spy", "bench", "report"):
+        assert cmd in out
+        assert "usage: sparsedyn " + cmd in run(cmd, "--help").stdout
+
+
+def test_compile_and_solve_a_urdf_against_pinocchio(tiny):
+    d, urdf = tiny
+    plan_path = str(d / "fd.npz")
+    out = run("compile", urdf, "--problem", "fd", "-o", plan_path, "--no-progress").stdout
+    assert "chosen:" in out and "colamd" in out and os.path.exists(plan_path)
+    model = sd.load_urdf(urdf)
+    rng = np.random.default_rng(0)
+    B = 5
+    q, v, tau = model.random_configuration(rng, batch=B), rng.normal(size=(B, 2)), rng.normal(size=(B, 2))
+    states = str(d / "states.csv")
+    cols = np.hstack([q, v, tau])
+    header = ",".join([f"q_{k}" for k in range(2)] + [f"v_{k}" for k in range(2)] + [f"tau_{k}" for k in range(2)])
+    np.savetxt(states, cols, delimiter=",", header=header, comments="")
+    result = str(d / "qdd.npz")
+    run("solve", plan_path, "--robot", urdf, "--states", states, "-o", result)
+    qdd = np.load(result)["qdd"]
+    pm = pin_model(urdf)
+    pdata = pm.createData()
+    ref = np.array([pin.aba(pm, pdata, to_pin_q(model, pm, q[b]), v[b], tau[b]) for b in range(B)])
+    assert rel_err(qdd, ref) <= 1e-10
+
+
+def test_embedded_plan_solves_without_robot_argument(tmp_path):
+    plan_path = str(tmp_path / "id.npz")
+    run("compile", "humanoid", "--problem", "id", "-o", plan_path, "--no-progress")
+    from sparsedyn import models
+    model = models.humanoid()
+    rng = np.random.default_rng(1)
+    q, v, a = model.random_configuration(rng, batch=3), rng.normal(size=(3, model.nv)), rng.normal(size=(3, model.nv))
+    np.savez(tmp_path / "s.npz", q=q, v=v, qdd=a)
+    run("solve", plan_path, "--states", str(tmp_path / "s.npz"), "-o", str(tmp_path / "tau.csv"))
+    data = np.genfromtxt(tmp_path / "tau.csv", delimiter=",", names=True)
+    tau = np.column_stack([data[f"tau_{k}"] for k in range(model.nv)])
+    pm = pin_model(models.HUMANOID_URDF, True)
+    pdata = pm.createData()
+    ref = np.array([pin.rnea(pm, pdata, to_pin_q(model, pm, q[b]), v[b], a[b]) for b in range(3)])
+    assert rel_err(tau, ref) <= 1e-10
+
+
+def test_spy_writes_an_image(tiny, tmp_path):
+    _, urdf = tiny
+    out = str(tmp_path / "spy.png")
+    run("spy", urdf, "--problem", "fd", "-o", out)
+    with open(out, "rb") as fh:
+        assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("compile", "/no/such.urdf", "-o", "x.npz"), "no such URDF"),
+    (("compile", "humanoid", "--problem", "xx", "-o", "x.npz"), "invalid choice"),
+    (("compile", "humanoid", "--ordering", "nope", "-o", "/tmp/x.npz", "--no-progress"), "nope"),
+    (("solve", "/no/plan.npz", "--states", "s.npz", "-o", "o.npz"), "plan"),
+])
+def test_bad_arguments_are_one_line_errors(args, needle):
+    proc = run(*args, check=False)
+    assert proc.returncode != 0
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_corrupt_and_mismatched_plan_files(tiny, tmp_path):
+    _, urdf = tiny
+    corrupt = tmp_path / "corrupt.npz"
+    corrupt.write_bytes(b"PK\x03\x04 this is not a plan")
+    np.savez(tmp_path / "s.npz", q=np.zeros((1, 2)), v=np.zeros((1, 2)), tau=np.zeros((1, 2)))
+    proc = run("solve", str(corrupt), "--robot", urdf, "--states", str(tmp_path / "s.npz"),
+               "-o", str(tmp_path / "o.npz"), check=False)
+    assert proc.returncode == 2 and "not a readable sparsedyn plan" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    plan_path = str(tmp_path / "hum.npz")
+    run("compile", "humanoid", "--problem", "fd", "-o", plan_path, "--no-progress")
+    proc = run("solve", plan_path, "--robot", urdf, "--states", str(tmp_path / "s.npz"),
+               "-o", str(tmp_path / "o.npz"), check=False)
+    assert proc.returncode == 2 and "another model" in proc.stderr and "Traceback" not in proc.stderr
+    missing = tmp_path / "m.npz"
+    np.savez(missing, q=np.zeros((1, 2)), v=np.zeros((1, 2)))
+    plan2 = str(tmp_path / "tiny.npz")
+    run("compile", urdf, "--problem", "fd", "-o", plan2, "--no-progress")
+    proc = run("solve", plan2, "--robot", urdf, "--states", str(missing), "-o", str(tmp_path / "o.npz"),
+               check=False)
+    assert proc.returncode == 2 and "missing tau" in proc.stderr
