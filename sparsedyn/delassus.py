@@ -1,6 +1,6 @@
 """The Delassus matrix (inverse operational-space inertia) Lambda^-1(q) = J M^-1 J^T, batched.
 
-    delassus(model, q, contacts, method="pv-osimr") -> (B, m, m) or (m, m)
+    delassus(model, q, contacts, method="pv-osimr", backend=None) -> (B, m, m) or (m, m)
 
 m = sum of the contacts' dimensions (6 per "6d", 3 per "3d"), rows/columns in contact order,
 J = contact_jacobian(model, q, contacts) (LOCAL contact frames, Pinocchio's RigidConstraintModel
@@ -16,8 +16,16 @@ Methods (one file each in sparsedyn/recursive/; see notes/delassus-pv-osimr-efpa
     "ltl-osim"  CRBA + L^T L + Y = J L^-1, Y Y^T          (ltl_osim.py)
     "dense"     J M^-1 J^T with a dense Cholesky factorization (reference)
 New methods register in METHODS with the signature f(model, q, Xup, resolved_contacts) -> (B, m, m).
+
+Backends: "numpy" runs METHODS[method] (the reference path, batched NumPy); "numba" runs the
+compiled kernel of COMPILED[method] (only "pv-osimr": sparsedyn/kernels/pv_osimr_numba.py, same
+algorithm one state at a time, parallel over the batch on numba's thread pool, NUMBA_NUM_THREADS).
+backend=None picks "numba" when the method has a compiled kernel and numba is importable. Both
+charge the same per-state operation counts (the compiled path charges the reference's).
 """
 from __future__ import annotations
+
+import importlib.util
 
 import numpy as np
 
@@ -63,27 +71,78 @@ METHODS = {
 }
 
 
-def delassus(model, q, contacts, method="pv-osimr"):
-    """Delassus matrix J M^-1 J^T (B, m, m) (or (m, m) for a single q) of the contacts at q."""
+#: methods with a compiled (numba) kernel: name -> "module:function" f(model, q, rc, reference)
+COMPILED = {"pv-osimr": "sparsedyn.kernels.pv_osimr_numba:pv_osimr_compiled"}
+BACKENDS = ("numba", "numpy")
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+
+
+def _compiled(method):
+    """The compiled entry point, imported on first use (numba's import costs ~0.5 s)."""
+    module, name = COMPILED[method].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _backend(method, backend):
+    if backend is None:
+        return "numba" if HAVE_NUMBA and method in COMPILED else "numpy"
+    if backend not in BACKENDS:
+        raise ValueError(f"delassus: unknown backend {backend!r} (available: {', '.join(BACKENDS)})")
+    if backend == "numba" and method not in COMPILED:
+        raise ValueError(f"delassus: method {method!r} has no numba backend "
+                         f"(compiled: {', '.join(sorted(COMPILED))})")
+    if backend == "numba" and not HAVE_NUMBA:
+        raise ValueError("delassus: backend 'numba' needs numba installed")
+    return backend
+
+
+def delassus(model, q, contacts, method="pv-osimr", backend=None):
+    """Delassus matrix J M^-1 J^T (B, m, m) (or (m, m) for a single q) of the contacts at q.
+    backend: "numba" (compiled, default where available), "numpy" (reference) or None (auto)."""
     try:
         sweeps = METHODS[method]
     except (KeyError, TypeError):
         raise ValueError(f"delassus: unknown method {method!r} "
                          f"(available: {', '.join(sorted(METHODS))})") from None
-    rc = resolve_contacts(model, contacts)
+    backend = _backend(method, backend)
+    rc = _resolve(model, contacts)
     q, single = check_configuration(model, q)
     B = q.shape[0]
-    out = np.zeros((B, rc.m, rc.m))
     moving = [k for k, b in enumerate(rc.bodies) if b != WORLD]
-    if moving and model.nv:
-        sub = rc if len(moving) == len(rc.bodies) else _subset(rc, moving)
+    if not moving or not model.nv:
+        return unbatch(np.zeros((B, rc.m, rc.m)), single)
+    sub = rc if len(moving) == len(rc.bodies) else _subset(rc, moving)
+    if backend == "numba":
+        D = _compiled(method)(model, q, sub, lambda mo, qq, r: sweeps(mo, qq, joint_transforms(mo, qq), r))
+    else:
         D = sweeps(model, q, joint_transforms(model, q), sub)
-        idx = np.concatenate([np.arange(rc.offsets[k], rc.offsets[k + 1]) for k in moving])
-        if len(moving) == len(rc.bodies):
-            out = D
-        else:
-            out[:, idx[:, None], idx[None, :]] = D
+    if sub is rc:
+        return unbatch(D, single)
+    out = np.zeros((B, rc.m, rc.m))                  # world-welded contacts: zero rows/columns
+    idx = np.concatenate([np.arange(rc.offsets[k], rc.offsets[k + 1]) for k in moving])
+    out[:, idx[:, None], idx[None, :]] = D
     return unbatch(out, single)
+
+
+_RESOLVED = {}
+
+
+def _resolve(model, contacts):
+    """resolve_contacts, cached by identity: Model and Contact are immutable (read-only arrays),
+    and re-resolving costs more than the compiled kernel for small batches."""
+    if isinstance(contacts, Contact):
+        contacts = [contacts]
+    contacts = tuple(contacts)
+    key = (id(model),) + tuple(map(id, contacts))
+    hit = _RESOLVED.get(key)
+    if (hit is not None and hit[0] is model and len(hit[1]) == len(contacts)
+            and all(a is b for a, b in zip(hit[1], contacts))):
+        return hit[2]
+    rc = resolve_contacts(model, contacts)
+    if len(_RESOLVED) >= 256:
+        _RESOLVED.clear()
+    _RESOLVED[key] = (model, contacts, rc)       # holds the objects: their ids stay unique
+    return rc
 
 
 def _subset(rc, keep):
@@ -92,4 +151,4 @@ def _subset(rc, keep):
                             tuple(rc.K[k] for k in keep), offsets, int(offsets[-1]))
 
 
-__all__ = ["delassus", "Contact", "METHODS"]
+__all__ = ["delassus", "Contact", "METHODS", "COMPILED"]

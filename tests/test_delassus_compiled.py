@@ -1,0 +1,201 @@
+"""The compiled PV-OSIMr (sparsedyn/kernels/pv_osimr_numba.py, delassus(..., backend="numba"))
+against Pinocchio's computeDelassusMatrix: the humanoid with 6D feet and 3D fingertips, talos and
+solo12 free-flyers with mixed contacts at random placements (several on one link, on the floating
+base), trees over every joint kind, batched and single, serial and threaded; typed errors; the
+per-state operation counts of the reference path."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import numpy as np
+import pytest
+
+import sparsedyn.models as sm
+from oracles import pin, rel_err, to_pin_q
+from sparsedyn import SingularModelError
+from sparsedyn.contacts import Contact, resolve_contacts
+from sparsedyn.delassus import delassus
+from sparsedyn.kernels.pv_osimr_numba import program_for, run
+from sparsedyn.model import (FreeFlyerJoint, ModelBuilder, PlanarJoint, PrismaticJoint,
+                             RevoluteJoint, SphericalJoint)
+from sparsedyn.model.model import WORLD
+from sparsedyn.opcount import count_operations
+from test_delassus import build, pin_contact_models, pin_dense, random_placement
+from test_models_kinematics import _pin_from_builder, _pin_q_builder
+
+TOL = 1e-10
+TIPS = ["l_thumb_tip", "l_index_tip", "l_middle_tip", "r_thumb_tip", "r_index_tip", "r_middle_tip"]
+
+
+def pin_delassus(pmodel, pqs, cms, cds):
+    """Pinocchio's computeDelassusMatrix, one state at a time."""
+    pdata = pmodel.createData()
+    return np.array([pin.computeDelassusMatrix(pmodel, pdata, pq, cms, cds, 0.0) for pq in pqs])
+
+
+def check_batch_and_single(model, q, contacts, refs):
+    D = delassus(model, q, contacts, backend="numba")
+    assert D.shape == refs.shape
+    for b in range(len(q)):
+        assert rel_err(D[b], refs[b]) <= TOL, b
+    assert rel_err(delassus(model, q[-1], contacts, backend="numba"), refs[-1]) <= TOL
+    D = delassus(model, q, contacts, backend="numpy")     # the reference path stays exact too
+    assert max(rel_err(D[b], refs[b]) for b in range(len(q))) <= TOL
+    program = program_for(model, resolve_contacts(model, contacts))
+    for parallel in (False, True):                   # both loop nests of the kernel
+        out, status = run(program, q, parallel=parallel)
+        assert np.all(status < 0)
+        assert max(rel_err(out[b], refs[b]) for b in range(len(q))) <= TOL
+
+
+def urdf_case(name, contacts, batch, seed):
+    model, pmodel = build(name, True)
+    q = model.random_configuration(np.random.default_rng(seed), batch=batch)
+    cms, cds = pin_contact_models(pmodel, contacts)
+    return model, q, pin_delassus(pmodel, [to_pin_q(model, pmodel, x) for x in q], cms, cds)
+
+
+def test_humanoid_feet_and_fingertips():
+    """Issue #5's scenario: 6D welds at both soles, 3D points at six fingertips (m = 30)."""
+    contacts = [Contact("l_sole"), Contact("r_sole")] + [Contact(t, "3d") for t in TIPS]
+    model, q, refs = urdf_case("humanoid", contacts, 7, 0)
+    assert refs.shape == (7, 30, 30)
+    check_batch_and_single(model, q, contacts, refs)
+    assert delassus(model, q, contacts).shape == (7, 30, 30)       # numba is the default backend
+
+
+@pytest.mark.parametrize("name,seed,base,links", [
+    ("talos", 11, "base_link", ["left_sole_link", "right_sole_link", "gripper_left_base_link",
+                            "arm_right_7_link", "torso_2_link"]),
+    ("solo12", 12, "base_link", ["FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT", "FL_LOWER_LEG"]),
+])
+def test_free_flyers_mixed_contacts(name, seed, base, links):
+    rng = np.random.default_rng(seed)
+    contacts = [Contact(link, str(rng.choice(["6d", "3d"])), random_placement(rng)) for link in links]
+    contacts += [Contact(links[0], "3d", random_placement(rng)),      # several on one link
+                 Contact(links[0], "6d", random_placement(rng)),
+                 Contact(base, "6d", random_placement(rng)),          # on the floating base
+                 Contact(base, "3d", random_placement(rng))]
+    model, q, refs = urdf_case(name, contacts, 5, 1)
+    check_batch_and_single(model, q, contacts, refs)
+
+
+def test_contacts_on_floating_base_only():
+    contacts = [Contact("base_link", "6d"), Contact("base_link", "3d", random_placement(np.random.default_rng(4)))]
+    model, q, refs = urdf_case("solo12", contacts, 3, 2)
+    check_batch_and_single(model, q, contacts, refs)
+
+
+def every_joint_tree(root):
+    """Depth-first tree (Pinocchio's numbering) over every joint kind: root, then a spherical
+    joint carrying two branches (revolute - prismatic, revolute) and a planar - revolute branch."""
+    rng = np.random.default_rng(5)
+    b = ModelBuilder(f"every_joint_{root.kind}")
+
+    def add(name, parent, joint):
+        return b.add_body(name, parent, joint, placement=random_placement(rng), mass=rng.uniform(0.5, 2),
+                          com=rng.uniform(-0.1, 0.1, 3), inertia=np.diag(rng.uniform(0.01, 0.1, 3)))
+    r = add("root", WORLD, root)
+    s = add("ball", r, SphericalJoint("ball_j"))
+    a = add("arm", s, RevoluteJoint("arm_j", rng.normal(size=3)))
+    add("slider", a, PrismaticJoint("slider_j", rng.normal(size=3)))
+    add("hand", s, RevoluteJoint("hand_j", rng.normal(size=3)))
+    p = add("plate", r, PlanarJoint("plate_j"))
+    add("tip", p, RevoluteJoint("tip_j", rng.normal(size=3)))
+    return b.build()
+
+
+@pytest.mark.parametrize("root", [FreeFlyerJoint("root_j"), PlanarJoint("root_j"),
+                                  SphericalJoint("root_j"), PrismaticJoint("root_j", [0.3, 1, -0.2])],
+                         ids=lambda j: j.kind)
+def test_every_joint_kind(root):
+    model = every_joint_tree(root)
+    pmodel = _pin_from_builder(model)
+    rng = np.random.default_rng(6)
+    contacts = [Contact("slider", "6d", random_placement(rng)), Contact("hand", "3d", random_placement(rng)),
+                Contact("tip", "6d", random_placement(rng)), Contact("ball", "3d", random_placement(rng)),
+                Contact("root", "3d", random_placement(rng)), Contact("slider", "3d")]
+    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for c in contacts:                               # builder links: body i is Pinocchio joint i + 1
+        kind = pin.ContactType.CONTACT_6D if c.kind == "6d" else pin.ContactType.CONTACT_3D
+        cm = pin.RigidConstraintModel(kind, pmodel, model.frames[c.link].body + 1, pin.SE3(c.placement),
+                                      pin.ReferenceFrame.LOCAL)
+        cms.append(cm)
+        cds.append(cm.createData())
+    q = model.random_configuration(rng, batch=4)
+    refs = pin_delassus(pmodel, [_pin_q_builder(model, pmodel, x) for x in q], cms, cds)
+    check_batch_and_single(model, q, contacts, refs)
+
+
+def test_world_welded_contact_rows_are_zero():
+    """Oracle: J M^-1 J^T from Pinocchio's Jacobians and CRBA (computeDelassusMatrix with a
+    constraint on the universe joint corrupts the heap in pinocchio 4.1: segfault at exit)."""
+    model, pmodel = build("panda", False)
+    rng = np.random.default_rng(2)
+    contacts = [Contact("panda_link0", "6d"), Contact("panda_hand", "3d", random_placement(rng)),
+                Contact("panda_link4", "6d", random_placement(rng))]
+    q = model.random_configuration(rng, batch=3)
+    refs = np.array([pin_dense(pmodel, to_pin_q(model, pmodel, x), contacts)[1] for x in q])
+    D = delassus(model, q, contacts, backend="numba")
+    assert np.all(D[:, :6] == 0) and np.all(D[:, :, :6] == 0)
+    assert max(rel_err(D[b], refs[b]) for b in range(3)) <= TOL
+
+
+def test_operation_counts_are_the_reference_ones():
+    model = sm.humanoid()
+    contacts = [Contact("l_sole"), Contact("r_sole")] + [Contact(t, "3d") for t in TIPS]
+    q = model.random_configuration(np.random.default_rng(0), batch=3)
+    counts = {}
+    for backend in ("numpy", "numba"):
+        for B in (1, 3):
+            with count_operations() as ops:
+                delassus(model, q[:B], contacts, backend=backend)
+            counts[backend, B] = (ops.as_dict(), dict(ops.by_kind))
+    assert counts["numba", 1] == counts["numba", 3] == counts["numpy", 1] == counts["numpy", 3]
+    assert counts["numba", 1][0]["flops"] > 0
+
+
+def singular_models():
+    b = ModelBuilder("massless_tip")
+    b.add_body("l1", WORLD, RevoluteJoint("j1", [0, 0, 1]), mass=1.0, inertia=np.eye(3) * 0.1)
+    b.add_body("l2", 0, RevoluteJoint("j2", [0, 1, 0]), mass=0.0)
+    yield b.build(), "j2", "l2"
+    b = ModelBuilder("massless_ball")                # multi-DoF pivot: the Cholesky test
+    b.add_body("base", WORLD, FreeFlyerJoint("root"), mass=2.0, inertia=np.eye(3) * 0.1)
+    b.add_body("arm", 0, RevoluteJoint("arm_j", [1, 0, 0]), mass=1.0, inertia=np.eye(3) * 0.1)
+    b.add_body("ball", 1, SphericalJoint("ball_j"), mass=0.0)
+    yield b.build(), "ball_j", "ball"
+
+
+@pytest.mark.parametrize("case", list(singular_models()), ids=lambda c: c[0].name)
+def test_singular_model_raises(case):
+    model, joint, body = case
+    q = model.random_configuration(np.random.default_rng(0), batch=3)
+    with pytest.raises(SingularModelError, match=joint) as err:
+        delassus(model, q, [Contact(model.link_names[0])], backend="numba")
+    assert body in err.value.bodies and err.value.batch_indices == (0, 1, 2)
+    with pytest.raises(SingularModelError, match=joint):
+        delassus(model, q[0], [Contact(model.link_names[-1], "3d")], backend="numba")
+
+
+def test_bad_input():
+    model = sm.serial_chain(3)
+    q = np.zeros(3)
+    with pytest.raises(KeyError, match="no_such_link"):
+        delassus(model, q, [Contact("no_such_link")], backend="numba")
+    with pytest.raises(ValueError, match="q"):
+        delassus(model, np.zeros(4), [Contact("link1")], backend="numba")
+    with pytest.raises(ValueError, match="q"):
+        delassus(model, np.full(3, np.nan), [Contact("link1")], backend="numba")
+    with pytest.raises(ValueError, match="Contact"):
+        delassus(model, q, ["link1"], backend="numba")
+    with pytest.raises(ValueError, match="backend"):
+        delassus(model, q, [Contact("link1")], backend="cuda")
+    with pytest.raises(ValueError, match="efpa"):
+        delassus(model, q, [Contact("link1")], method="efpa", backend="numba")
+    fb = sm.humanoid()
+    qf = fb.neutral_configuration()
+    qf[3:7] = [0.0, 0.0, 0.0, 2.0]
+    with pytest.raises(ValueError, match="quaternion"):
+        delassus(fb, qf, [Contact("l_sole")], backend="numba")
