@@ -6,6 +6,8 @@ naming the argument (and the joint, for quaternions).
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .model.joints import FreeFlyerJoint, SphericalJoint
@@ -35,18 +37,33 @@ def as_batch(x, width, name, batch=None):
     return arr, single
 
 
+_QUATERNIONS = weakref.WeakKeyDictionary()
+
+
+def _quaternion_columns(model):
+    """(columns (k, 4) of q holding unit quaternions, joint names), computed once per model."""
+    if model not in _QUATERNIONS:
+        cols, names = [], []
+        for i, j in enumerate(model.joints):
+            if isinstance(j, (FreeFlyerJoint, SphericalJoint)):
+                stop = model.q_index[i] + j.nq
+                cols.append(np.arange(stop - 4, stop))
+                names.append(j.name)
+        _QUATERNIONS[model] = (np.array(cols, dtype=int).reshape(-1, 4), names)
+    return _QUATERNIONS[model]
+
+
 def check_configuration(model, q, name="q"):
     """Batch q and check that quaternions (free-flyer, spherical) have unit norm."""
     q, single = as_batch(q, model.nq, name)
-    for i, j in enumerate(model.joints):
-        if isinstance(j, (FreeFlyerJoint, SphericalJoint)):
-            s = model.q_slice(i)
-            quat = q[:, s][:, -4:]
-            err = np.abs(np.linalg.norm(quat, axis=1) - 1.0)
-            if (err > 1e-6).any():
-                b = int(np.argmax(err))
-                raise ValueError(f"{name}: quaternion of joint {j.name!r} is not unit-norm at batch "
-                                 f"index {b} (norm {np.linalg.norm(quat[b]):.6g})")
+    cols, names = _quaternion_columns(model)
+    if len(names):
+        quat = q[:, cols]
+        err = np.abs(np.sqrt((quat * quat).sum(axis=-1)) - 1.0)
+        if err.max() > 1e-6:
+            b, k = np.unravel_index(int(np.argmax(err)), err.shape)
+            raise ValueError(f"{name}: quaternion of joint {names[k]!r} is not unit-norm at batch "
+                             f"index {b} (norm {np.linalg.norm(q[b, cols[k]]):.6g})")
     return q, single
 
 
