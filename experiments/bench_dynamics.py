@@ -1,28 +1,47 @@
-"""Per-state time of the batched online sparse solve (Nori's online phase) on the embedded
-humanoid, inverse and forward dynamics, B = 1..4096, against peers measured in the same run:
+"""Per-state time of the batched online phase (Nori Sec. IV-D, V-D: assemble D(q), b, then the
+planned sparse LU) against peers measured in the same run, and its growth with the chain length.
 
-  - pinocchio.rnea / pinocchio.aba called once per state from Python (the C++ recursive
-    algorithms plus the Python call overhead a Python user pays per state);
-  - scipy.sparse.linalg.spsolve (SuperLU with its own ordering and partial pivoting) on the very
-    same D(q) and rhs, one state at a time (assembly excluded on both sides).
+Part 1, the embedded humanoid (nv = 49), inverse and forward dynamics without external wrenches,
+B = 1, 64, 1024, 4096 states per call:
+  - ours, compiled (`plan.solve`, backend "numba": input checks, fused assembly + LU, tau / qdd)
+    with 1 thread and with all of numba's threads; ours through the NumPy path for reference;
+  - pinocchio.rnea / pinocchio.aba called once per state from Python (the C++ recursive algorithms
+    plus the per-call Python overhead a Python user pays), on min(B, 1024) states;
+  - scipy.sparse.linalg.spsolve (SuperLU, own ordering, partial pivoting) on the very same D(q)
+    and rhs, one state at a time (64 states; the assembly is excluded on its side).
+Ratios ours / pinocchio < 1 mean ours is faster.
 
-Ours is reported in full (`plan.solve`: input checks, kinematics, assembly of D and b, compiled
-LU kernel, unpacking) and split into assembly and kernel. Ratios > 1 mean ours is slower.
+Part 2, serial revolute chains of N = 10 ... 1000 links (fixed orderings: "rnea" for ID, Nori's
+eq. 11-12, and "markowitz" for FD, so that only N changes): compiled per-state time at B = 1024
+and the time per state and link, which is flat if the online phase is linear in N.
 
-    python experiments/bench_dynamics.py [--max-batch 4096] [--repeat 3]
+Timings are the best of --repeat runs; the machine load (os.getloadavg) is printed with them.
+
+    python experiments/bench_dynamics.py [--repeat 5] [--out experiments/out/bench_dynamics.md]
 """
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import time
 
+import numba
 import numpy as np
 import pinocchio as pin
 import scipy.sparse as sp
 import scipy.sparse.linalg
 
-from sparsedyn.models import HUMANOID_URDF, humanoid
+from sparsedyn.models import HUMANOID_URDF, humanoid, serial_chain
 from sparsedyn.problems import compile, forward_dynamics, inverse_dynamics
+from sparsedyn.spatial import inertia_parameters
+
+BATCHES = (1, 64, 1024, 4096)
+CHAINS = (10, 30, 100, 300, 1000)
+PIN_STATES, SPSOLVE_STATES = 1024, 64
+#: pinocchio.Data of a serial chain grows much faster than the chain (1.7 GB at 300 joints
+#: measured here, a MemoryError at 1000 on this 24 GB machine): no Pinocchio peer beyond this
+PIN_MAX_CHAIN = 300
 
 
 def to_pin_q(model, pmodel, q):
@@ -38,6 +57,20 @@ def to_pin_q(model, pmodel, q):
     return out
 
 
+def pin_chain(model):
+    """Pinocchio twin of a revolute serial_chain (same placements, axes, inertias)."""
+    pm = pin.Model()
+    parent = 0
+    for i, j in enumerate(model.joints):
+        T = model.joint_placements[i]
+        parent = pm.addJoint(parent, pin.JointModelRevoluteUnaligned(j.axis),
+                             pin.SE3(T[:3, :3].copy(), T[:3, 3].copy()), j.name)
+        mass, com, Ic = inertia_parameters(model.inertias[i])
+        pm.appendBodyToJoint(parent, pin.Inertia(mass, com, Ic), pin.SE3.Identity())
+    pm.gravity = pin.Motion(np.array(model.gravity), np.zeros(3))
+    return pm
+
+
 def best_time(fn, repeat):
     best = np.inf
     for _ in range(repeat):
@@ -47,56 +80,149 @@ def best_time(fn, repeat):
     return best
 
 
-def bench(kind, plan, model, pmodel, batches, repeat, rng):
-    system, fact = plan.system, plan.factorization
+def per_state(fn, n, repeat):
+    """Best time of fn() divided by the n states it handles, in microseconds."""
+    return best_time(fn, repeat) / n * 1e6
+
+
+def load():
+    return "%.2f / %.2f / %.2f" % os.getloadavg()
+
+
+def states(model, pmodel, B, rng):
+    q = model.random_configuration(rng, batch=B)
+    v, x = rng.normal(size=(2, B, model.nv))
+    return q, v, x, np.array([to_pin_q(model, pmodel, qb) for qb in q[:PIN_STATES]])
+
+
+def humanoid_table(repeat, threads, rng):
+    model = humanoid()
+    pmodel = pin.buildModelFromUrdf(HUMANOID_URDF, pin.JointModelFreeFlyer())
     pdata = pmodel.createData()
-    given = "qdd" if kind == "ID" else "tau"
-    pin_fn = pin.rnea if kind == "ID" else pin.aba
-    Bmax = max(batches)
-    q = model.random_configuration(rng, batch=Bmax)
-    v, x = rng.normal(size=(2, Bmax, model.nv))
-    pq = np.array([to_pin_q(model, pmodel, qb) for qb in q])
-    plan.solve(q[:2], v[:2], **{given: x[:2]})                     # JIT warm-up
-    print(f"\n{kind} ({plan.problem!r}, ordering {plan.stats['ordering']}, "
-          f"{plan.stats['flops']} kernel flops/state)")
-    print(f"{'B':>5} {'ours us/state':>14} {'assembly':>9} {'kernel':>8} {'pinocchio':>10} "
-          f"{'spsolve':>8} {'ours/pin':>9} {'kernel/spsolve':>15}")
-    for B in batches:
-        qb, vb, xb = q[:B], v[:B], x[:B]
-        r = max(1, repeat if B < 1024 else 1)
-        t_ours = best_time(lambda: plan.solve(qb, vb, **{given: xb}), r) / B
-        measured = {(given, i): xb[:, model.v_slice(i)] for i in range(model.nbodies)}
-        measured.update({("fx", i): np.zeros((B, 6)) for i in plan.problem.fx_bodies})
-        values, rhs = system.assemble(qb, vb, measured)
-        t_asm = best_time(lambda: system.assemble(qb, vb, measured), r) / B
-        t_kernel = best_time(lambda: fact.solve(values, rhs), r) / B
-        n_pin = min(B, 1024)
-        t_pin = best_time(lambda: [pin_fn(pmodel, pdata, pq[b], vb[b], xb[b]) for b in range(n_pin)], r) / n_pin
-        n_sp = min(B, 64)
+    q, v, x, pq = states(model, pmodel, max(BATCHES), rng)
+    rows = []
+    for kind, make, given, pin_fn in (("ID", inverse_dynamics, "qdd", pin.rnea),
+                                      ("FD", forward_dynamics, "tau", pin.aba)):
+        plan = compile(make(model))
+        plan.solve(q[:64], v[:64], **{given: x[:64]})                       # JIT warm-up
+        plan.solve(q[:64], v[:64], threads=1, **{given: x[:64]})
+        plan.solve(q[:64], v[:64], backend="numpy", **{given: x[:64]})
+        n_pin = PIN_STATES
+        t_pin = per_state(lambda: [pin_fn(pmodel, pdata, pq[b], v[b], x[b]) for b in range(n_pin)],
+                          n_pin, repeat)
+        system = plan.system
+        measured = plan._measured(x[:SPSOLVE_STATES], None)
+        values, rhs = system.assemble(q[:SPSOLVE_STATES], v[:SPSOLVE_STATES], measured)
         P = system.pattern
 
         def spsolve_states():
-            for b in range(n_sp):
+            for b in range(SPSOLVE_STATES):
                 D = sp.csc_matrix((values[b], P.indices, P.indptr), shape=P.shape)
                 scipy.sparse.linalg.spsolve(D, rhs[b])
-        t_sp = best_time(spsolve_states, 1) / n_sp
-        print(f"{B:5d} {t_ours * 1e6:14.1f} {t_asm * 1e6:9.1f} {t_kernel * 1e6:8.2f} "
-              f"{t_pin * 1e6:10.1f} {t_sp * 1e6:8.1f} {t_ours / t_pin:9.2f} {t_kernel / t_sp:15.4f}")
+        t_sp = per_state(spsolve_states, SPSOLVE_STATES, 1)
+        for B in BATCHES:
+            qb, vb, xb = q[:B], v[:B], x[:B]
+            r = repeat if B < 4096 else max(2, repeat // 2)
+            t1 = per_state(lambda: plan.solve(qb, vb, threads=1, **{given: xb}), B, r)
+            tn = per_state(lambda: plan.solve(qb, vb, threads=threads, **{given: xb}), B, r)
+            t_np = per_state(lambda: plan.solve(qb, vb, backend="numpy", **{given: xb}), B,
+                             max(1, r // 2))
+            rows.append((kind, B, t1, tn, t_np, t_pin, t_sp))
+            print(f"{kind} B={B:5d}: compiled {t1:7.2f} us (1 thr) {tn:7.2f} us ({threads} thr), "
+                  f"numpy {t_np:7.1f}, pinocchio {t_pin:6.2f}, spsolve {t_sp:7.1f} | "
+                  f"ratio {t1 / t_pin:.2f} / {tn / t_pin:.2f}  (load {load()})", flush=True)
+        rows.append((kind, "plan", plan.stats["ordering"], plan.stats["flops"]))
+    return rows
+
+
+def chain_table(repeat, threads, rng, B=1024):
+    rows = []
+    for N in CHAINS:
+        model = serial_chain(N)
+        pmodel = pin_chain(model) if N <= PIN_MAX_CHAIN else None
+        pdata = pmodel.createData() if pmodel is not None else None
+        q = model.random_configuration(rng, batch=B)
+        v, x = rng.normal(size=(2, B, model.nv))
+        pq = q                              # chains have bounded revolute joints: same layout
+        for kind, make, given, pin_fn, ordering in (
+                ("ID", inverse_dynamics, "qdd", pin.rnea, "rnea"),
+                ("FD", forward_dynamics, "tau", pin.aba, "markowitz")):
+            plan = compile(make(model), ordering=ordering)
+            plan.solve(q[:8], v[:8], **{given: x[:8]})
+            t1 = per_state(lambda: plan.solve(q, v, threads=1, **{given: x}), B, repeat)
+            tn = per_state(lambda: plan.solve(q, v, threads=threads, **{given: x}), B, repeat)
+            n_pin = min(B, 256)
+            t_pin = np.nan if pmodel is None else per_state(
+                lambda: [pin_fn(pmodel, pdata, pq[b], v[b], x[b]) for b in range(n_pin)], n_pin, repeat)
+            rows.append((kind, N, plan.stats["flops"], t1, tn, t_pin))
+            print(f"chain {N:5d} {kind}: {plan.stats['flops']:7d} flops, compiled {t1:9.2f} us "
+                  f"(1 thr) {tn:9.2f} us ({threads} thr) = {1e3 * t1 / N:6.1f} ns/link, "
+                  f"pinocchio {t_pin:8.2f} us  (load {load()})", flush=True)
+    return rows
+
+
+def write_markdown(path, hum, chains, threads, load_before, load_after, command):
+    lines = ["# Online phase: compiled assembly + planned sparse LU vs Pinocchio", "",
+             f"Generated by `{command}` on {platform.processor() or platform.machine()}, "
+             f"{os.cpu_count()} cores, numba {numba.__version__} with {threads} threads "
+             f"(NUMBA_NUM_THREADS), pinocchio {pin.__version__}. Load average (1/5/15 min) "
+             f"before: {load_before}, after: {load_after}. Best of several runs; the 2 cores "
+             "are shared, so treat differences below ~20% as noise.", "",
+             "## Embedded humanoid (nv = 49), per-state time in microseconds", "",
+             "Ours: `plan.solve` end to end (checks, assembly of D and b, LU, tau / qdd). "
+             f"Pinocchio: `pin.rnea` / `pin.aba` called per state from Python ({PIN_STATES} "
+             f"states). spsolve: SuperLU on the same D, per state ({SPSOLVE_STATES} states, "
+             "assembly excluded). Ratio < 1: ours is faster.", "",
+             "| problem | B | compiled 1 thread | compiled all threads | NumPy path | "
+             "pinocchio per call | spsolve | 1 thread / pinocchio | all threads / pinocchio |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for row in hum:
+        if row[1] == "plan":
+            notes.append(f"{row[0]}: ordering {row[2]!r}, {row[3]} LU flops per state")
+            continue
+        kind, B, t1, tn, t_np, t_pin, t_sp = row
+        lines.append(f"| {kind} | {B} | {t1:.2f} | {tn:.2f} | {t_np:.1f} | {t_pin:.2f} | "
+                     f"{t_sp:.1f} | {t1 / t_pin:.2f} | {tn / t_pin:.2f} |")
+    at = {(r[0], r[1]): r for r in hum if r[1] == 4096}
+    if ("ID", 4096) in at and ("FD", 4096) in at:
+        rid, rfd = at[("ID", 4096)], at[("FD", 4096)]
+        lines += ["", f"Issue #3 targets at B = 4096: ID <= 0.5 x pin.rnea (measured "
+                  f"{rid[2] / rid[5]:.2f} with 1 thread, {rid[3] / rid[5]:.2f} with {threads}); "
+                  f"FD <= 1.0 x pin.aba (measured {rfd[2] / rfd[5]:.2f} / {rfd[3] / rfd[5]:.2f})."]
+    lines += ["", "Plans: " + "; ".join(notes) + ".", "",
+              "## Serial chains, compiled, B = 1024, per-state time", "",
+              "ID ordered by Nori's eq. (11)-(12) (zero fill), FD by 'markowitz' for every N. "
+              "'ns per link' (1 thread) is flat when the online time is linear in N. No Pinocchio "
+              f"peer beyond N = {PIN_MAX_CHAIN}: its Data for a 1000-joint chain does not fit in "
+              "memory here.", "",
+              "| problem | N | LU flops | compiled 1 thread (us) | compiled all threads (us) | "
+              "ns per link (1 thread) | pinocchio per call (us) | 1 thread / pinocchio |",
+              "|---|---|---|---|---|---|---|---|"]
+    for kind, N, flops, t1, tn, t_pin in sorted(chains, key=lambda r: (r[0], r[1])):
+        lines.append(f"| {kind} | {N} | {flops} | {t1:.2f} | {tn:.2f} | {1e3 * t1 / N:.1f} | "
+                     f"{t_pin:.2f} | {t1 / t_pin:.2f} |")
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--max-batch", type=int, default=4096)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out",
+                                                  "bench_dynamics.md"))
+    ap.add_argument("--skip-chains", action="store_true")
     args = ap.parse_args(argv)
-    batches = [b for b in (1, 4, 16, 64, 256, 1024, 4096) if b <= args.max_batch]
-    model = humanoid()
-    pmodel = pin.buildModelFromUrdf(HUMANOID_URDF, pin.JointModelFreeFlyer())
+    threads = numba.get_num_threads()
     rng = np.random.default_rng(0)
-    print(f"embedded humanoid: {model.nbodies} bodies, nv = {model.nv}; times per state in us")
-    for kind, make in (("ID", inverse_dynamics), ("FD", forward_dynamics)):
-        plan = compile(make(model, f_ext=True))
-        bench(kind, plan, model, pmodel, batches, args.repeat, rng)
+    before = load()
+    print(f"numba threads: {threads}; load average {before}")
+    hum = humanoid_table(args.repeat, threads, rng)
+    chains = [] if args.skip_chains else chain_table(args.repeat, threads, rng)
+    after = load()
+    command = "python experiments/bench_dynamics.py" + (" --skip-chains" if args.skip_chains else "")
+    write_markdown(args.out, hum, chains, threads, before, after, command)
+    print(f"written {args.out}; load average {after}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,18 @@ def joint_transforms(model, q):
     return out
 
 
+def body_velocities(model, Xup, v):
+    """(B, N, 6) body velocities, angular-first (Nori eq. 2), for the joint transforms Xup and
+    batched, checked joint velocities v (B, nv): no world transforms (assembly needs none)."""
+    B = v.shape[0]
+    vel = np.zeros((B, model.nbodies, 6))
+    for i, joint in enumerate(model.joints):
+        vJ = v[:, model.v_slice(i)] @ joint.S.T
+        p = model.parents[i]
+        vel[:, i] = vJ if p == WORLD else Xup[i].apply_motion(vel[:, p]) + vJ
+    return vel
+
+
 def world_transforms(model, Xup):
     """iX_0 for every body (motion transform world -> body i)."""
     Xworld = []
@@ -82,15 +94,9 @@ class Kinematics:
 
 def forward_kinematics(model, q, v=None):
     """Body placements (and LOCAL velocities if v is given) for one state or a batch."""
-    q, vecs, B, single = state(model, q, v=v)
+    q, vecs, _, single = state(model, q, v=v)
     Xup = joint_transforms(model, q)
-    vel = None
-    if vecs["v"] is not None:
-        vel = np.zeros((B, model.nbodies, 6))
-        for i, joint in enumerate(model.joints):
-            vJ = vecs["v"][:, model.v_slice(i)] @ joint.S.T
-            p = model.parents[i]
-            vel[:, i] = vJ if p == WORLD else Xup[i].apply_motion(vel[:, p]) + vJ
+    vel = None if vecs["v"] is None else body_velocities(model, Xup, vecs["v"])
     return Kinematics(model, Xup, world_transforms(model, Xup), vel, single)
 
 

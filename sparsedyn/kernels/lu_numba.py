@@ -2,8 +2,17 @@
 
 Two loop nests over the same program: `batch_outer` runs the whole program for one state at a
 time on a private work vector (fits in cache, stops early on a broken pivot); `batch_inner` runs
-each operation for a chunk of states (the inner loop vectorises). experiments/bench_kernels.py
-measures both; `solve_numba` uses the faster one by default (DEFAULT_LOOP).
+each operation for a chunk of states, one lane of a (n_slots, chunk) work array per state
+(`run_lanes`, the inner loop vectorises). experiments/bench_kernels.py measures both;
+`solve_numba` uses the faster one by default (DEFAULT_LOOP).
+
+`run_lanes` is shared with the fused online path (sparsedyn.kernels.assemble_numba), which
+assembles D and b straight into the work array. Its pivot checks use row scales computed once
+from the freshly loaded entries, before any operation overwrites them (`lane_checks`,
+`lane_scales`: the same yardstick as _row_scale). The lane count is a run-time value on purpose:
+LLVM fully unrolls constant short loops before its loop vectoriser sees them, and the unrolled
+form stays scalar (it cannot prove that the rows of w do not overlap); a run-time count keeps the
+loop, which is vectorised behind a cheap overlap check.
 """
 from __future__ import annotations
 
@@ -81,17 +90,103 @@ def _batch_outer(code, t, a, b, runs, n_slots, rhs0, init_slots, init_values, lo
         broken[s] = not ok
 
 
+def lane_checks(program):
+    """Pivot checks of a program for `run_lanes`: check_of (n_ops,) the check index of each
+    RECIP (-1 elsewhere), and per check the row scale's data (ptr, dynamic entries, constant)."""
+    code, rows = program.op_code, program.op_b
+    recips = np.flatnonzero(code == RECIP)
+    checked, check_of_recip = np.unique(rows[recips], return_inverse=True)
+    check_of = np.full(code.size, -1, dtype=np.int64)
+    check_of[recips] = check_of_recip
+    counts = program.scale_ptr[checked + 1] - program.scale_ptr[checked]
+    ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    entries = (np.concatenate([program.scale_entries[program.scale_ptr[r]:program.scale_ptr[r + 1]]
+                               for r in checked]) if checked.size else np.zeros(0))
+    return check_of, ptr, entries.astype(np.int64), program.scale_const[checked].astype(float)
+
+
+@njit(cache=True)
+def lane_scales(w, ptr, entries, const, scale):
+    """scale[c, s] = max(const[c], |entries of check c|) read from the freshly loaded work array
+    (the same yardstick as _row_scale, before any operation overwrites the entries)."""
+    lanes = w.shape[1]
+    for c in range(const.shape[0]):
+        for s in range(lanes):
+            scale[c, s] = const[c]
+        for e in range(ptr[c], ptr[c + 1]):
+            slot = entries[e]
+            for s in range(lanes):
+                v = abs(w[slot, s])
+                if v > scale[c, s]:
+                    scale[c, s] = v
+
+
 @njit(cache=True, error_model="numpy")
-def _batch_inner(code, t, a, b, runs, n_slots, rhs0, init_slots, init_values, load_entries,
-                 row_perm, col_perm, scale_ptr, scale_entries, scale_const, tol,
-                 values, rhs, x, broken, chunk):
+def run_lanes(w, runs, t, a, b, check_of, scale, tol, bad):
+    """Run the program on w (n_slots, lanes): same operations, same order per slot as
+    _batch_outer / lu_numpy (bit-identical results); bad[s] |= a failed pivot check."""
+    lanes = w.shape[1]
+    for r in range(runs.shape[0]):
+        c, lo, hi = runs[r, 0], runs[r, 1], runs[r, 2]
+        if c == FMS:
+            for o in range(lo, hi):
+                ti, ai, bi = t[o], a[o], b[o]
+                for s in range(lanes):
+                    w[ti, s] = w[ti, s] - w[ai, s] * w[bi, s]
+        elif c == FMA:
+            for o in range(lo, hi):
+                ti, ai, bi = t[o], a[o], b[o]
+                for s in range(lanes):
+                    w[ti, s] = w[ti, s] + w[ai, s] * w[bi, s]
+        elif c == SUB:
+            for o in range(lo, hi):
+                ti, ai = t[o], a[o]
+                for s in range(lanes):
+                    w[ti, s] = w[ti, s] - w[ai, s]
+        elif c == ADD:
+            for o in range(lo, hi):
+                ti, ai = t[o], a[o]
+                for s in range(lanes):
+                    w[ti, s] = w[ti, s] + w[ai, s]
+        elif c == MUL:
+            for o in range(lo, hi):
+                ti, ai, bi = t[o], a[o], b[o]
+                for s in range(lanes):
+                    w[ti, s] = w[ai, s] * w[bi, s]
+        elif c == RECIP:
+            for o in range(lo, hi):
+                ti, ai, ch = t[o], a[o], check_of[o]
+                for s in range(lanes):
+                    p = w[ai, s]
+                    if not abs(p) > tol * scale[ch, s]:
+                        bad[s] = True
+                    w[ti, s] = 1.0 / p
+        elif c == NEG:
+            for o in range(lo, hi):
+                ti = t[o]
+                for s in range(lanes):
+                    w[ti, s] = -w[ti, s]
+        elif c == MOV:
+            for o in range(lo, hi):
+                ti, ai = t[o], a[o]
+                for s in range(lanes):
+                    w[ti, s] = w[ai, s]
+
+
+@njit(cache=True, error_model="numpy")
+def _batch_inner(t, a, b, runs, n_slots, rhs0, init_slots, init_values, load_entries, row_perm,
+                 col_perm, check_of, chk_ptr, chk_entries, chk_const, tol, values, rhs, x, broken,
+                 chunk):
+    # chunks of states on the lanes of one work array, run by the lane interpreter
     B = values.shape[0]
     n = row_perm.shape[0]
     w = np.zeros((n_slots, chunk))
+    scale = np.zeros((chk_const.shape[0], chunk))
+    bad = np.zeros(chunk, dtype=np.bool_)
     for first in range(0, B, chunk):
         m = min(chunk, B - first)
         for i in range(init_slots.shape[0]):
-            for s in range(m):
+            for s in range(chunk):
                 w[init_slots[i], s] = init_values[i]
         for i in range(load_entries.shape[0]):
             e = load_entries[i]
@@ -100,38 +195,12 @@ def _batch_inner(code, t, a, b, runs, n_slots, rhs0, init_slots, init_values, lo
         for k in range(n):
             for s in range(m):
                 w[rhs0 + k, s] = rhs[first + s, row_perm[k]]
-        for r in range(runs.shape[0]):
-            c, lo, hi = runs[r, 0], runs[r, 1], runs[r, 2]
-            for o in range(lo, hi):
-                wt, wa, wb = w[t[o]], w[a[o]], w[b[o]]
-                if c == FMS:
-                    for s in range(m):
-                        wt[s] = wt[s] - wa[s] * wb[s]
-                elif c == FMA:
-                    for s in range(m):
-                        wt[s] = wt[s] + wa[s] * wb[s]
-                elif c == SUB:
-                    for s in range(m):
-                        wt[s] = wt[s] - wa[s]
-                elif c == ADD:
-                    for s in range(m):
-                        wt[s] = wt[s] + wa[s]
-                elif c == MUL:
-                    for s in range(m):
-                        wt[s] = wa[s] * wb[s]
-                elif c == RECIP:
-                    for s in range(m):
-                        scale = _row_scale(values, first + s, b[o], scale_ptr, scale_entries,
-                                           scale_const)
-                        if not abs(wa[s]) > tol * scale:
-                            broken[first + s] = True
-                        wt[s] = 1.0 / wa[s]
-                elif c == NEG:
-                    for s in range(m):
-                        wt[s] = -wt[s]
-                elif c == MOV:
-                    for s in range(m):
-                        wt[s] = wa[s]
+        lane_scales(w, chk_ptr, chk_entries, chk_const, scale)
+        for s in range(chunk):
+            bad[s] = False
+        run_lanes(w, runs, t, a, b, check_of, scale, tol, bad)
+        for s in range(m):
+            broken[first + s] = bad[s]
         for k in range(n):
             for s in range(m):
                 v = w[rhs0 + k, s]
@@ -150,14 +219,17 @@ def solve_numba(program, values, rhs, loop=DEFAULT_LOOP, chunk=INNER_CHUNK):
     B = values.shape[0]
     x = np.empty((B, program.n))
     broken = np.zeros(B, dtype=np.bool_)
-    args = (program.op_code, program.op_t, program.op_a, program.op_b, runs(program),
-            program.n_slots, program.rhs0, program.init_slots, program.init_values,
-            program.load_entries, program.row_perm, program.col_perm, program.scale_ptr,
-            program.scale_entries, program.scale_const, program.tol, values, rhs, x, broken)
     if loop == "batch_outer":
-        _batch_outer(*args)
+        _batch_outer(program.op_code, program.op_t, program.op_a, program.op_b, runs(program),
+                     program.n_slots, program.rhs0, program.init_slots, program.init_values,
+                     program.load_entries, program.row_perm, program.col_perm, program.scale_ptr,
+                     program.scale_entries, program.scale_const, program.tol, values, rhs, x,
+                     broken)
     elif loop == "batch_inner":
-        _batch_inner(*args, max(1, min(B, int(chunk))))
+        _batch_inner(program.op_t, program.op_a, program.op_b, runs(program), program.n_slots,
+                     program.rhs0, program.init_slots, program.init_values, program.load_entries,
+                     program.row_perm, program.col_perm, *lane_checks(program), program.tol,
+                     values, rhs, x, broken, max(1, min(B, int(chunk))))
     else:
         raise ValueError(f"loop: expected 'batch_outer' or 'batch_inner', got {loop!r}")
     return x, broken

@@ -2,7 +2,10 @@
 
 Offline (once per model and problem): the worst-case pattern of D, a fill-reducing (or Nori's
 structural) permutation and the symbolic factorization, by sparsedyn.planner. Online (per batch
-of states): assemble D(q), b(q, qd) on the fixed pattern, numeric LU, substitutions.
+of states): assemble D(q), b(q, qd) on the fixed pattern, numeric LU, substitutions. The default
+online backend "numba" does all three in one compiled pass per group of states
+(sparsedyn.kernels.assemble_numba, driven by the system's AssemblyProgram); "numpy" assembles with
+NumPy (NewtonEulerSystem.assemble) and then runs the factorization's LU kernel.
 
     plan = compile(inverse_dynamics(model, f_ext=True))
     res = plan.solve(q, v, qdd=qdd, f_ext={"l_sole": w})
@@ -15,14 +18,17 @@ Plans are saved as versioned .npz files with the model fingerprint and the probl
 """
 from __future__ import annotations
 
+import importlib.util
 import json
+import warnings
 import zipfile
 from collections.abc import Mapping
 
 import numpy as np
 
+from .. import opcount
 from ..batch import state, unbatch
-from ..errors import PlanMismatchError
+from ..errors import PlanMismatchError, SingularModelError
 from ..opcount import count_operations
 from ..recursive._common import external_forces
 from ..spatial import Transform, to_linear_first
@@ -30,6 +36,15 @@ from .dynamics import Problem
 
 PLAN_FORMAT = "sparsedyn-plan"
 PLAN_VERSION = 1
+
+
+def _numba_available():
+    return importlib.util.find_spec("numba") is not None
+
+
+def _short(indices, limit=20):
+    head = ", ".join(str(i) for i in indices[:limit])
+    return f"[{head}{', ...' if len(indices) > limit else ''}] ({len(indices)} states)"
 
 
 def _planner():
@@ -41,8 +56,10 @@ def _planner():
     return plan_factorization, Factorization
 
 
-def compile(problem, ordering="auto", backend="auto"):
-    """Plan the sparse LU of the problem's D once (offline); returns a reusable Plan."""
+def compile(problem, ordering="auto", backend="auto", progress=None):
+    """Plan the sparse LU of the problem's D once (offline); returns a reusable Plan.
+
+    progress: optional callable(name, index, total), called before each ordering is tried."""
     if not isinstance(problem, Problem):
         raise TypeError(f"compile: expected a Problem (inverse_dynamics(model) / "
                         f"forward_dynamics(model)), got {type(problem).__name__}")
@@ -50,7 +67,8 @@ def compile(problem, ordering="auto", backend="auto"):
     system = problem.system()
     fact = plan_factorization(system.pattern, system.always_nonzero,
                               constant_values=system.constant_values, ordering=ordering,
-                              structural_orders=system.structural_orders, backend=backend)
+                              structural_orders=system.structural_orders, backend=backend,
+                              progress=progress)
     return Plan(problem, fact)
 
 
@@ -63,6 +81,7 @@ class Plan:
         self.system = problem.system()
         self.factorization = factorization
         self._assembly_ops = None
+        self._fused = None
 
     # ------------------------------------------------------------------ offline facts
 
@@ -97,11 +116,20 @@ class Plan:
 
     # ------------------------------------------------------------------ online
 
-    def solve(self, q, v, qdd=None, tau=None, f_ext=None):
+    def solve(self, q, v, qdd=None, tau=None, f_ext=None, outputs=None, backend=None, threads=None):
         """Solve the problem for one state (q (nq,), v (nv,), ...) or a batch ((B, nq), ...).
 
         Inverse dynamics takes qdd, forward dynamics tau; f_ext = {link: linear-first wrench in
-        the link frame, (6,) or (B, 6)} on the links the problem was compiled with."""
+        the link frame, (6,) or (B, 6)} on the links the problem was compiled with.
+
+        outputs: None computes the problem's joint-space output (tau or qdd) now and every other
+        variable (result["a", link], result.vector, ...) on first access, with one more pass over
+        the same inputs; "all" computes the whole solution in this pass.
+        backend: "numba" (compiled assembly + LU, the default when numba imports) or "numpy"
+        (NumPy assembly, then the factorization's LU kernel); both give the same results up to
+        round-off. Counting operations (opcount) always uses the NumPy path, whose primitives
+        charge their cost. threads: for "numba", how many threads split the batch (default: all
+        of numba's, i.e. NUMBA_NUM_THREADS or numba.set_num_threads); 1 runs single-threaded."""
         problem, model = self.problem, self.model
         given = {"qdd": qdd, "tau": tau}
         for key, val in given.items():
@@ -111,18 +139,129 @@ class Plan:
             raise ValueError(f"{problem.given}: {problem.name} needs {problem.given} (nv,) or (B, nv)")
         if v is None:
             raise ValueError("v: the joint velocities are needed (zeros for a static state)")
+        backend = self._check_backend(backend)
+        full = self._check_outputs(outputs)
+        threads = self._check_threads(threads) if backend == "numba" else 1
         q, vecs, B, single = state(model, q, v=v, **{problem.given: given[problem.given]})
         y = vecs[problem.given]
-        measured = {(problem.given, i): y[:, model.v_slice(i)] for i in range(model.nbodies)}
+        fx = None
         if problem.fx_bodies:
-            fx = external_forces(model, self._check_f_ext(f_ext), B)
-            measured.update({("fx", i): fx[:, i] for i in problem.fx_bodies})
+            fx = external_forces(model, self._check_f_ext(f_ext), B)[:, list(problem.fx_bodies)]
         elif f_ext:
             raise ValueError(f"f_ext: this plan of {problem.name} was compiled without external "
                              f"wrenches; compile {problem.name}(model, f_ext=[links]) instead")
-        values, rhs = self.system.assemble(q, vecs["v"], measured)
-        x = self.factorization.solve(values, rhs)
-        return Result(self, np.asarray(x), single)
+        if backend == "numpy":
+            return Result(self, self._solve_numpy(q, vecs["v"], y, fx), single)
+        # private copies (cheap next to the solve): the on-demand pass below must see the inputs
+        # of this call even if the caller reuses its arrays in the meantime
+        q, v, y = (np.array(a, dtype=float, order="C") for a in (q, vecs["v"], y))
+        joint, x = self._solve_compiled(q, v, y, fx, full, threads)
+
+        def vector():   # the other variables, on demand: the same compiled pass, full output
+            return self._solve_compiled(q, v, y, fx, True, threads, quiet=True)[1]
+        return Result(self, x, single, joint_space={problem.outputs[0]: joint},
+                      vector=None if x is not None else vector)
+
+    @property
+    def backend(self):
+        """The default online backend: the factorization's ("auto" -> "numba"), "numpy" when
+        numba is not installed."""
+        b = self.factorization.stats.get("backend", "numba")
+        return "numba" if b == "numba" and _numba_available() else "numpy"
+
+    def _check_backend(self, backend):
+        backend = self.backend if backend is None else backend
+        if backend not in ("numba", "numpy"):
+            raise ValueError(f"backend: expected 'numba' or 'numpy', got {backend!r}")
+        if backend == "numba" and not _numba_available():
+            raise ValueError("backend: 'numba' needs the numba package (pip install numba)")
+        if opcount.counting():
+            return "numpy"            # the compiled kernels do not charge the operation counter
+        return backend
+
+    def _check_outputs(self, outputs):
+        """True if the whole solution vector is wanted in this pass."""
+        if outputs is None:
+            return False
+        names = (outputs,) if isinstance(outputs, str) else outputs
+        try:
+            names = tuple(names)
+        except TypeError:
+            names = (outputs,)
+        known = self.problem.outputs + ("all",)
+        bad = [n for n in names if n not in known]
+        if bad or not names:
+            raise ValueError(f"outputs: expected None, 'all' or names among {known}, got {outputs!r}")
+        return "all" in names
+
+    @staticmethod
+    def _check_threads(threads):
+        import numba
+        available = numba.config.NUMBA_NUM_THREADS
+        if threads is None:
+            return numba.get_num_threads()
+        if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)) \
+                or not 1 <= threads <= available:
+            raise ValueError(f"threads: expected an integer in 1..{available} "
+                             f"(NUMBA_NUM_THREADS), got {threads!r}")
+        return int(threads)
+
+    def _measured(self, y, fx):
+        """{(kind, body): (B, size)} of the measurement rows (NumPy path)."""
+        model, problem = self.model, self.problem
+        measured = {(problem.given, i): y[:, model.v_slice(i)] for i in range(model.nbodies)}
+        for k, i in enumerate(problem.fx_bodies):
+            measured[("fx", i)] = fx[:, k]
+        return measured
+
+    def _solve_numpy(self, q, v, y, fx):
+        values, rhs = self.system.assemble(q, v, self._measured(y, fx))
+        lu_backend = None if _numba_available() else "numpy"
+        return np.asarray(self.factorization.solve(values, rhs, backend=lu_backend))
+
+    def _fused_solver(self):
+        """The assembly program bound to the LU program (built once, on first use)."""
+        if self._fused is None:
+            from ..kernels.assemble_numba import FusedSolver
+            from ..system.assembly_program import AssemblyProgram
+            problem, system, N = self.problem, self.system, self.model.nbodies
+            order = [(problem.given, i) for i in range(N)] + [("fx", i) for i in problem.fx_bodies]
+            out = np.concatenate([system.columns[(problem.outputs[0], i)].indices for i in range(N)])
+            self._fused = FusedSolver(AssemblyProgram(system), self.factorization.program, order, out)
+        return self._fused
+
+    def _solve_compiled(self, q, v, y, fx, full, threads, quiet=False):
+        """(joint-space output (B, nv), whole solution (B, n) or None). States whose static pivot
+        fails (or whose solution is not finite) are re-solved by the NumPy path with partial
+        pivoting, as Factorization.solve does: PivotBreakdownWarning, SingularModelError."""
+        from ..planner import PivotBreakdownWarning
+        fused = self._fused_solver()
+        B = q.shape[0]
+        ys = y if fx is None else np.concatenate((y, fx.reshape(B, -1)), axis=1)
+        joint, x, broken = fused.run(q, v, ys, full=full, threads=threads)
+        if broken.any():
+            bad = np.flatnonzero(broken)
+            fx_b = None if fx is None else fx[bad]
+            with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore"):
+                warnings.simplefilter("ignore", PivotBreakdownWarning)
+                values, rhs = self.system.assemble(q[bad], v[bad], self._measured(y[bad], fx_b))
+                finite = np.isfinite(values).all(axis=1) & np.isfinite(rhs).all(axis=1)
+                if not finite.all():
+                    raise ValueError(f"q, v, {self.problem.given}: D or b overflows (not finite) "
+                                     f"at batch indices {_short(bad[~finite].tolist())}")
+                xb, ok = self.factorization.solve(values, rhs, return_status=True, backend="numpy")
+            singular = bad[~ok].tolist()
+            if singular:
+                raise SingularModelError(f"values: D is singular for batch indices "
+                                         f"{_short(singular)}", batch_indices=singular)
+            if not quiet:
+                warnings.warn(PivotBreakdownWarning(
+                    f"values: static pivot broke down for batch indices {_short(bad.tolist())}; "
+                    f"re-solved with partial pivoting (splu)"), stacklevel=3)
+            joint[bad] = xb[:, fused.out_columns]
+            if x is not None:
+                x[bad] = xb
+        return joint, x
 
     def _check_f_ext(self, f_ext):
         if not f_ext:
@@ -205,15 +344,37 @@ def load_plan(path, model):
 class Result(Mapping):
     """Solved variables: result["tau"], result["qdd"] (B, nv); result["a", link],
     result["f", link], result["fx", link] (B, 6) linear-first in the link frame;
-    result["tau", link] / ["qdd", link] the block of the link's joint. Single states lose B."""
+    result["tau", link] / ["qdd", link] the block of the link's joint. Single states lose B.
 
-    def __init__(self, plan, x, single):
+    x: the whole solution (B, n) (internal: angular-first, body frames, natural column order), or
+    None with `vector` a function that computes it on first access; joint_space: already
+    extracted public joint-space outputs {"tau" or "qdd": (B, nv)}."""
+
+    def __init__(self, plan, x, single, joint_space=None, vector=None):
+        if x is None and vector is None:
+            raise ValueError("x: give the solution or a function that computes it")
         self._plan = plan
-        self._blocks = plan.system.unpack(x)
-        self.vector = x           # internal (angular-first, body frames), natural column order
+        self._vector = x
+        self._vector_fn = vector
+        self._block_views = None
+        self._joint = dict(joint_space or {})
         self._single = single
 
+    @property
+    def vector(self):
+        if self._vector is None:
+            self._vector = self._vector_fn()
+        return self._vector
+
+    @property
+    def _blocks(self):
+        if self._block_views is None:
+            self._block_views = self._plan.system.unpack(self.vector)
+        return self._block_views
+
     def _joint_space(self, kind):
+        if kind in self._joint:
+            return self._joint[kind]
         model = self._plan.model
         out = np.zeros((self.vector.shape[0], model.nv))
         for i in range(model.nbodies):
@@ -227,8 +388,8 @@ class Result(Mapping):
         frame = model.frames[link]
         if frame.body < 0:
             raise KeyError(f"link {link!r} is welded to the fixed world: it has no variables")
-        if (kind, frame.body) not in self._blocks:
-            known = sorted({k for k, _ in self._blocks})
+        if (kind, frame.body) not in self._plan.system.columns:
+            known = sorted({k for k, _ in self._plan.system.columns.index})
             raise KeyError(f"no variable {kind!r} for link {link!r} (variables: {known})")
         x = self._blocks[(kind, frame.body)]
         if kind in ("a", "f", "fx"):
@@ -254,11 +415,11 @@ class Result(Mapping):
         names = self._plan.model.link_names
         yield "tau"
         yield "qdd"
-        for kind, body in self._blocks:
+        for kind, body in self._plan.system.columns.index:
             yield (kind, names[body])
 
     def __len__(self):
-        return 2 + len(self._blocks)
+        return 2 + len(self._plan.system.columns.index)
 
 
 # ---------------------------------------------------------------------- file helpers

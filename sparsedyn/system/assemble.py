@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kinematics import forward_kinematics
+from ..kinematics import body_velocities, joint_transforms
 from ..model.model import WORLD
 from ..opcount import charge, count_operations
 from ..recursive._common import S_times, gravity_acceleration, inertia_times
@@ -191,8 +191,11 @@ class NewtonEulerSystem:
 
     def assemble(self, q, qd, measured_values=None):
         """(values (B, nnz), rhs (B, n_rows)) for batched, checked q (B, nq) and qd (B, nv)."""
-        kin = forward_kinematics(self.model, q, qd)
-        return self.values(kin.Xup), self.rhs(kin.Xup, kin.body_velocities, qd, measured_values)
+        # q, qd are checked by the caller: no second check, and no world transforms (D and b
+        # only need the joint transforms and the body velocities)
+        q, qd = np.atleast_2d(np.asarray(q, dtype=float)), np.atleast_2d(np.asarray(qd, dtype=float))
+        Xup = joint_transforms(self.model, q)
+        return self.values(Xup), self.rhs(Xup, body_velocities(self.model, Xup, qd), qd, measured_values)
 
     # ------------------------------------------------------------------ helpers
 

@@ -1,0 +1,463 @@
+"""Compiled online phase (Nori Sec. IV-D, V-D): assemble D(q), b(q, qd) from an AssemblyProgram and
+run the LU program, a group of `lanes` states at a time, in one pass that stays in cache.
+
+Per group of states (the lanes of its work arrays) the fused kernel
+  1. writes the LU program's constants, the state-dependent entries of D (the joint transforms
+     iX_lambda(i) and their transposes) and the permuted right-hand side -b, y straight into the
+     program's work array (slot e of the work array is CSC entry e, so no values array exists);
+  2. computes the pivot-check row scales from the fresh entries, runs the LU program (run_lanes);
+  3. copies the requested outputs (e.g. tau in the public layout) and, if asked, the whole
+     solution vector, and flags states whose pivot check failed or whose solution is not finite.
+`assemble_batch` runs step 1 alone into (values, rhs) arrays in the layout NewtonEulerSystem.values
+/ rhs produce (for tests and for peers that need D, b).
+
+Batches are split into one contiguous range per thread (prange; each thread allocates its work
+arrays once); `threads=1` runs the serial entry point. The formulas are the batched NumPy ones of
+kinematics.joint_transforms, spatial.py and NewtonEulerSystem.rhs, written per lane.
+
+Preconditions: q (B, nq) checked (unit quaternions), qd (B, nv), y (B, m) all C-contiguous float64;
+destinations from AssemblyProgram.bind.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ..system.assembly_program import ROT_ANGLE, ROT_QUAT
+from .lu_numba import lane_scales, run_lanes
+
+#: lane counts of a work group (see lanes_for) and the budget of its work array. Measured on the
+#: humanoid and on chains of 10..1000 links: the interpreter's cost per operation dominates, so
+#: more lanes pay even past L2, up to work arrays of about this size (then memory dominates)
+MIN_LANES, MAX_LANES = 8, 64
+LANE_BYTES = 12 * 2 ** 20
+
+
+# Cephes (sin.c, cos.c) sine and cosine, branch-free so the lane loop vectorises: numba has no
+# vector libm here (no SVML), and a scalar math.sin + math.cos per joint and state cost as much
+# as the rest of the kinematics. x = y pi/4 + z with y even and |z| <= pi/4 (Cody-Waite with pi/4
+# in three parts), then the minimax polynomials on z; |error| ~ 1 ulp for |x| < SINCOS_RANGE
+# (tests/test_compiled.py checks it against numpy), math.sin/cos beyond.
+SINCOS_RANGE = 1.0e8
+_FOPI = 1.27323954473516268615
+_DP1, _DP2, _DP3 = 7.85398125648498535156e-1, 3.77489470793079817668e-8, 2.69515142907905952645e-15
+_S0, _S1, _S2, _S3, _S4, _S5 = (1.58962301576546568060e-10, -2.50507477628578072866e-8,
+                                2.75573136213857245213e-6, -1.98412698295895385996e-4,
+                                8.33333333332211858878e-3, -1.66666666666666307295e-1)
+_C0, _C1, _C2, _C3, _C4, _C5 = (-1.13585365213876817300e-11, 2.08757008419747316778e-9,
+                                -2.75573141792967388112e-7, 2.48015872888517045348e-5,
+                                -1.38888888888730564116e-3, 4.16666666666665929218e-2)
+
+
+@njit(cache=True, inline="always")
+def sincos(x):
+    """(sin x, cos x) for |x| < SINCOS_RANGE (see above)."""
+    ax = abs(x)
+    j = np.int64(ax * _FOPI)
+    j += j & 1
+    y = np.float64(j)
+    z = ((ax - y * _DP1) - y * _DP2) - y * _DP3
+    zz = z * z
+    ps = z + z * zz * (((((_S0 * zz + _S1) * zz + _S2) * zz + _S3) * zz + _S4) * zz + _S5)
+    pc = 1.0 - 0.5 * zz + zz * zz * (((((_C0 * zz + _C1) * zz + _C2) * zz + _C3) * zz + _C4) * zz
+                                     + _C5)
+    octant = j & 7                                    # 0, 2, 4, 6: which quarter turn
+    swap = (octant & 2) != 0
+    sn = pc if swap else ps
+    cs = ps if swap else pc
+    sn = -sn if octant >= 4 else sn
+    cs = -cs if (octant == 2 or octant == 4) else cs
+    return (-sn if x < 0 else sn), cs
+
+
+@njit(cache=True, error_model="numpy")
+def _sincos_lanes(qT, row, out):
+    """out[0] = sin, out[1] = cos of qT[row] for every lane."""
+    L = qT.shape[1]
+    big = False
+    for s in range(L):
+        big |= not abs(qT[row, s]) < SINCOS_RANGE
+    if big:
+        for s in range(L):
+            out[0, s] = math.sin(qT[row, s])
+            out[1, s] = math.cos(qT[row, s])
+    else:
+        for s in range(L):
+            out[0, s], out[1, s] = sincos(qT[row, s])
+
+
+@njit(cache=True, error_model="numpy")
+def _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis,
+                    TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity,
+                    x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, w, vel, E, r, tmp, vj,
+                    qT):
+    """Write D's state-dependent entries and rhs = [-c, -nu, 0, y] for the states idx (lanes,) into
+    w[dest, lane]. vel (N, 6, lanes) body velocities; E (9, .), r (3, .), tmp (9, .), vj (6, .),
+    qT (nq + nv, .) scratch. Spatial vectors angular-first (spatial.py)."""
+    N, L = parent.shape[0], w.shape[1]
+    # this group's coordinates and velocities as contiguous rows (nq + nv, lanes): every loop
+    # below then reads whole rows instead of gathering from the (B, nq) / (B, nv) inputs
+    nq = q.shape[1]
+    for col in range(nq):
+        for s in range(L):
+            qT[col, s] = q[idx[s], col]
+    for col in range(qd.shape[1]):
+        for s in range(L):
+            qT[nq + col, s] = qd[idx[s], col]
+    for i in range(N):
+        # ---- joint transform iX_lambda(i) = (E, r) (kinematics.joint_transforms)
+        kind = rot_kind[i]
+        if kind == ROT_ANGLE:
+            _sincos_lanes(qT, rot_q[i], tmp)
+            for e in range(9):
+                b0, b1, b2 = rot_basis[i, 0, e], rot_basis[i, 1, e], rot_basis[i, 2, e]
+                for s in range(L):
+                    E[e, s] = b0 + tmp[0, s] * b1 + tmp[1, s] * b2
+        elif kind == ROT_QUAT:
+            col = rot_q[i]
+            for s in range(L):
+                # R_J from the unit quaternion (x, y, z, w): mirrors spatial.quaternion_to_rotation
+                x, yq, z, qw = qT[col, s], qT[col + 1, s], qT[col + 2, s], qT[col + 3, s]
+                tmp[0, s] = 1 - 2 * (yq * yq + z * z)
+                tmp[1, s] = 2 * (x * yq - z * qw)
+                tmp[2, s] = 2 * (x * z + yq * qw)
+                tmp[3, s] = 2 * (x * yq + z * qw)
+                tmp[4, s] = 1 - 2 * (x * x + z * z)
+                tmp[5, s] = 2 * (yq * z - x * qw)
+                tmp[6, s] = 2 * (x * z - yq * qw)
+                tmp[7, s] = 2 * (yq * z + x * qw)
+                tmp[8, s] = 1 - 2 * (x * x + yq * yq)
+            # E = (TR R_J)^T: E[a, b] = sum_k TR[b, k] R_J[k, a]
+            for a_ in range(3):
+                for b_ in range(3):
+                    t0, t1, t2 = TR[i, 3 * b_], TR[i, 3 * b_ + 1], TR[i, 3 * b_ + 2]
+                    for s in range(L):
+                        E[3 * a_ + b_, s] = (t0 * tmp[a_, s] + t1 * tmp[3 + a_, s]
+                                             + t2 * tmp[6 + a_, s])
+        else:
+            for e in range(9):
+                b0 = rot_basis[i, 0, e]
+                for s in range(L):
+                    E[e, s] = b0
+        for k in range(3):
+            p0 = Tp[i, k]
+            for s in range(L):
+                r[k, s] = p0
+        for j in range(n_trans[i]):
+            col = trans_q[i] + j
+            for k in range(3):
+                d = tdir[i, j, k]
+                for s in range(L):
+                    r[k, s] += qT[col, s] * d
+        # ---- joint velocity S_i qd_i (sparse S)
+        for k in range(6):
+            for s in range(L):
+                vj[k, s] = 0.0
+        for e in range(s_ptr[i], s_ptr[i + 1]):
+            row, col, val = s_row[e], nq + s_col[e], s_val[e]
+            for s in range(L):
+                vj[row, s] += val * qT[col, s]
+        # destination rows in locals: LLVM cannot tell that stores into w leave the index
+        # arrays alone, and would reload them on every lane (and not vectorise)
+        d0, d1, d2, d3, d4, d5 = a_dest[i, 0], a_dest[i, 1], a_dest[i, 2], a_dest[i, 3], \
+            a_dest[i, 4], a_dest[i, 5]
+        vi = vel[i]
+        p = parent[i]
+        if p >= 0:
+            vp = vel[p]
+            for s in range(L):
+                # v_i = iX_p v_p + S_i qd_i (Transform.apply_motion)
+                w0, w1, w2 = vp[0, s], vp[1, s], vp[2, s]
+                r0, r1, r2 = r[0, s], r[1, s], r[2, s]
+                u0 = vp[3, s] - (r1 * w2 - r2 * w1)
+                u1 = vp[4, s] - (r2 * w0 - r0 * w2)
+                u2 = vp[5, s] - (r0 * w1 - r1 * w0)
+                vi[0, s] = E[0, s] * w0 + E[1, s] * w1 + E[2, s] * w2 + vj[0, s]
+                vi[1, s] = E[3, s] * w0 + E[4, s] * w1 + E[5, s] * w2 + vj[1, s]
+                vi[2, s] = E[6, s] * w0 + E[7, s] * w1 + E[8, s] * w2 + vj[2, s]
+                vi[3, s] = E[0, s] * u0 + E[1, s] * u1 + E[2, s] * u2 + vj[3, s]
+                vi[4, s] = E[3, s] * u0 + E[4, s] * u1 + E[5, s] * u2 + vj[4, s]
+                vi[5, s] = E[6, s] * u0 + E[7, s] * u1 + E[8, s] * u2 + vj[5, s]
+            for s in range(L):
+                # c_i = v_i x S_i qd_i (spatial.cross_motion: [w x mw; w x mv + vl x mw]); -c
+                a0, a1, a2 = vi[0, s], vi[1, s], vi[2, s]
+                l0, l1, l2 = vi[3, s], vi[4, s], vi[5, s]
+                m0, m1, m2 = vj[0, s], vj[1, s], vj[2, s]
+                n0, n1, n2 = vj[3, s], vj[4, s], vj[5, s]
+                w[d0, s] = -(a1 * m2 - a2 * m1)
+                w[d1, s] = -(a2 * m0 - a0 * m2)
+                w[d2, s] = -(a0 * m1 - a1 * m0)
+                w[d3, s] = -((a1 * n2 - a2 * n1) + (l1 * m2 - l2 * m1))
+                w[d4, s] = -((a2 * n0 - a0 * n2) + (l2 * m0 - l0 * m2))
+                w[d5, s] = -((a0 * n1 - a1 * n0) + (l0 * m1 - l1 * m0))
+        else:
+            g0, g1, g2 = gravity[0], gravity[1], gravity[2]
+            for k in range(6):
+                for s in range(L):
+                    vi[k, s] = vj[k, s]
+            for s in range(L):
+                # root: c_i = iX_0 a_0 with a_0 = [0; -g], i.e. [0; -E g]; rhs = -c
+                w[d0, s] = 0.0
+                w[d1, s] = 0.0
+                w[d2, s] = 0.0
+                w[d3, s] = E[0, s] * g0 + E[1, s] * g1 + E[2, s] * g2
+                w[d4, s] = E[3, s] * g0 + E[4, s] * g1 + E[5, s] * g2
+                w[d5, s] = E[6, s] * g0 + E[7, s] * g1 + E[8, s] * g2
+        # ---- nu_i = v_i x* I_i v_i (sparse I; spatial.cross_force); rhs = -nu
+        for k in range(6):
+            for s in range(L):
+                vj[k, s] = 0.0                                   # vj now holds I_i v_i
+        for e in range(i_ptr[i], i_ptr[i + 1]):
+            row, col, val = i_row[e], i_col[e], i_val[e]
+            for s in range(L):
+                vj[row, s] += val * vi[col, s]
+        d0, d1, d2, d3, d4, d5 = f_dest[i, 0], f_dest[i, 1], f_dest[i, 2], f_dest[i, 3], \
+            f_dest[i, 4], f_dest[i, 5]
+        for s in range(L):
+            a0, a1, a2 = vi[0, s], vi[1, s], vi[2, s]
+            l0, l1, l2 = vi[3, s], vi[4, s], vi[5, s]
+            n0, n1, n2 = vj[0, s], vj[1, s], vj[2, s]
+            f0, f1, f2 = vj[3, s], vj[4, s], vj[5, s]
+            w[d0, s] = -((a1 * n2 - a2 * n1) + (l1 * f2 - l2 * f1))
+            w[d1, s] = -((a2 * n0 - a0 * n2) + (l2 * f0 - l0 * f2))
+            w[d2, s] = -((a0 * n1 - a1 * n0) + (l0 * f1 - l1 * f0))
+            w[d3, s] = -(a1 * f2 - a2 * f1)
+            w[d4, s] = -(a2 * f0 - a0 * f2)
+            w[d5, s] = -(a0 * f1 - a1 * f0)
+        # ---- state-dependent entries of D: E and -E rx (row m of -E rx is r x E[m])
+        if x_ptr[i] < x_ptr[i + 1]:
+            for m in range(3):
+                for s in range(L):
+                    r0, r1, r2 = r[0, s], r[1, s], r[2, s]
+                    e0, e1, e2 = E[3 * m, s], E[3 * m + 1, s], E[3 * m + 2, s]
+                    tmp[3 * m, s] = r1 * e2 - r2 * e1
+                    tmp[3 * m + 1, s] = r2 * e0 - r0 * e2
+                    tmp[3 * m + 2, s] = r0 * e1 - r1 * e0
+            for e in range(x_ptr[i], x_ptr[i + 1]):
+                dest, src = x_dest[e], x_src[e]
+                if src < 9:
+                    for s in range(L):
+                        w[dest, s] = E[src, s]
+                else:
+                    for s in range(L):
+                        w[dest, s] = tmp[src - 9, s]
+    for k in range(zero_dest.shape[0]):
+        for s in range(L):
+            w[zero_dest[k], s] = 0.0
+    for j in range(y.shape[1]):
+        d = y_dest[j]
+        for s in range(L):
+            w[d, s] = y[idx[s], j]
+
+
+@njit(cache=True)
+def _lane_indices(first, stop, idx):
+    """States of the lane group starting at `first`; unused lanes repeat the last state (valid
+    data, never reported). Returns the number of real lanes."""
+    lanes = idx.shape[0]
+    m = min(lanes, stop - first)
+    for s in range(lanes):
+        idx[s] = first + min(s, m - 1)
+    return m
+
+
+def lanes_for(n_slots, budget=LANE_BYTES):
+    """Lanes per group: the most (a power of two in MIN_LANES..MAX_LANES) whose work array
+    (n_slots, lanes) fits `budget` bytes. More lanes amortise the per-operation cost of the
+    interpreter; with too large a work array the operations wait for memory."""
+    lanes = MIN_LANES
+    while lanes < MAX_LANES and n_slots * 2 * lanes * 8 <= budget:
+        lanes *= 2
+    return lanes
+
+
+# ------------------------------------------------------------------------- assembly only
+
+
+@njit(cache=True, error_model="numpy")
+def _assemble_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+                    rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
+                    i_val, gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, values, rhs):
+    N, nnz, n_rows = parent.shape[0], values.shape[1], rhs.shape[1]
+    w = np.zeros((nnz + n_rows, lanes))            # slots: values entries, then nnz + rhs row
+    vel = np.zeros((N, 6, lanes))
+    E, r, tmp, vj = (np.zeros((9, lanes)), np.zeros((3, lanes)), np.zeros((9, lanes)),
+                     np.zeros((6, lanes)))
+    idx = np.zeros(lanes, dtype=np.int64)
+    qT = np.zeros((q.shape[1] + qd.shape[1], lanes))
+    for first in range(lo, hi, lanes):
+        m = _lane_indices(first, hi, idx)
+        _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+                        rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
+                        i_val, gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, w, vel,
+                        E, r, tmp, vj, qT)
+        for s in range(m):
+            for e in range(x_dest.shape[0]):
+                values[first + s, x_dest[e]] = w[x_dest[e], s]
+            for k in range(n_rows):
+                rhs[first + s, k] = w[nnz + k, s]
+
+
+def assemble_batch(program, q, qd, y, measured_order):
+    """(values (B, nnz), rhs (B, n_rows)) of NewtonEulerSystem.assemble, compiled: y (B, m) holds
+    the measured blocks' values concatenated in measured_order (AssemblyProgram.bind)."""
+    q, qd, y = _contiguous(q, qd, y)
+    B = q.shape[0]
+    a_dest, f_dest, zero_dest, y_dest = program.bind(program.nnz + np.arange(program.n_rows),
+                                                     measured_order)
+    values = np.repeat(program.template[None], B, axis=0)          # constants in place
+    rhs = np.empty((B, program.n_rows))
+    _assemble_range(0, B, min(MIN_LANES, B), q, qd, y, y_dest, *program.model_arrays(), a_dest,
+                    f_dest, zero_dest, values, rhs)
+    return values, rhs
+
+
+def _contiguous(*arrays):
+    return tuple(np.ascontiguousarray(a, dtype=np.float64) for a in arrays)
+
+
+# ------------------------------------------------------------------------- fused solve
+
+
+@njit(cache=True, error_model="numpy")
+def _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+                 rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
+                 gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, n_slots, rhs0, col_perm,
+                 init_slots, init_values, runs, t, a, b, check_of, chk_ptr, chk_entries, chk_const,
+                 tol, out_slot, out, x, broken):
+    N, n = parent.shape[0], col_perm.shape[0]
+    full = x.shape[0] > 0
+    w = np.zeros((n_slots, lanes))
+    vel = np.zeros((N, 6, lanes))
+    E, r, tmp, vj = (np.zeros((9, lanes)), np.zeros((3, lanes)), np.zeros((9, lanes)),
+                     np.zeros((6, lanes)))
+    scale = np.zeros((chk_const.shape[0], lanes))
+    idx = np.zeros(lanes, dtype=np.int64)
+    qT = np.zeros((q.shape[1] + qd.shape[1], lanes))
+    bad = np.zeros(lanes, dtype=np.bool_)
+    acc = np.zeros(lanes)
+    for first in range(lo, hi, lanes):
+        m = _lane_indices(first, hi, idx)
+        # constants first: slots the program updates in place are re-initialised per group
+        for k in range(init_slots.shape[0]):
+            v0 = init_values[k]
+            for s in range(lanes):
+                w[init_slots[k], s] = v0
+        _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+                        rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
+                        i_val, gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, w, vel,
+                        E, r, tmp, vj, qT)
+        lane_scales(w, chk_ptr, chk_entries, chk_const, scale)
+        for s in range(lanes):
+            bad[s] = False
+        run_lanes(w, runs, t, a, b, check_of, scale, tol, bad)
+        # x - x is 0 for finite x and NaN for inf/NaN: one vectorised sweep per solution slot
+        for s in range(lanes):
+            acc[s] = 0.0
+        for k in range(n):
+            for s in range(lanes):
+                acc[s] += w[rhs0 + k, s] - w[rhs0 + k, s]
+        for s in range(m):
+            if acc[s] != 0.0:
+                bad[s] = True
+            for j in range(out_slot.shape[0]):
+                out[first + s, j] = w[out_slot[j], s]
+            if full:
+                for k in range(n):
+                    x[first + s, col_perm[k]] = w[rhs0 + k, s]
+            broken[first + s] = bad[s]
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _fused_parallel(groups, B, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+                    rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
+                    i_val, gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, n_slots, rhs0,
+                    col_perm, init_slots, init_values, runs, t, a, b, check_of, chk_ptr,
+                    chk_entries, chk_const, tol, out_slot, out, x, broken):
+    # one contiguous range of whole lane groups per thread: work arrays are allocated once each
+    n_groups = (B + lanes - 1) // lanes
+    per = (n_groups + groups - 1) // groups
+    for g in prange(groups):
+        lo = min(B, g * per * lanes)
+        hi = min(B, (g + 1) * per * lanes)
+        if lo < hi:
+            _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans,
+                         trans_q, rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr,
+                         i_row, i_col, i_val, gravity, x_ptr, x_dest, x_src, a_dest, f_dest,
+                         zero_dest, n_slots, rhs0, col_perm, init_slots, init_values, runs, t, a,
+                         b, check_of, chk_ptr, chk_entries, chk_const, tol, out_slot, out, x,
+                         broken)
+
+
+@njit(cache=True, error_model="numpy")
+def _fused_serial(B, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis,
+                  TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity,
+                  x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, n_slots, rhs0, col_perm,
+                  init_slots, init_values, runs, t, a, b, check_of, chk_ptr, chk_entries,
+                  chk_const, tol, out_slot, out, x, broken):
+    _fused_range(0, B, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+                 rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
+                 gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, n_slots, rhs0, col_perm,
+                 init_slots, init_values, runs, t, a, b, check_of, chk_ptr, chk_entries,
+                 chk_const, tol, out_slot, out, x, broken)
+
+
+class FusedSolver:
+    """Assembly program + LU program bound together (offline): `run` solves a batch online.
+
+    measured_order: the measured blocks in the order of the columns of run's y;
+    out_columns: natural column indices of D whose solution values `run` returns (in order)."""
+
+    def __init__(self, assembly, lu_program, measured_order, out_columns, lanes=None):
+        from .lu_numba import lane_checks
+        from .lu_numpy import runs
+        p = lu_program
+        n = p.n
+        if p.nnz != assembly.nnz or n != assembly.n_rows:
+            raise ValueError("lu_program: planned for another pattern than the assembly program's")
+        inv_row = np.empty(n, dtype=np.int64)
+        inv_row[p.row_perm] = np.arange(n)
+        inv_col = np.empty(n, dtype=np.int64)
+        inv_col[p.col_perm] = np.arange(n)
+        self.a_dest, self.f_dest, self.zero_dest, self.y_dest = assembly.bind(p.rhs0 + inv_row,
+                                                                              measured_order)
+        loaded = np.zeros(p.nnz, dtype=bool)
+        loaded[p.load_entries] = True
+        if not loaded[assembly.dynamic_index].all():
+            raise ValueError("lu_program: treats a state-dependent entry of D as a constant")
+        # entries the program loads although they are constant (a plan made without
+        # constant_values): written with the constants at the start of every lane group
+        const_loads = np.setdiff1d(p.load_entries, assembly.dynamic_index)
+        self.init_slots = np.concatenate((p.init_slots, const_loads)).astype(np.int64)
+        self.init_values = np.concatenate((p.init_values, assembly.template[const_loads]))
+        self.out_columns = np.asarray(out_columns, dtype=np.int64)
+        self.out_slot = (p.rhs0 + inv_col[np.asarray(out_columns, dtype=np.int64)]).astype(np.int64)
+        self.check_of, self.chk_ptr, self.chk_entries, self.chk_const = lane_checks(p)
+        self.runs = runs(p)
+        self.program, self.assembly = p, assembly
+        self.lanes = lanes_for(p.n_slots) if lanes is None else int(lanes)
+
+    def run(self, q, qd, y, full=False, threads=1):
+        """(out (B, n_out), x (B, n) or None, broken (B,) bool) for checked, batched q, qd and the
+        measured values y (B, m). threads: 1 runs the serial kernel, k > 1 splits the batch into
+        k ranges run by numba's thread pool (at most NUMBA_NUM_THREADS at once)."""
+        q, qd, y = _contiguous(q, qd, y)
+        B = q.shape[0]
+        p = self.program
+        out = np.empty((B, self.out_slot.size))
+        x = np.empty((B, p.n)) if full else np.empty((0, p.n))
+        broken = np.zeros(B, dtype=np.bool_)
+        args = (q, qd, y, self.y_dest, *self.assembly.model_arrays(), self.a_dest, self.f_dest,
+                self.zero_dest, p.n_slots, p.rhs0, p.col_perm, self.init_slots, self.init_values,
+                self.runs, p.op_t, p.op_a, p.op_b, self.check_of, self.chk_ptr, self.chk_entries,
+                self.chk_const, p.tol, self.out_slot, out, x, broken)
+        threads = max(1, int(threads))
+        lanes = max(1, min(self.lanes, -(-B // threads)))      # small batches: one group a thread
+        groups = min(threads, (B + lanes - 1) // lanes)
+        if groups > 1:
+            _fused_parallel(groups, B, lanes, *args)
+        else:
+            _fused_serial(B, lanes, *args)
+        return out, (x if full else None), broken

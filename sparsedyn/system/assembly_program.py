@@ -1,0 +1,144 @@
+"""Offline "assembly program" of a NewtonEulerSystem: the constant, integer/float description that
+lets a compiled kernel (sparsedyn.kernels.assemble_numba) write D(q) and b(q, qd) for a batch of
+states without Python loops over bodies (Nori Sec. IV-D: everything that does not depend on the
+state is fixed offline).
+
+Per body i (parent(i) < i) it records
+  - the joint transform as data, not as a joint class (so one compiled kernel serves every model):
+        R_i = TR_i R_J(q),  r_i = Tp_i + TR_i p_J(q),  E_i = R_i^T     (kinematics.joint_transforms)
+    rotation kind ROT_NONE (prismatic: E = TR^T), ROT_ANGLE (revolute, planar: one angle theta at
+    q[rot_q], E = Eb0 + sin(theta) Eb1 + cos(theta) Eb2 with the Rodrigues basis of
+    pattern._rotation_basis pre-multiplied by TR and transposed) or ROT_QUAT (spherical, free: the
+    unit quaternion (x, y, z, w) at q[rot_q:rot_q + 4]); translation p_J = sum_k q[trans_q + k]
+    tdir_k (prismatic: the axis; planar: x, y; free: the position), tdir already rotated by TR;
+  - S_i as a sparse list (row, velocity index, value) and I_i as a sparse list of its nonzeros;
+  - the values-array (CSC data) position of every state-dependent entry of iX_lambda(i) (eq. 5a)
+    and of its transpose in the parent's c_f rows (eq. 5d), each with its source in the compact
+    form [E (9, row-major), -E rx (9, row-major)] of spatial.Transform;
+  - the rhs rows of c_a_i (-c_i, or -iX_0 a_0 at a root), c_f_i (-nu_i), c_tau_i (zero) and of
+    every measured block (y).
+Constant entries of D are not part of the program: they are the system's template (written once).
+
+Preconditions: a NewtonEulerSystem (constant S per joint, parent(i) < i).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.joints import FreeFlyerJoint, PlanarJoint, PrismaticJoint, RevoluteJoint, SphericalJoint
+from ..spatial import skew
+
+ROT_NONE, ROT_ANGLE, ROT_QUAT = 0, 1, 2
+
+
+def _sparse_rows(mats, cols_of=None):
+    """CSR-like (ptr, row, col, val) of the nonzeros of a list of small dense matrices; column c of
+    matrix i is renamed cols_of[i][c] when given (e.g. S's columns -> global velocity indices)."""
+    ptr, rows, cols, vals = [0], [], [], []
+    for i, M in enumerate(mats):
+        r, c = np.nonzero(M)
+        rows.append(r)
+        cols.append(c if cols_of is None else np.asarray(cols_of[i])[c])
+        vals.append(M[r, c])
+        ptr.append(ptr[-1] + len(r))
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    return (np.asarray(ptr, dtype=np.int64), cat(rows, np.int64), cat(cols, np.int64),
+            cat(vals, np.float64))
+
+
+class AssemblyProgram:
+    """The per-body constants of D(q), b(q, qd) of one NewtonEulerSystem (see the module doc).
+
+    Row destinations are natural rhs rows here; `bind(row_slot)` maps them to the slots a kernel
+    writes (rhs columns, or the permuted right-hand-side slots of an LU program)."""
+
+    def __init__(self, system):
+        model = system.model
+        N = model.nbodies
+        self.nbodies, self.nq, self.nv = N, model.nq, model.nv
+        self.nnz, self.n_rows = system.nnz, system.shape[0]
+        self.parent = np.asarray(model.parents, dtype=np.int64)
+        self.rot_kind = np.zeros(N, dtype=np.int64)
+        self.rot_q = np.zeros(N, dtype=np.int64)
+        self.n_trans = np.zeros(N, dtype=np.int64)
+        self.trans_q = np.zeros(N, dtype=np.int64)
+        self.rot_basis = np.zeros((N, 3, 9))      # E = Eb0 + sin Eb1 + cos Eb2 (ROT_ANGLE), or TR^T
+        self.TR = np.zeros((N, 9))                # row-major tree rotation (ROT_QUAT)
+        self.Tp = np.zeros((N, 3))
+        self.tdir = np.zeros((N, 3, 3))
+        for i, joint in enumerate(model.joints):
+            T = model.joint_placements[i]
+            TR, Tp = T[:3, :3], T[:3, 3]
+            self.TR[i], self.Tp[i] = TR.ravel(), Tp
+            q0 = int(model.q_index[i])
+            self.rot_basis[i, 0] = TR.T.ravel()               # ROT_NONE: E = TR^T
+            if isinstance(joint, (RevoluteJoint, PlanarJoint)):
+                k = joint.axis if isinstance(joint, RevoluteJoint) else np.array([0.0, 0.0, 1.0])
+                K = skew(k)
+                # Rodrigues I + s K + (1 - c) K^2 = k k^T + s K - c K^2 (as pattern._rotation_basis);
+                # E = (TR R_J)^T, one basis matrix per function (1, sin, cos)
+                for b, Rb in enumerate((np.outer(k, k), K, -K @ K)):
+                    self.rot_basis[i, b] = (TR @ Rb).T.ravel()
+                self.rot_kind[i] = ROT_ANGLE
+                self.rot_q[i] = q0 + (2 if isinstance(joint, PlanarJoint) else 0)
+            elif isinstance(joint, (SphericalJoint, FreeFlyerJoint)):
+                self.rot_kind[i] = ROT_QUAT
+                self.rot_q[i] = q0 + (3 if isinstance(joint, FreeFlyerJoint) else 0)
+            elif not isinstance(joint, PrismaticJoint):
+                raise NotImplementedError(f"joint {joint.name!r}: no compiled assembly for kind "
+                                          f"{joint.kind!r}")
+            if isinstance(joint, PrismaticJoint):
+                dirs = [joint.axis]
+            elif isinstance(joint, PlanarJoint):
+                dirs = [np.eye(3)[0], np.eye(3)[1]]
+            elif isinstance(joint, FreeFlyerJoint):
+                dirs = list(np.eye(3))
+            else:
+                dirs = []
+            self.n_trans[i], self.trans_q[i] = len(dirs), q0
+            for k, d in enumerate(dirs):
+                self.tdir[i, k] = TR @ d                       # r = Tp + TR p_J
+        self.s_ptr, self.s_row, self.s_col, self.s_val = _sparse_rows(
+            [j.S for j in model.joints], [np.arange(model.v_index[i], model.v_index[i] + j.nv)
+                                          for i, j in enumerate(model.joints)])
+        self.i_ptr, self.i_row, self.i_col, self.i_val = _sparse_rows(list(model.inertias))
+        self.gravity = np.asarray(model.gravity, dtype=float).copy()
+
+        # state-dependent entries of D: which body's transform, which compact component
+        body = system._x_bodies[system._dynamic_source // 18]
+        order = np.argsort(body, kind="stable")
+        self.x_ptr = np.searchsorted(body[order], np.arange(N + 1)).astype(np.int64)
+        self.x_dest = np.asarray(system._dynamic_index, dtype=np.int64)[order]
+        self.x_src = np.asarray(system._dynamic_source % 18, dtype=np.int64)[order]
+        self.dynamic_index = np.asarray(system._dynamic_index, dtype=np.int64)
+
+        # rhs rows (natural numbering)
+        rows = system.rows
+        self.a_rows = np.array([rows[("ne_a", i)].indices for i in range(N)], dtype=np.int64).reshape(N, 6)
+        self.f_rows = np.array([rows[("ne_f", i)].indices for i in range(N)], dtype=np.int64).reshape(N, 6)
+        zero = [rows[("ne_tau", i)].indices for i in range(N)]
+        self.zero_rows = np.concatenate(zero).astype(np.int64) if zero else np.zeros(0, np.int64)
+        self.measured_rows = {key: rows[("y_" + key[0], key[1])].indices.astype(np.int64)
+                              for key in system.measured}
+        self.template = system._template
+
+    def bind(self, row_slot, measured_order):
+        """Destinations for a kernel: row_slot (n_rows,) maps natural rhs rows to slots;
+        measured_order lists the measured keys in the order their values are concatenated in the
+        kernel's y input. Returns (a_dest (N, 6), f_dest (N, 6), zero_dest, y_dest)."""
+        row_slot = np.asarray(row_slot, dtype=np.int64)
+        missing = set(self.measured_rows) - set(measured_order)
+        if missing:
+            raise ValueError(f"measured_order: no place for the measured blocks {sorted(missing)}")
+        y_rows = [self.measured_rows[key] for key in measured_order]
+        y_rows = np.concatenate(y_rows) if y_rows else np.zeros(0, np.int64)
+        covered = np.concatenate([self.a_rows.ravel(), self.f_rows.ravel(), self.zero_rows, y_rows])
+        assert np.array_equal(np.sort(covered), np.arange(self.n_rows)), "every rhs row once"
+        return row_slot[self.a_rows], row_slot[self.f_rows], row_slot[self.zero_rows], row_slot[y_rows]
+
+    def model_arrays(self):
+        """The constant per-body arrays, in the order the kernels take them."""
+        return (self.parent, self.rot_kind, self.rot_q, self.n_trans, self.trans_q, self.rot_basis,
+                self.TR, self.Tp, self.tdir, self.s_ptr, self.s_row, self.s_col, self.s_val,
+                self.i_ptr, self.i_row, self.i_col, self.i_val, self.gravity,
+                self.x_ptr, self.x_dest, self.x_src)
