@@ -59,10 +59,15 @@ def _planner():
 def compile(problem, ordering="auto", backend="auto", progress=None):
     """Plan the sparse LU of the problem's D once (offline); returns a reusable Plan.
 
-    progress: optional callable(name, index, total), called before each ordering is tried."""
+    progress: optional callable(name, index, total), called before each ordering is tried.
+    An EstimationProblem is planned by sparsedyn.estimation.compile_estimation (its `method`
+    and `covariances` options are available there)."""
+    from ..estimation import EstimationProblem, compile_estimation
+    if isinstance(problem, EstimationProblem):
+        return compile_estimation(problem, ordering=ordering, backend=backend)
     if not isinstance(problem, Problem):
         raise TypeError(f"compile: expected a Problem (inverse_dynamics(model) / "
-                        f"forward_dynamics(model)), got {type(problem).__name__}")
+                        f"forward_dynamics(model)) or an EstimationProblem, got {type(problem).__name__}")
     plan_factorization, _ = _planner()
     system = problem.system()
     fact = plan_factorization(system.pattern, system.always_nonzero,
