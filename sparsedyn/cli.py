@@ -373,6 +373,7 @@ def cmd_report(args):
     from .bench import run_benchmarks
     model = load_robot(args.robot, args.floating_base)
     out = args.output
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     base = os.path.splitext(out)[0]
     lines = [f"# sparsedyn report: {model.name}", "",
              f"{model!r}; {len(model.frames)} link frames; joints: {', '.join(model.joint_names[:8])}"
@@ -395,32 +396,47 @@ def cmd_report(args):
         lines += ["", f"![spy {key}]({os.path.basename(png)})", ""]
     try:
         rows = run_benchmarks(args.robot, batch=args.batch, floating_base=args.floating_base, repeat=2)
-        lines += ["## Benchmark", "", format_bench(rows, args.batch), ""]
+        lines += ["## Benchmark", "", *format_bench(rows, args.batch).split("\n"), ""]
     except ImportError as exc:
         lines += ["## Benchmark", "", f"skipped: {exc}", ""]
     text = "\n".join(lines)
     if out.endswith(".html"):
-        import html
-        body = []
-        for line in lines:
-            if line.startswith("!["):
-                src = line[line.index("(") + 1:-1]
-                body.append(f'<img src="{html.escape(src)}" style="max-width:100%">')
-            elif line.startswith("#"):
-                level = len(line) - len(line.lstrip("#"))
-                body.append(f"<h{level}>{html.escape(line.lstrip('# '))}</h{level}>")
-            elif line.startswith("|"):
-                if set(line) <= set("|-"):
-                    continue
-                cells = "".join(f"<td>{html.escape(c.strip())}</td>" for c in line.strip("|").split("|"))
-                body.append(f"<table border=1 cellspacing=0><tr>{cells}</tr></table>")
-            elif line:
-                body.append(f"<p>{html.escape(line)}</p>")
-        text = "<!doctype html><meta charset=utf-8><title>sparsedyn report</title>\n" + "\n".join(body)
+        text = markdown_to_html(lines)
     with open(out, "w", encoding="utf-8") as fh:
         fh.write(text)
     print(f"wrote {out} (+ spy plots {base}_spy_id.png, {base}_spy_fd.png)")
     return 0
+
+
+def markdown_to_html(lines):
+    """The small Markdown subset the report writes (headings, paragraphs, tables, images)."""
+    import html
+    body, table = [], []
+
+    def flush():
+        if table:
+            rows = ["<tr>" + "".join(f"<{tag}>{html.escape(c.strip())}</{tag}>"
+                                     for c in row.strip().strip("|").split("|")) + "</tr>"
+                    for row, tag in zip(table, ["th"] + ["td"] * len(table))]
+            body.append("<table>" + "".join(rows) + "</table>")
+            table.clear()
+    for line in lines:
+        if line.startswith("|"):
+            if not set(line.replace(" ", "")) <= set("|-"):
+                table.append(line)
+            continue
+        flush()
+        if line.startswith("!["):
+            body.append(f'<img src="{html.escape(line[line.index("(") + 1:-1])}" style="max-width:100%">')
+        elif line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            body.append(f"<h{level}>{html.escape(line.lstrip('# '))}</h{level}>")
+        elif line:
+            body.append(f"<p>{html.escape(line)}</p>")
+    flush()
+    style = ("<style>body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:"
+             "collapse}td,th{border:1px solid #999;padding:2px 8px;text-align:right}</style>")
+    return "<!doctype html><meta charset=utf-8><title>sparsedyn report</title>" + style + "\n" + "\n".join(body)
 
 
 # ------------------------------------------------------------------------------------ parser
