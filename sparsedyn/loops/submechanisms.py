@@ -133,6 +133,12 @@ class ClusterConstraint:
     def nc(self):
         return self.nv - self.ny
 
+    @property
+    def constant_K(self):
+        """K (nc, nv) in body order if it does not depend on q (then k = -Kdot qd = 0 for every
+        state), else None. Lets a sparse system store K's entries as constants."""
+        return None
+
     def configuration(self, y):
         """Spanning q (B, nq, body order) of the cluster from independent coordinates y (B, nyq)."""
         return self._configuration(y)[:, self.from_role_q]
@@ -211,6 +217,10 @@ class LinearTransmission(ClusterConstraint):
 
     def _check_model(self, model):
         self._require_1dof(model)
+
+    @property
+    def constant_K(self):
+        return self.K_role[:, self.from_role_v]
 
     def _explicit(self, q, qd):
         B = q.shape[0]

@@ -1,0 +1,170 @@
+"""Forward dynamics with kinematic loops as one sparse block system (seed 001, eq. 15-17, with the
+loop constraints of seed 003, Sec. II-B/II-D in Lagrange form; system/loop_rows.py).
+
+    plan = compile(loop_forward_dynamics(cluster_model))       # offline: planner's auto order
+    res = plan.solve(q, qd, tau_y)                             # online, batched, NumPy assembly
+    res["ydd"], res["qdd"], res["lambda"], res["lambda", "four_bar"], res["a", link]
+
+q is the spanning configuration with the loops closed, qd the spanning velocity (K qd = 0, e.g.
+cluster_model.spanning_velocity(q, yd)), tau_y the independent actuator torques (ny). The result
+equals C-ABA's ydd (seed 003, Algorithm 1) and the Lagrange-multiplier solution; "tau" is the
+spanning joint force S_i^T f_i = tau_s + K^T lambda.
+
+Online path: NumPy assembly (LoopSystem.assemble), then the factorization's LU kernel; the fused
+compiled assembly of problems/plan.py does not know the loop rows and is never used here.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..batch import unbatch
+from ..loops.cluster_model import ClusterModel
+from ..opcount import count_operations
+from ..recursive._common import external_forces
+from ..system.loop_rows import LoopSystem
+from .dynamics import _fx_links
+from .plan import Result, _numba_available, _planner
+
+
+class LoopProblem:
+    """Forward dynamics of a ClusterModel in Lagrange form on its spanning tree."""
+
+    name = "loop_forward_dynamics"
+    given = "tau"
+    outputs = ("ydd", "qdd", "lambda")
+
+    def __init__(self, cluster_model, fx_links=()):
+        self.cluster_model = cluster_model
+        self.model = cluster_model.model
+        self.fx_links = tuple(fx_links)
+        self.fx_bodies = tuple(sorted({self.model.frames[n].body for n in self.fx_links}))
+        self._system = None
+
+    def system(self):
+        if self._system is None:
+            self._system = LoopSystem(self.cluster_model, self.fx_bodies)
+        return self._system
+
+    def compile(self, ordering="auto", backend="auto", progress=None):
+        """Plan the static-pivot LU of the loop system once (sparsedyn.planner)."""
+        plan_factorization, _ = _planner()
+        system = self.system()
+        fact = plan_factorization(system.pattern, system.pivot_candidates,
+                                  constant_values=system.constant_values, ordering=ordering,
+                                  structural_orders=system.structural_orders, backend=backend,
+                                  progress=progress)
+        return LoopPlan(self, fact)
+
+    def __repr__(self):
+        fx = f", f_ext on {len(self.fx_links)} links" if self.fx_links else ""
+        return f"{self.name}({self.cluster_model.name!r}{fx})"
+
+
+def loop_forward_dynamics(cluster_model, f_ext=False):
+    """ydd, qdd, lambda from (q, qd, tau_y[, f_ext]) for a ClusterModel (f_ext as in
+    forward_dynamics: False, True or a list of link names)."""
+    if not isinstance(cluster_model, ClusterModel):
+        raise TypeError(f"cluster_model: expected a sparsedyn.loops.ClusterModel, got "
+                        f"{type(cluster_model).__name__}")
+    return LoopProblem(cluster_model, _fx_links(cluster_model.model, f_ext))
+
+
+class LoopPlan:
+    """A compiled LoopProblem: `solve` (online, batched), `stats`."""
+
+    def __init__(self, problem, factorization):
+        self.problem = problem
+        self.cluster_model = problem.cluster_model
+        self.model = problem.model
+        self.system = problem.system()
+        self.factorization = factorization
+        self._assembly_ops = None
+
+    @property
+    def stats(self):
+        """The planner's nnz_D, nnz_LU, fill, flops (LU + substitutions per state), ordering, plus
+        the system's size and the counted cost of assembling D and b per state."""
+        out = dict(self.factorization.stats)
+        ops = self.assembly_operations()
+        out.update(problem=self.problem.name, n_rows=self.system.shape[0],
+                   n_cols=self.system.shape[1], nnz_D=self.system.nnz, n_loop_rows=self.cluster_model.nc,
+                   assembly_mul=ops.mul, assembly_add=ops.add, assembly_flops=ops.flops,
+                   total_flops=ops.flops + out["flops"])
+        return out
+
+    def assembly_operations(self):
+        """Counted operations of assembling D and b for one state (state-independent)."""
+        if self._assembly_ops is None:
+            cm, model = self.cluster_model, self.model
+            q, _, _ = cm.random_state(0)
+            z = np.zeros((1, model.nv))
+            with count_operations() as ops:
+                self.system.assemble(q[None], z, z, np.zeros((1, len(self.problem.fx_bodies), 6)))
+            self._assembly_ops = ops
+        return self._assembly_ops
+
+    def solve(self, q, qd, tau, f_ext=None):
+        """Solve for one state (q (nq,), qd (nv,), tau (ny,)) or a batch ((B, nq), ...).
+
+        f_ext = {link: linear-first wrench in the link frame, (6,) or (B, 6)} on the links the
+        problem was compiled with."""
+        cm, problem, model = self.cluster_model, self.problem, self.model
+        if qd is None:
+            raise ValueError("qd: the spanning joint velocities are needed (zeros for a static state)")
+        if tau is None:
+            raise ValueError(f"tau: {problem.name} needs the independent torques ({cm.ny},) or (B, {cm.ny})")
+        q, qd, tau, B, single = cm._state(q, qd=qd, tau=tau)
+        fx = None
+        if problem.fx_bodies:
+            fx = external_forces(model, self._check_f_ext(f_ext), B)[:, list(problem.fx_bodies)]
+        elif f_ext:
+            raise ValueError(f"f_ext: this plan of {problem.name} was compiled without external "
+                             f"wrenches; compile {problem.name}(cluster_model, f_ext=[links]) instead")
+        values, rhs = self.system.assemble(q, qd, cm.spanning_torque(tau), fx)
+        lu_backend = None if _numba_available() else "numpy"
+        x = np.asarray(self.factorization.solve(values, rhs, backend=lu_backend))
+        return LoopResult(self, x, single)
+
+    def _check_f_ext(self, f_ext):
+        if not f_ext:
+            return None
+        if not isinstance(f_ext, dict):
+            raise ValueError("f_ext: expected a dict {link name: wrench (6,) or (B, 6)}")
+        for name in f_ext:
+            if name not in self.model.frames:
+                raise KeyError(f"f_ext: model {self.model.name!r} has no link named {name!r}")
+            if self.model.frames[name].body not in self.problem.fx_bodies:
+                raise ValueError(f"f_ext: link {name!r} has no external-wrench variable in this "
+                                 f"plan (compiled with f_ext on {list(self.problem.fx_links)})")
+        return f_ext
+
+    def __repr__(self):
+        s = self.factorization.stats
+        return (f"LoopPlan({self.problem!r}: D {self.system.shape[0]}x{self.system.shape[1]}, "
+                f"nnz {self.system.nnz}, ordering {s.get('ordering')!r}, flops {s.get('flops')})")
+
+
+class LoopResult(Result):
+    """Result of a LoopPlan: result["ydd"] (B, ny) independent accelerations; result["qdd"]
+    (B, nv) spanning; result["lambda"] (B, nc) every loop's constraint forces (cluster by cluster,
+    ClusterModel.constraint_rows) or result["lambda", cluster name] (B, n_c) one cluster's;
+    result["tau"] the spanning joint forces tau_s + K^T lambda; result["a", link] etc. as Result."""
+
+    def __getitem__(self, key):
+        cm = self._plan.cluster_model
+        if key == "ydd":
+            return unbatch(self._joint_space("qdd")[:, cm.independent_v], self._single)
+        if key == "lambda":
+            return unbatch(self.vector[:, self._plan.system.n_tree_cols:], self._single)
+        if isinstance(key, tuple) and len(key) == 2 and key[0] == "lambda":
+            k = cm.cluster_index(key[1])            # KeyError naming an unknown cluster
+            return unbatch(self.vector[:, self._plan.system.lambda_slice(k)], self._single)
+        return super().__getitem__(key)
+
+    def __iter__(self):
+        yield "ydd"
+        yield "lambda"
+        yield from super().__iter__()
+
+    def __len__(self):
+        return 2 + super().__len__()
