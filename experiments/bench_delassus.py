@@ -7,6 +7,9 @@ soles and 3D point contacts at the six fingertips (m = 12 + 18 = 30). Rows:
     pv-osimr numba 1T/allT delassus(..., backend="numba") with numba.set_num_threads(1) / all
     kernel 1T/allT         the compiled kernel alone (pv_osimr_numba.run on a cached program):
                            what the public call adds on top is Python input checking
+    sparse numba 1T        delassus(..., method="sparse", backend="numba"): Nori's block system,
+                           compiled assembly + one sparse LU and m substitutions per state
+                           (single-threaded kernels)
     <method> numpy         delassus(..., method=<method>, backend="numpy") (batched NumPy)
 Each cell is the best of several repetitions, ours and Pinocchio's interleaved so that load from
 other processes hits both alike; ratio = ours / Pinocchio (< 1: faster). The machine load (uptime)
@@ -104,6 +107,8 @@ def main(quick=False):
     ref = np.array([pin.computeDelassusMatrix(pmodel, pdata, x, cms, cds, 0.0) for x in pq[:64]])
     err = {b: np.abs(delassus(model, q[:64], contacts, backend=b) - ref).max() / np.abs(ref).max()
            for b in ("numba", "numpy")}                                  # also compiles / warms up
+    err["sparse"] = (np.abs(delassus(model, q[:64], contacts, method="sparse") - ref).max()
+                     / np.abs(ref).max())
     program = program_for(model, resolve_contacts(model, contacts))
     nthreads = numba.config.NUMBA_NUM_THREADS
     load_before = uptime()
@@ -115,7 +120,9 @@ def main(quick=False):
     ours = {"pv-osimr numba 1T": lambda B: with_threads(1, lambda: delassus(model, q[:B], contacts)),
             f"pv-osimr numba {nthreads}T": lambda B: (lambda: delassus(model, q[:B], contacts)),
             "kernel 1T": lambda B: with_threads(1, lambda: run(program, q[:B])),
-            f"kernel {nthreads}T": lambda B: (lambda: run(program, q[:B]))}
+            f"kernel {nthreads}T": lambda B: (lambda: run(program, q[:B])),
+            "sparse numba 1T": lambda B: (lambda: delassus(model, q[:B], contacts, method="sparse",
+                                                           backend="numba"))}
     for method in METHODS:
         ours[f"{method} numpy"] = (lambda meth: lambda B: (
             lambda: delassus(model, q[:B], contacts, method=meth, backend="numpy")))(method)
@@ -135,7 +142,8 @@ def main(quick=False):
     load_after = uptime()
     lines = [f"# Delassus matrix: per-state time vs Pinocchio (same run)", "",
              f"humanoid nv={model.nv}, {model.nbodies} bodies, m={m} (6D soles + 3D fingertips); "
-             f"rel. diff to Pinocchio: numba {err['numba']:.1e}, numpy {err['numpy']:.1e}", "",
+             f"rel. diff to Pinocchio: numba {err['numba']:.1e}, numpy {err['numpy']:.1e}, "
+             f"sparse {err['sparse']:.1e}", "",
              f"Command: `python experiments/bench_delassus.py{' --quick' if quick else ''}`; "
              f"NUMBA_NUM_THREADS={nthreads}, {os.cpu_count()} CPUs.", "",
              f"Load before: `{load_before}`", "", f"Load after: `{load_after}`", "",

@@ -8,6 +8,8 @@ Sec. IV) and seed 002 (EFPA, Sec. V-C), with sparsedyn's operation counter (one 
     (e) five-finger hand alone (5 x 3D tips), on the humanoid's left wrist, on both wrists, both +
         6D feet (the humanoid's own three-finger hands are replaced by the five-finger hand model,
         attached with ModelBuilder); EFPA's hands + feet (4 x 6D) on the humanoid itself.
+    (d) and (e) also count every non-recursive method, the sparse route through Nori's system
+    included (column "sparse").
 
 Writes experiments/out/delassus_*.png and experiments/out/delassus_tables.md.
 Usage: python experiments/delassus_studies.py [--quick]
@@ -27,7 +29,9 @@ from sparsedyn.opcount import count_operations
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 RECURSIVE = ("pv-osimr", "pv-osim", "efpa")
-ALL = ("pv-osimr", "pv-osim", "efpa", "ltl-osim", "dense")
+# "sparse": C D^-1 B on Nori's block system (problems/delassus_sparse.py): assembly + one sparse
+# LU + m substitutions + C x, planned offline per contact set (planning is not counted)
+ALL = ("pv-osimr", "pv-osim", "efpa", "ltl-osim", "dense", "sparse")
 # kinds charged by the articulated-inertia sweep every recursive method shares (_osim_common.Pivot)
 ABI_KINDS = ("X^T I X", "U = H S", "D = S^T U", "D^-1", "U D^-1 U^T")
 FINGERS = ("thumb", "index", "middle", "ring", "little")

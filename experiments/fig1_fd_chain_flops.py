@@ -45,7 +45,8 @@ def row_for(n):
     plan = compile(forward_dynamics(model, f_ext=True))
     system = plan.system
     rp, cp = system.structural_orders["aba"]
-    mul, add, div, _ = symbolic_lu(system.pattern, rp, cp, system.constant_values).program.costs()
+    costs = symbolic_lu(system.pattern, rp, cp, system.constant_values).program.costs()
+    mul, add, div = costs["mul"], costs["add"], costs["div"]
     stats = plan.stats
     return {
         "N": n,

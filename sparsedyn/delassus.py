@@ -15,11 +15,14 @@ Methods (one file each in sparsedyn/recursive/; see notes/delassus-pv-osimr-efpa
     "efpa"      seed 002 Table I, O(n + m d + m^2)       (efpa.py)
     "ltl-osim"  CRBA + L^T L + Y = J L^-1, Y Y^T          (ltl_osim.py)
     "dense"     J M^-1 J^T with a dense Cholesky factorization (reference)
+    "sparse"    C D^-1 B on Nori's forward-dynamics block system, one sparse LU and m
+                substitutions per state (problems/delassus_sparse.py)
 New methods register in METHODS with the signature f(model, q, Xup, resolved_contacts) -> (B, m, m).
 
 Backends: "numpy" runs METHODS[method] (the reference path, batched NumPy); "numba" runs the
-compiled kernel of COMPILED[method] (only "pv-osimr": sparsedyn/kernels/pv_osimr_numba.py, same
-algorithm one state at a time, parallel over the batch on numba's thread pool, NUMBA_NUM_THREADS).
+compiled kernel of COMPILED[method] ("pv-osimr": sparsedyn/kernels/pv_osimr_numba.py, same
+algorithm one state at a time, parallel over the batch on numba's thread pool, NUMBA_NUM_THREADS;
+"sparse": the compiled assembly and LU programs).
 backend=None picks "numba" when the method has a compiled kernel and numba is importable. Both
 charge the same per-state operation counts (the compiled path charges the reference's).
 """
@@ -41,6 +44,7 @@ from .recursive.ltl import ltl
 from .recursive.ltl_osim import ltl_osim_sweeps
 from .recursive.pv_osim import pv_osim_sweeps
 from .recursive.pv_osimr import pv_osimr_sweeps
+from .problems.delassus_sparse import sparse_sweeps
 
 
 def dense_sweeps(model, q, Xup, rc):
@@ -68,11 +72,13 @@ METHODS = {
     "efpa": efpa_sweeps,
     "ltl-osim": ltl_osim_sweeps,
     "dense": dense_sweeps,
+    "sparse": sparse_sweeps,
 }
 
 
 #: methods with a compiled (numba) kernel: name -> "module:function" f(model, q, rc, reference)
-COMPILED = {"pv-osimr": "sparsedyn.kernels.pv_osimr_numba:pv_osimr_compiled"}
+COMPILED = {"pv-osimr": "sparsedyn.kernels.pv_osimr_numba:pv_osimr_compiled",
+            "sparse": "sparsedyn.problems.delassus_sparse:sparse_compiled"}
 BACKENDS = ("numba", "numpy")
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 

@@ -60,7 +60,20 @@ def count_operations():
     try:
         yield c
     finally:
-        _active.remove(c)
+        # by identity: OpCount is a dataclass, and list.remove would drop the first counter with
+        # equal counts (an outer one that started at zero, when counters nest)
+        del _active[next(k for k, x in enumerate(_active) if x is c)]
+
+
+@contextlib.contextmanager
+def suspended():
+    """Charge nothing inside (for batch work whose per-state cost was charged already)."""
+    saved = _active[:]
+    _active.clear()
+    try:
+        yield
+    finally:
+        _active[:] = saved
 
 
 def charge_matmul(m, k, n, kind="matmul"):

@@ -397,6 +397,34 @@ def test_singular_state_raises_with_batch_index():
     assert np.isnan(x[1]).all() and np.isfinite(x[0]).all()
 
 
+def test_pivot_cancelled_during_elimination_is_caught():
+    """D = [[1, 0, x1], [0, 1, x2], [y1, y2, z]] with z = y1 x1 + y2 x2 (rounded from the exact
+    value): the last pivot z - y1 x1 - y2 x2 cancels products of ~32 to round-off (7e-15), which
+    is still above tol times its row's original entries (~0.02): only weighing it against what
+    was subtracted from it exposes it. splu then finds D numerically singular too."""
+    pattern = sp.csc_matrix(np.array([[1, 0, 1], [0, 1, 1], [1, 1, 1.0]]))
+    always = np.isin(np.arange(pattern.nnz), [0, 2, 6])          # CSC order: the diagonal
+    fact = plan_factorization(pattern, always, ordering="natural")
+    x1, x2 = 18574.042765875693, -18574.025439472753
+    y1, y2, z = 0.001729655446429944, 0.0017285334383852567, 0.020870174672529225
+    D = np.array([[1, 0, x1], [0, 1, x2], [y1, y2, z]])
+    pivot = (z - y1 * x1) - y2 * x2
+    assert pivot != 0 and pivot == (z - y2 * x2) - y1 * x1
+    assert abs(pivot) > fact.program.tol * max(y1, y2, z)        # passes a row-scale check
+    sv = np.linalg.svd(D, compute_uv=False)
+    assert sv[-1] <= 1e-16 * sv[0]                               # NumPy: numerically singular
+    good = np.array([[2.0, 0, 1], [0, 3, 1], [1, 1, 4]])
+    values = np.stack([sp.csc_matrix(good).data, sp.csc_matrix(D).data])
+    rhs = np.ones((2, 3))
+    for backend in ("numpy", "numba"):
+        with pytest.raises(SingularModelError, match=r"\[1\]") as info:
+            fact.solve(values, rhs, backend=backend)
+        assert info.value.batch_indices == (1,)
+        x, ok = fact.solve(values, rhs, return_status=True, backend=backend)
+        assert ok.tolist() == [True, False] and np.isnan(x[1]).all()
+        assert rel_err(x[0], np.linalg.solve(good, rhs[0])) <= 1e-14
+
+
 # ---------------------------------------------------------------- ill-posed patterns and bad input
 def test_structurally_singular_pattern_names_rows_and_columns():
     dense = np.array([[1, 1, 0], [1, 1, 0], [1, 1, 1.0]])

@@ -9,7 +9,9 @@ each operation for a chunk of states, one lane of a (n_slots, chunk) work array 
 `run_lanes` is shared with the fused online path (sparsedyn.kernels.assemble_numba), which
 assembles D and b straight into the work array. Its pivot checks use row scales computed once
 from the freshly loaded entries, before any operation overwrites them (`lane_checks`,
-`lane_scales`: the same yardstick as _row_scale). The lane count is a run-time value on purpose:
+`lane_scales`: the same yardstick as _row_scale; RECIP adds the magnitude accumulated in its
+target slot). Several right-hand sides per state (rhs (B, n, k)) run the factorization part of a
+split program once and its substitution part once per right-hand side. The lane count is a run-time value on purpose:
 LLVM fully unrolls constant short loops before its loop vectoriser sees them, and the unrolled
 form stays scalar (it cannot prove that the rows of w do not overlap); a run-time count keeps the
 loop, which is vectorised behind a cheap overlap check.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .lu_numpy import ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SUB, runs
+from .lu_numpy import ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SUB, split_runs
 
 DEFAULT_LOOP = "batch_inner"  # measured faster for B=4096, n=500 (experiments/bench_kernels.py)
 
@@ -35,10 +37,52 @@ def _row_scale(values, s, row, scale_ptr, scale_entries, scale_const):
 
 
 @njit(cache=True)
-def _batch_outer(code, t, a, b, runs, n_slots, rhs0, init_slots, init_values, load_entries,
+def _run_serial(w, runs, t, a, b, values, s, scale_ptr, scale_entries, scale_const, tol):
+    """Run the ops of `runs` on one state's work vector; False at the first failed pivot check."""
+    for r in range(runs.shape[0]):
+        c, lo, hi = runs[r, 0], runs[r, 1], runs[r, 2]
+        if c == FMS:
+            for o in range(lo, hi):
+                w[t[o]] = w[t[o]] - w[a[o]] * w[b[o]]
+        elif c == FMA:
+            for o in range(lo, hi):
+                w[t[o]] = w[t[o]] + w[a[o]] * w[b[o]]
+        elif c == SUB:
+            for o in range(lo, hi):
+                w[t[o]] = w[t[o]] - w[a[o]]
+        elif c == ADD:
+            for o in range(lo, hi):
+                w[t[o]] = w[t[o]] + w[a[o]]
+        elif c == MUL:
+            for o in range(lo, hi):
+                w[t[o]] = w[a[o]] * w[b[o]]
+        elif c == RECIP:
+            for o in range(lo, hi):
+                p = w[a[o]]
+                scale = _row_scale(values, s, b[o], scale_ptr, scale_entries, scale_const)
+                if not abs(p) > tol * (scale + w[t[o]]):
+                    return False
+                w[t[o]] = 1.0 / p
+        elif c == NEG:
+            for o in range(lo, hi):
+                w[t[o]] = -w[t[o]]
+        elif c == MOV:
+            for o in range(lo, hi):
+                w[t[o]] = w[a[o]]
+        elif c == ABSFMA:
+            for o in range(lo, hi):
+                w[t[o]] = w[t[o]] + abs(w[a[o]] * w[b[o]])
+        elif c == ABSADD:
+            for o in range(lo, hi):
+                w[t[o]] = w[t[o]] + abs(w[a[o]])
+    return True
+
+
+@njit(cache=True)
+def _batch_outer(t, a, b, runs_f, runs_s, n_slots, rhs0, init_slots, init_values, load_entries,
                  row_perm, col_perm, scale_ptr, scale_entries, scale_const, tol,
                  values, rhs, x, broken):
-    B = values.shape[0]
+    B, k_rhs = values.shape[0], rhs.shape[2]
     n = row_perm.shape[0]
     w = np.zeros(n_slots)
     for s in range(B):
@@ -46,47 +90,26 @@ def _batch_outer(code, t, a, b, runs, n_slots, rhs0, init_slots, init_values, lo
             w[init_slots[i]] = init_values[i]
         for i in range(load_entries.shape[0]):
             w[load_entries[i]] = values[s, load_entries[i]]
-        for k in range(n):
-            w[rhs0 + k] = rhs[s, row_perm[k]]
         ok = True
-        for r in range(runs.shape[0]):
-            c, lo, hi = runs[r, 0], runs[r, 1], runs[r, 2]
-            if c == FMS:
-                for o in range(lo, hi):
-                    w[t[o]] = w[t[o]] - w[a[o]] * w[b[o]]
-            elif c == FMA:
-                for o in range(lo, hi):
-                    w[t[o]] = w[t[o]] + w[a[o]] * w[b[o]]
-            elif c == SUB:
-                for o in range(lo, hi):
-                    w[t[o]] = w[t[o]] - w[a[o]]
-            elif c == ADD:
-                for o in range(lo, hi):
-                    w[t[o]] = w[t[o]] + w[a[o]]
-            elif c == MUL:
-                for o in range(lo, hi):
-                    w[t[o]] = w[a[o]] * w[b[o]]
-            elif c == RECIP:
-                for o in range(lo, hi):
-                    p = w[a[o]]
-                    scale = _row_scale(values, s, b[o], scale_ptr, scale_entries, scale_const)
-                    if not abs(p) > tol * scale:
-                        ok = False
-                        break
-                    w[t[o]] = 1.0 / p
-                if not ok:
-                    break
-            elif c == NEG:
-                for o in range(lo, hi):
-                    w[t[o]] = -w[t[o]]
-            elif c == MOV:
-                for o in range(lo, hi):
-                    w[t[o]] = w[a[o]]
-        for k in range(n):
-            v = w[rhs0 + k]
-            x[s, col_perm[k]] = v
-            if not np.isfinite(v):
-                ok = False
+        for j in range(k_rhs):
+            for k in range(n):
+                w[rhs0 + k] = rhs[s, row_perm[k], j]
+            if j == 0:
+                ok = _run_serial(w, runs_f, t, a, b, values, s, scale_ptr, scale_entries,
+                                 scale_const, tol)
+            ok = ok and _run_serial(w, runs_s, t, a, b, values, s, scale_ptr, scale_entries,
+                                    scale_const, tol)
+            if not ok:
+                break
+            for k in range(n):
+                v = w[rhs0 + k]
+                x[s, col_perm[k], j] = v
+                if not np.isfinite(v):
+                    ok = False
+        if not ok:
+            for k in range(n):
+                for j in range(k_rhs):
+                    x[s, k, j] = np.nan
         broken[s] = not ok
 
 
@@ -94,7 +117,7 @@ def lane_checks(program):
     """Pivot checks of a program for `run_lanes`: check_of (n_ops,) the check index of each
     RECIP (-1 elsewhere), and per check the row scale's data (ptr, dynamic entries, constant)."""
     code, rows = program.op_code, program.op_b
-    recips = np.flatnonzero(code == RECIP)
+    recips = np.flatnonzero(code == RECIP)     # only RECIP reads check data (op_b: the row)
     checked, check_of_recip = np.unique(rows[recips], return_inverse=True)
     check_of = np.full(code.size, -1, dtype=np.int64)
     check_of[recips] = check_of_recip
@@ -158,7 +181,7 @@ def run_lanes(w, runs, t, a, b, check_of, scale, tol, bad):
                 ti, ai, ch = t[o], a[o], check_of[o]
                 for s in range(lanes):
                     p = w[ai, s]
-                    if not abs(p) > tol * scale[ch, s]:
+                    if not abs(p) > tol * (scale[ch, s] + w[ti, s]):
                         bad[s] = True
                     w[ti, s] = 1.0 / p
         elif c == NEG:
@@ -171,14 +194,25 @@ def run_lanes(w, runs, t, a, b, check_of, scale, tol, bad):
                 ti, ai = t[o], a[o]
                 for s in range(lanes):
                     w[ti, s] = w[ai, s]
+        elif c == ABSFMA:
+            for o in range(lo, hi):
+                ti, ai, bi = t[o], a[o], b[o]
+                for s in range(lanes):
+                    w[ti, s] = w[ti, s] + abs(w[ai, s] * w[bi, s])
+        elif c == ABSADD:
+            for o in range(lo, hi):
+                ti, ai = t[o], a[o]
+                for s in range(lanes):
+                    w[ti, s] = w[ti, s] + abs(w[ai, s])
 
 
 @njit(cache=True, error_model="numpy")
-def _batch_inner(t, a, b, runs, n_slots, rhs0, init_slots, init_values, load_entries, row_perm,
-                 col_perm, check_of, chk_ptr, chk_entries, chk_const, tol, values, rhs, x, broken,
-                 chunk):
-    # chunks of states on the lanes of one work array, run by the lane interpreter
-    B = values.shape[0]
+def _batch_inner(t, a, b, runs_f, runs_s, n_slots, rhs0, init_slots, init_values, load_entries,
+                 row_perm, col_perm, check_of, chk_ptr, chk_entries, chk_const, tol, values, rhs,
+                 x, broken, chunk):
+    # chunks of states on the lanes of one work array, run by the lane interpreter: factorise
+    # once, substitute each right-hand side
+    B, k_rhs = values.shape[0], rhs.shape[2]
     n = row_perm.shape[0]
     w = np.zeros((n_slots, chunk))
     scale = np.zeros((chk_const.shape[0], chunk))
@@ -192,44 +226,55 @@ def _batch_inner(t, a, b, runs, n_slots, rhs0, init_slots, init_values, load_ent
             e = load_entries[i]
             for s in range(m):
                 w[e, s] = values[first + s, e]
-        for k in range(n):
-            for s in range(m):
-                w[rhs0 + k, s] = rhs[first + s, row_perm[k]]
         lane_scales(w, chk_ptr, chk_entries, chk_const, scale)
         for s in range(chunk):
             bad[s] = False
-        run_lanes(w, runs, t, a, b, check_of, scale, tol, bad)
+        for j in range(k_rhs):
+            for k in range(n):
+                for s in range(m):
+                    w[rhs0 + k, s] = rhs[first + s, row_perm[k], j]
+            if j == 0:
+                run_lanes(w, runs_f, t, a, b, check_of, scale, tol, bad)
+            run_lanes(w, runs_s, t, a, b, check_of, scale, tol, bad)
+            for k in range(n):
+                for s in range(m):
+                    v = w[rhs0 + k, s]
+                    x[first + s, col_perm[k], j] = v
+                    if not np.isfinite(v):
+                        bad[s] = True
         for s in range(m):
             broken[first + s] = bad[s]
-        for k in range(n):
-            for s in range(m):
-                v = w[rhs0 + k, s]
-                x[first + s, col_perm[k]] = v
-                if not np.isfinite(v):
-                    broken[first + s] = True
 
 
 INNER_CHUNK = 128  # states per batch_inner chunk (measured: 8..128 get faster, see the bench)
 
 
 def solve_numba(program, values, rhs, loop=DEFAULT_LOOP, chunk=INNER_CHUNK):
-    """Run the program for a batch: values (B, nnz), rhs (B, n) -> (x (B, n), broken (B,) bool)."""
+    """Run the program for a batch: values (B, nnz), rhs (B, n) or (B, n, k) (k right-hand sides
+    sharing one factorization; needs a split program when k > 1) -> (x shaped like rhs,
+    broken (B,) bool)."""
     values = np.ascontiguousarray(values, dtype=float)
-    rhs = np.ascontiguousarray(rhs, dtype=float)
+    rhs = np.asarray(rhs, dtype=float)
+    shape = rhs.shape
+    rhs = np.ascontiguousarray(rhs if rhs.ndim == 3 else rhs[:, :, None])
+    if rhs.shape[2] > 1 and not program.split:
+        raise ValueError("rhs: several right-hand sides need a program split into factorization "
+                         "and substitution (re-plan it)")
     B = values.shape[0]
-    x = np.empty((B, program.n))
+    x = np.empty((B, program.n, rhs.shape[2]))
     broken = np.zeros(B, dtype=np.bool_)
+    runs_f, runs_s = split_runs(program)
     if loop == "batch_outer":
-        _batch_outer(program.op_code, program.op_t, program.op_a, program.op_b, runs(program),
+        _batch_outer(program.op_t, program.op_a, program.op_b, runs_f, runs_s,
                      program.n_slots, program.rhs0, program.init_slots, program.init_values,
                      program.load_entries, program.row_perm, program.col_perm, program.scale_ptr,
                      program.scale_entries, program.scale_const, program.tol, values, rhs, x,
                      broken)
     elif loop == "batch_inner":
-        _batch_inner(program.op_t, program.op_a, program.op_b, runs(program), program.n_slots,
+        _batch_inner(program.op_t, program.op_a, program.op_b, runs_f, runs_s, program.n_slots,
                      program.rhs0, program.init_slots, program.init_values, program.load_entries,
                      program.row_perm, program.col_perm, *lane_checks(program), program.tol,
                      values, rhs, x, broken, max(1, min(B, int(chunk))))
     else:
         raise ValueError(f"loop: expected 'batch_outer' or 'batch_inner', got {loop!r}")
-    return x, broken
+    return x.reshape(shape), broken

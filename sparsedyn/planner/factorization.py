@@ -3,9 +3,11 @@
 plan_factorization tries the candidate orderings (sparsedyn.planner.orderings, plus any structural
 orders the system offers), computes each one's exact symbolic factorization and kernel flop count,
 and keeps the cheapest pivot-safe one. Factorization.solve runs the compiled program for a batch
-of states; states whose static pivot breaks down are re-solved with partial pivoting (splu), with
-a PivotBreakdownWarning; numerically singular states raise SingularModelError (or are reported in
-the status mask).
+of states, with one or several right-hand sides per state (one factorization each); states whose
+static pivot breaks down (the program's cancellation-aware check, symbolic.py) are re-solved with
+partial pivoting (splu), with a PivotBreakdownWarning; states that splu finds numerically singular
+too (a tiny pivot, a non-finite solution or a large backward error) raise SingularModelError
+naming their batch indices (or are reported in the status mask).
 
 Preconditions: `pattern` square CSC with canonical indices; values are given in its data order.
 """
@@ -21,7 +23,7 @@ import scipy.sparse as sp
 from .. import opcount
 from ..batch import as_batch
 from ..errors import SingularModelError
-from ..kernels.lu_numpy import OP_COST
+from ..kernels.lu_numpy import OP_COST, RECIP
 from ..serialization import check_format
 from .orderings import (
     KNOWN_ORDERINGS,
@@ -36,6 +38,11 @@ FORMAT = "sparsedyn.lu_plan"
 FORMAT_VERSION = 1
 BACKENDS = ("auto", "numba", "numpy")
 _TABLE_COLUMNS = ("name", "nnz_LU", "fill", "flops", "time_s", "pivot_safe", "note")
+
+
+#: normwise backward error |D x - rhs| / (|D| |x| + |rhs|) (infinity norms) above which a
+#: fallback solution is not trusted: a backward-stable solve of a nonsingular D stays near eps
+BACKWARD_TOL = 1e-10
 
 
 class PivotBreakdownWarning(RuntimeWarning):
@@ -189,16 +196,52 @@ class Factorization:
 
     # ------------------------------------------------------------------ online
     def solve(self, values, rhs, return_status=False, backend=None):
-        """x with D(values) x = rhs: values (B, nnz) or (nnz,), rhs (B, n) or (n,)."""
+        """x with D(values) x = rhs: values (B, nnz) or (nnz,); rhs (B, n) or (n,), or (B, n, k)
+        for k right-hand sides per state that share one numeric factorization (B may be 1 on
+        either side and broadcasts). x has rhs's shape (batched when either input is).
+
+        Counted cost per state: stats["flops"] for the first right-hand side, plus
+        stats["solve_flops"] for each further one."""
         backend = self._resolved_backend(backend or self.backend)
         if backend not in ("numba", "numpy"):
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         n, nnz = self.program.n, self.program.nnz
         v_arr, rhs_arr = np.asarray(values), np.asarray(rhs)
+        if rhs_arr.ndim == 3:
+            return self._solve_many(values, rhs_arr, return_status, backend)
         B = max(v_arr.shape[0] if v_arr.ndim == 2 else 1, rhs_arr.shape[0] if rhs_arr.ndim == 2 else 1)
         values, v_single = as_batch(values, nnz, "values", batch=B)
         rhs, r_single = as_batch(rhs, n, "rhs", batch=B)
         single = v_single and r_single
+        x, ok = self._run(values, rhs, return_status, backend)
+        if return_status:
+            return (x[0], ok) if single else (x, ok)
+        return x[0] if single else x
+
+    def _solve_many(self, values, rhs, return_status, backend):
+        n, nnz = self.program.n, self.program.nnz
+        if rhs.shape[1] != n or rhs.shape[2] < 1:
+            raise ValueError(f"rhs: expected shape (B, {n}, k) with k >= 1, got {rhs.shape}")
+        v_arr = np.asarray(values)
+        B = max(v_arr.shape[0] if v_arr.ndim == 2 else 1, rhs.shape[0])
+        values, _ = as_batch(values, nnz, "values", batch=B)
+        if rhs.shape[0] not in (1, B):
+            raise ValueError(f"rhs: batch size {rhs.shape[0]} does not match {B}")
+        k = rhs.shape[2]
+        flat, _ = as_batch(rhs.reshape(rhs.shape[0], n * k), n * k, "rhs", batch=B)
+        rhs = flat.reshape(B, n, k)
+        if not self.program.split:
+            # a program stored before the split: one full run per right-hand side
+            cols = [self._run(values, rhs[:, :, j], return_status, backend) for j in range(k)]
+            x = np.stack([c[0] for c in cols], axis=2)
+            ok = np.logical_and.reduce([c[1] for c in cols])
+        else:
+            x, ok = self._run(values, rhs, return_status, backend)
+        return (x, ok) if return_status else x
+
+    def _run(self, values, rhs, return_status, backend):
+        """(x, ok) for batched values (B, nnz) and rhs (B, n) or (B, n, k)."""
+        B = values.shape[0]
         if backend == "numba":
             from ..kernels.lu_numba import solve_numba
             x, broken = solve_numba(self.program, values, rhs)
@@ -208,14 +251,14 @@ class Factorization:
                 self._groups = schedule(self.program)
             x, broken = solve_numpy(self.program, self._groups, values, rhs)
         if opcount.counting():
-            s = self.stats
-            opcount.charge(mul=s["mul"] * B, add=s["add"] * B, div=s["div"] * B, kind="sparse LU")
+            s, extra = self.stats, (rhs.shape[2] - 1 if rhs.ndim == 3 else 0)
+            opcount.charge(mul=(s["mul"] + extra * s["solve_mul"]) * B,
+                           add=(s["add"] + extra * s["solve_add"]) * B,
+                           div=(s["div"] + extra * s["solve_div"]) * B, kind="sparse LU")
         ok = np.ones(B, dtype=bool)
         if broken.any():
             ok = self._resolve_broken(values, rhs, x, np.flatnonzero(broken), return_status)
-        if return_status:
-            return (x[0], ok) if single else (x, ok)
-        return x[0] if single else x
+        return x, ok
 
     def assemble(self, values):
         """D for one state as CSC (known constants taken from constant_values)."""
@@ -229,13 +272,16 @@ class Factorization:
         ok = np.ones(values.shape[0], dtype=bool)
         for b in broken:
             try:
-                lu = splu(self.assemble(values[b]))
+                D = self.assemble(values[b])
+                lu = splu(D)
                 diag = np.abs(lu.U.diagonal())
                 if not diag.min() > max(n, 10) * np.finfo(float).eps * diag.max():
                     raise RuntimeError("numerically rank deficient")
                 xb = lu.solve(rhs[b])
                 if not np.isfinite(xb).all():
                     raise RuntimeError("non-finite solution")
+                if _backward_error(D, xb, rhs[b]) > BACKWARD_TOL:
+                    raise RuntimeError("large backward error")
                 x[b] = xb
             except RuntimeError:
                 ok[b] = False
@@ -275,7 +321,7 @@ class Factorization:
         d = check_format(d, FORMAT, FORMAT_VERSION)
         required = (["shape", "pattern_indptr", "pattern_indices", "always_nonzero",
                      "constant_values", "nnz_LU", "ordering", "backend", "checksum"]
-                    + ["program_" + k for k in LUProgram.__dataclass_fields__]
+                    + ["program_" + k for k in LUProgram.__dataclass_fields__ if k != "n_factor_ops"]
                     + ["table_" + c for c in _TABLE_COLUMNS])
         missing = [k for k in required if k not in d]
         if missing:
@@ -306,8 +352,10 @@ class Factorization:
 
 
 def _program_from_dict(d, n, nnz):
-    kw = {k: d["program_" + k] for k in LUProgram.__dataclass_fields__}
-    ints = ("n", "nnz", "n_slots", "rhs0")
+    kw = {k: d["program_" + k] for k in LUProgram.__dataclass_fields__ if "program_" + k in d}
+    legacy = "n_factor_ops" not in kw      # stored before the factorization/substitution split
+    kw.setdefault("n_factor_ops", -1)
+    ints = ("n", "nnz", "n_slots", "rhs0", "n_factor_ops")
     for k in ints:
         kw[k] = int(np.asarray(kw[k]))
     kw["tol"] = float(np.asarray(kw["tol"]))
@@ -317,9 +365,17 @@ def _program_from_dict(d, n, nnz):
     kw["op_code"] = np.asarray(kw["op_code"], dtype=np.int8)
     kw["init_values"] = np.asarray(kw["init_values"], dtype=float)
     kw["scale_const"] = np.asarray(kw["scale_const"], dtype=float)
+    if legacy:
+        # RECIP now reads its target slot (the pivot's accumulated magnitude) before overwriting
+        # it: such a program accumulates none, so its reciprocal slots start at 0
+        recip_t = np.setdiff1d(kw["op_t"][kw["op_code"] == RECIP], kw["init_slots"])
+        kw["init_slots"] = np.concatenate((kw["init_slots"], recip_t))
+        kw["init_values"] = np.concatenate((kw["init_values"], np.zeros(recip_t.size)))
     p = LUProgram(**kw)
     slots = p.n_slots
     problems = []
+    if not -1 <= p.n_factor_ops <= p.op_code.size:
+        problems.append("n_factor_ops out of range")
     if (p.n, p.nnz, p.rhs0) != (n, nnz, nnz):
         problems.append("program size does not match the pattern")
     for label, perm in (("row_perm", p.row_perm), ("col_perm", p.col_perm)):
@@ -344,6 +400,15 @@ def _program_from_dict(d, n, nnz):
     if problems:
         raise ValueError("d: invalid program: " + "; ".join(problems))
     return p
+
+
+def _backward_error(D, x, rhs):
+    """Normwise backward error of x for D x = rhs (per column for several right-hand sides)."""
+    x2, r2 = x.reshape(x.shape[0], -1), rhs.reshape(rhs.shape[0], -1)
+    res = np.abs(D @ x2 - r2).max(axis=0)
+    norm_D = abs(D).sum(axis=1).max()
+    denom = norm_D * np.abs(x2).max(axis=0) + np.abs(r2).max(axis=0)
+    return float(np.max(np.where(denom > 0, res / np.where(denom > 0, denom, 1.0), 0.0)))
 
 
 def _checksum(d):

@@ -14,8 +14,19 @@ The emitted program (opcodes in sparsedyn.kernels.lu_numpy) performs, per state:
   forward substitution: one update per off-diagonal entry of L;
   back substitution: one update per off-diagonal entry of U;
   one scaling by the pivot reciprocal per unknown, in whichever sweep the factor left it,
-each reduced as above when operands are known. Counted flops = mul + add + div over the program;
-sign flips (NEG) and copies (MOV) are not floating-point arithmetic and are reported apart.
+each reduced as above when operands are known. The factorization ops come first
+(program.n_factor_ops of them), then the substitution ops, each part in level order: the
+substitution part can be re-run on another right-hand side without refactorising.
+Counted flops = mul + add + div over the program (solve_* over the substitution part); sign flips
+(NEG) and copies (MOV) are not floating-point arithmetic and are reported apart.
+
+Pivot checks are cancellation-aware: besides its value, every pivot that receives updates
+accumulates the magnitude of what was subtracted from it, sum |l_pk u_kp| (ABSFMA / ABSADD ops
+into the slot its reciprocal later overwrites), and the RECIP check compares |u_pp| with
+tol * (original row scale + that magnitude). A pivot that cancels during elimination (a
+numerically singular D whose original entries are all large, e.g. a link without inertia about
+its joint axis) then fails the check instead of producing a huge, meaningless reciprocal. These
+safeguard ops are reported apart as `check` (like NEG/MOV, not in flops).
 
 Preconditions: the permuted diagonal consists of stored entries (pivot-safe order).
 """
@@ -26,7 +37,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels.lu_numpy import ADD, FMA, FMS, MOV, MUL, NEG, OP_COST, RECIP, SUB, level_order
+from ..kernels.lu_numpy import (ABSADD, ABSFMA, ADD, CHECK_COST, FMA, FMS, MOV, MUL, NEG, OP_COST,
+                                RECIP, SUB, level_order)
 
 PIVOT_TOL = 1e-13
 
@@ -54,18 +66,35 @@ class LUProgram:
     scale_entries: np.ndarray
     scale_const: np.ndarray
     tol: float = PIVOT_TOL
+    #: ops [0, n_factor_ops) factorise, the rest substitute; -1: one undivided program (plans
+    #: stored before the split, whose RECIP slots sparsedyn.planner initialises to 0 on loading)
+    n_factor_ops: int = -1
 
     @property
     def has_checks(self):
         return bool((self.op_code == RECIP).any())
 
+    @property
+    def split(self):
+        """Is the program divided into a factorization and a substitution part?"""
+        return self.n_factor_ops >= 0
+
     def costs(self):
-        """Per-state operation counts of one run: mul, add, div (the flops), and the free sign
-        flips (neg) and copies (mov)."""
-        counts = np.bincount(self.op_code, minlength=len(OP_COST))
-        mul, add, div = (counts[:, None] * OP_COST).sum(axis=0)
+        """Per-state operation counts of one run (one right-hand side): mul, add, div (the
+        flops), the free sign flips (neg) and copies (mov), the pivot-check safeguard ops (check),
+        and solve_mul / solve_add / solve_div / solve_flops: the substitution part alone, i.e. the
+        cost of each further right-hand side sharing the factorization."""
+        def tally(code):
+            counts = np.bincount(code, minlength=len(OP_COST))
+            return counts, (counts[:, None] * OP_COST).sum(axis=0)
+        counts, (mul, add, div) = tally(self.op_code)
+        _, (smul, sadd, sdiv) = tally(self.op_code[max(self.n_factor_ops, 0):]
+                                      if self.split else self.op_code)
         return {"mul": int(mul), "add": int(add), "div": int(div), "flops": int(mul + add + div),
-                "neg": int(counts[NEG]), "mov": int(counts[MOV])}
+                "neg": int(counts[NEG]), "mov": int(counts[MOV]),
+                "check": int(counts @ CHECK_COST),
+                "solve_mul": int(smul), "solve_add": int(sadd), "solve_div": int(sdiv),
+                "solve_flops": int(smul + sadd + sdiv)}
 
     def arrays(self):
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -95,6 +124,7 @@ class _Emitter:
         self.init = {}
         self.known = {}
         self.sign = {}
+        self.magnitude = {}   # pivot row -> (slot, known part of sum |l u|)
 
     def new_slot(self):
         self.next_slot += 1
@@ -157,6 +187,31 @@ class _Emitter:
         else:
             self.op(FMS if gx * gy * gt > 0 else FMA, target, sx, sy)
 
+    def materialize(self, slot):
+        """Turn a known slot into a stored one holding the same constant."""
+        self.init[slot] = self.known.pop(slot)
+        self.sign[slot] = 1.0
+
+    def accumulate(self, row, x, y):
+        """Add |x * y| to the magnitude accumulated for the pivot of permuted row `row` (called
+        with the operands of each update of that pivot)."""
+        (cx, sx, _), (cy, sy, _) = x, y
+        if cx == 0.0 or cy == 0.0:
+            return
+        if row not in self.magnitude:
+            self.magnitude[row] = (self.new_slot(), 0.0)
+        slot, const = self.magnitude[row]
+        if cx == cx and cy == cy:
+            self.magnitude[row] = (slot, const + abs(cx * cy))
+        elif cx == cx or cy == cy:
+            c, s = (cx, sy) if cx == cx else (cy, sx)
+            if abs(c) == 1.0:
+                self.op(ABSADD, slot, s)
+            else:
+                self.op(ABSFMA, slot, self.constant(abs(c)), s)
+        else:
+            self.op(ABSFMA, slot, sx, sy)
+
     @staticmethod
     def needs_mul(entry, inv):
         """Does scaling this operand by inv cost a multiplication?"""
@@ -214,6 +269,10 @@ def symbolic_lu(pattern, row_perm, col_perm, constant_values=None, tol=PIVOT_TOL
     known_init = (np.full(nnz, np.nan) if constant_values is None
                   else np.asarray(constant_values, dtype=float))
 
+    consts = ~np.isnan(known_init)
+    const_scale = np.zeros(n)           # per permuted row: the largest known |entry|
+    np.maximum.at(const_scale, pr[consts], np.abs(known_init[consts]))
+
     rhs0 = nnz
     em = _Emitter(first_free_slot=nnz + n)
     row_cols = [dict() for _ in range(n)]   # permuted row -> {permuted col: slot}
@@ -233,9 +292,22 @@ def symbolic_lu(pattern, row_perm, col_perm, constant_values=None, tol=PIVOT_TOL
         if pivot[0] == pivot[0]:
             if pivot[0] == 0.0:
                 raise UnsafePivot(f"pivot {k}: folds to the known constant 0")
+            _, folded = em.magnitude.get(k, (None, 0.0))
+            if abs(pivot[0]) <= tol * (const_scale[k] + folded):
+                # the constants cancelled to round-off (a mass matrix singular for every state,
+                # e.g. a link without inertia about its joint axis): check it online like any
+                # pivot, so that every state is reported instead of dividing by the round-off
+                em.materialize(row_cols[k][k])
+                pivot = em.operand(row_cols[k][k])
+            else:
+                em.magnitude.pop(k, None)
+        if pivot[0] == pivot[0]:
             inv = (1.0 / pivot[0], -1, 0.0)
         else:
-            r = em.new_slot()
+            # the reciprocal overwrites the pivot's magnitude slot (0: a pivot nothing updated)
+            r, const = em.magnitude.pop(k, (None, 0.0))
+            r = em.new_slot() if r is None else r
+            em.init[r] = const
             em.op(RECIP, r, pivot[1], k)
             inv = (np.nan, r, pivot[2])
         Lk = sorted(i for i in col_rows[k] if i > k)
@@ -261,6 +333,8 @@ def symbolic_lu(pattern, row_perm, col_perm, constant_values=None, tol=PIVOT_TOL
                     ri[j] = slot
                     col_rows[j].add(i)
                     em.known[slot] = 0.0
+                if i == j:
+                    em.accumulate(i, li, uj)
                 em.update(ri[j], li, uj)
         factor_L.append(list(zip(Lk, ls)))
         factor_U.append(list(zip(Uk, us)))
@@ -270,6 +344,7 @@ def symbolic_lu(pattern, row_perm, col_perm, constant_values=None, tol=PIVOT_TOL
         U_rows.append(Uk)
 
     # forward substitution (column-oriented), then back substitution (row-oriented)
+    n_factor_ops = len(em.code)
     for k in range(n):
         if not scaled_L[k]:
             em.scale_solution(rhs0 + k, inverses[k])
@@ -291,22 +366,24 @@ def symbolic_lu(pattern, row_perm, col_perm, constant_values=None, tol=PIVOT_TOL
     scale_ptr = np.zeros(n + 1, dtype=np.int64)
     np.add.at(scale_ptr, pr[dyn_by_row] + 1, 1)
     scale_ptr = np.cumsum(scale_ptr)
-    scale_const = np.zeros(n)
-    consts = ~dynamic
-    np.maximum.at(scale_const, pr[consts], np.abs(known_init[consts]))
+    scale_const = const_scale
 
     init_slots = np.fromiter(em.init.keys(), dtype=np.int64, count=len(em.init))
     init_values = np.fromiter(em.init.values(), dtype=float, count=len(em.init))
     code, t, a, b = (np.asarray(em.code, dtype=np.int8), np.asarray(em.t, dtype=np.int64),
                      np.asarray(em.a, dtype=np.int64), np.asarray(em.b, dtype=np.int64))
-    order = level_order(code, t, a, b, em.next_slot)
+    # each part in its own level order: the substitution part then runs after the whole
+    # factorization, once per right-hand side (per slot the op order is unchanged)
+    order = np.concatenate([
+        part[level_order(code[part], t[part], a[part], b[part], em.next_slot)]
+        for part in (np.arange(n_factor_ops), np.arange(n_factor_ops, code.size))])
     program = LUProgram(
         n=n, nnz=nnz, n_slots=em.next_slot, rhs0=rhs0, row_perm=row_perm, col_perm=col_perm,
         op_code=code[order], op_t=t[order], op_a=a[order], op_b=b[order],
         init_slots=init_slots, init_values=init_values,
         load_entries=np.flatnonzero(dynamic).astype(np.int64),
         scale_ptr=scale_ptr, scale_entries=dyn_by_row.astype(np.int64), scale_const=scale_const,
-        tol=float(tol))
+        tol=float(tol), n_factor_ops=int(n_factor_ops))
     L = _pattern_matrix(n, [(i, k) for k in range(n) for i in L_cols[k]])
     U = _pattern_matrix(n, [(k, j) for k in range(n) for j in [k] + U_rows[k]])
     return SymbolicLU(program=program, L=L, U=U, nnz_LU=L.nnz + U.nnz)

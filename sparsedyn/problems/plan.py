@@ -61,13 +61,18 @@ def compile(problem, ordering="auto", backend="auto", progress=None):
 
     progress: optional callable(name, index, total), called before each ordering is tried.
     An EstimationProblem is planned by sparsedyn.estimation.compile_estimation (its `method`
-    and `covariances` options are available there)."""
+    and `covariances` options are available there). A LoopProblem
+    (loop_forward_dynamics(cluster_model)) compiles into a LoopPlan (problems/loops.py)."""
     from ..estimation import EstimationProblem, compile_estimation
+    from .loops import LoopProblem      # loops.py builds on this module: import on use
     if isinstance(problem, EstimationProblem):
         return compile_estimation(problem, ordering=ordering, backend=backend)
+    if isinstance(problem, LoopProblem):
+        return problem.compile(ordering=ordering, backend=backend, progress=progress)
     if not isinstance(problem, Problem):
         raise TypeError(f"compile: expected a Problem (inverse_dynamics(model) / "
-                        f"forward_dynamics(model)) or an EstimationProblem, got {type(problem).__name__}")
+                        f"forward_dynamics(model) / loop_forward_dynamics(cluster_model)) or an "
+                        f"EstimationProblem, got {type(problem).__name__}")
     plan_factorization, _ = _planner()
     system = problem.system()
     fact = plan_factorization(system.pattern, system.always_nonzero,
@@ -222,7 +227,18 @@ class Plan:
     def _solve_numpy(self, q, v, y, fx):
         values, rhs = self.system.assemble(q, v, self._measured(y, fx))
         lu_backend = None if _numba_available() else "numpy"
-        return np.asarray(self.factorization.solve(values, rhs, backend=lu_backend))
+        x, ok = self.factorization.solve(values, rhs, return_status=True, backend=lu_backend)
+        if not ok.all():
+            raise self._singular(np.flatnonzero(~ok).tolist())
+        return np.asarray(x)
+
+    def _singular(self, indices):
+        """The SingularModelError for these batch indices: D of a dynamics problem is singular
+        exactly when the mass matrix is (Nori Sec. V: D's Schur complement onto qdd is M)."""
+        what = ("the mass matrix is singular (forward dynamics: D is singular)"
+                if self.problem.name == "forward_dynamics" else "D is singular")
+        return SingularModelError(f"model {self.model.name!r}: {what} for batch indices "
+                                  f"{_short(indices)}", batch_indices=indices)
 
     def _fused_solver(self):
         """The assembly program bound to the LU program (built once, on first use)."""
@@ -257,8 +273,7 @@ class Plan:
                 xb, ok = self.factorization.solve(values, rhs, return_status=True, backend="numpy")
             singular = bad[~ok].tolist()
             if singular:
-                raise SingularModelError(f"values: D is singular for batch indices "
-                                         f"{_short(singular)}", batch_indices=singular)
+                raise self._singular(singular)
             if not quiet:
                 warnings.warn(PivotBreakdownWarning(
                     f"values: static pivot broke down for batch indices {_short(bad.tolist())}; "
