@@ -8,6 +8,14 @@ method: "exact" (square: permuted static-pivot LU, solve_exact.py), "map" (BERDY
 solve_map.py), "lstsq" (weighted least squares), "auto" (exact if square, else lstsq).
 Numerically singular states: ok[b] = False; "exact" returns NaN for them unless
 on_singular="map" (the default), which re-solves them with the MAP route and says so in a warning.
+
+Online backends: "numba" (default when numba imports) is the compiled route: the sensor rows are
+part of the assembly program (compiled_rows.py); "exact" runs the fused assembly + LU kernel
+(kernels/assemble_numba.FusedSolver), "map"/"lstsq" the fused assembly + normal equations +
+static-pivot LU of N kernel (compiled_map.py). States a kernel cannot vouch for (pivot
+breakdown, singular or undetermined, refinement wanted) are re-solved by the "numpy" reference
+route (NumPy assembly; LU with splu fallback, or MAP with CHOLMOD), which also names the
+undetermined variables.
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from ..batch import state
 from ..problems.plan import Result
 from ..sensors import Gyroscope
 from .solve_exact import ExactSolver
@@ -26,11 +35,15 @@ class SingularStateWarning(RuntimeWarning):
 
 
 def compile_estimation(problem, method="auto", covariances=None, ordering="auto", backend="auto",
-                       map_backend="cholmod", check=True):
+                       map_backend="cholmod", check=True, compiled="auto"):
     """Plan an EstimationProblem once (offline). `check` runs problem.check() first (raises
-    IllPosedError naming undetermined variables)."""
+    IllPosedError naming undetermined variables). map_backend ("cholmod" or "lu") is the
+    reference MAP route's factorization. compiled: "auto" also builds the compiled online route
+    when numba imports and every sensor has a compiled form, True requires it, False skips it."""
     if check:
         problem.check()
+    if compiled not in ("auto", True, False):
+        raise ValueError(f"compiled: expected 'auto', True or False, got {compiled!r}")
     n_rows, n_cols = problem.shape
     if method == "auto":
         method = "exact" if n_rows == n_cols else "lstsq"
@@ -41,27 +54,56 @@ def compile_estimation(problem, method="auto", covariances=None, ordering="auto"
                            ordering="amd" if ordering == "auto" else ordering)
     else:
         raise ValueError(f"method: expected 'auto', 'exact', 'map' or 'lstsq', got {method!r}")
-    return EstimationPlan(problem, solver, covariances)
+    fast = None
+    if compiled is True or (compiled == "auto" and _numba_available() and backend != "numpy"):
+        try:
+            fast = _compiled_route(problem, solver, ordering)
+        except NotImplementedError:
+            if compiled is True:
+                raise
+    return EstimationPlan(problem, solver, covariances, compiled=fast)
+
+
+def _numba_available():
+    import importlib.util
+    return importlib.util.find_spec("numba") is not None
+
+
+def _compiled_route(problem, solver, ordering):
+    """The compiled online route of a planned solver (NotImplementedError naming a sensor whose
+    rows have no compiled form)."""
+    if solver.method == "exact":
+        return solver.compiled(problem)
+    from .compiled_map import CompiledMAP
+    return CompiledMAP(problem, solver, ordering="amd" if ordering == "auto" else ordering)
 
 
 class EstimationPlan:
     """A compiled estimation problem: solve(q, v, readings) for batches of states."""
 
-    def __init__(self, problem, solver, covariances=None):
+    def __init__(self, problem, solver, covariances=None, compiled=None):
         self.problem = problem
         self.model = problem.model
         self.system = problem.system
         self.solver = solver
         self.method = solver.method
+        self.compiled = compiled
         self._covariances = covariances
         self._fallback = None
 
     @property
     def stats(self):
         out = dict(self.solver.stats)
+        if self.compiled is not None and self.method != "exact":
+            out.update({"compiled_" + k: v for k, v in self.compiled.stats.items()})
         out.update(n_rows=self.problem.shape[0], n_cols=self.problem.shape[1],
-                   nnz=self.problem.pattern.nnz, method=self.method)
+                   nnz=self.problem.pattern.nnz, method=self.method, backend=self.backend)
         return out
+
+    @property
+    def backend(self):
+        """The default online route: "numba" (compiled) if it was built, else "numpy"."""
+        return "numpy" if self.compiled is None else "numba"
 
     @property
     def sensors(self):
@@ -73,31 +115,52 @@ class EstimationPlan:
             self._fallback = MAPSolver(self.problem, self._covariances, method="map")
         return self._fallback
 
-    def solve(self, q, v, readings, on_singular="map"):
+    def solve(self, q, v, readings, on_singular="map", backend=None, threads=None):
         """Estimate for one state (q (nq,), v (nv,), readings {name: (size,)}) or a batch.
 
-        on_singular ("map", "nan", "raise"): what an exact plan does with singular states."""
+        on_singular ("map", "nan", "raise"): what an exact plan does with singular states.
+        backend: "numba" (compiled route, the default when built) or "numpy" (reference route);
+        threads: for "numba", how many threads split the batch (default: all of numba's)."""
         if on_singular not in ("map", "nan", "raise"):
             raise ValueError(f"on_singular: expected 'map', 'nan' or 'raise', got {on_singular!r}")
-        values, rhs, kin, single = self.problem.assemble(q, v, readings)
-        undetermined_mask = Pvals = None
-        if self.method == "exact":
-            x, ok = self.solver.solve(values, rhs)
-            bad = np.flatnonzero(~ok)
-            if bad.size:
-                if on_singular == "raise":
-                    from ..errors import SingularModelError
-                    raise SingularModelError(
-                        f"{self.problem.describe()}: [D; D_Y] is numerically singular at batch "
-                        f"indices {bad[:20].tolist()}", batch_indices=bad.tolist())
-                if on_singular == "map":
-                    xm, _, pd, _ = self.fallback().solve(values[bad], rhs[bad])
-                    x[bad] = xm
-                    undetermined_mask = np.zeros(x.shape, bool)
-                    undetermined_mask[bad] = pd
+        backend = self.backend if backend is None else backend
+        if backend not in ("numba", "numpy"):
+            raise ValueError(f"backend: expected 'numba' or 'numpy', got {backend!r}")
+        if backend == "numba" and self.compiled is None:
+            raise ValueError("backend: this plan has no compiled route (compile_estimation("
+                             "..., compiled=True) says why)")
+        model, problem = self.model, self.problem
+        q, vecs, B, single = state(model, q, v=vecs_v(v))
+        v = vecs["v"]
+        single = single and all(np.ndim(r) == 1 for r in (readings or {}).values())
+        readings = problem.check_readings(readings, B)
+        if backend == "numba":
+            threads = _check_threads(threads)
+            y = problem.rows.readings_vector(readings, B)
+            if self.method == "exact":
+                _, x, flag = self.compiled.run(q, v, y, full=True, threads=threads)
+            else:
+                x, flag = self.compiled.run(q, v, y, threads=threads)
+            redo = np.flatnonzero(flag)
+            ok = np.ones(B, dtype=bool)
+            mask = None
         else:
-            x, ok, undetermined_mask, Pvals = self.solver.solve(values, rhs)
-        est = Estimate(self, x, single, ok, undetermined_mask, Pvals, kin, readings)
+            redo = np.arange(B)
+            x, ok, mask = np.empty((B, problem.shape[1])), np.ones(B, dtype=bool), None
+        Pvals = None
+        if redo.size:
+            sub = {k: r[redo] for k, r in readings.items()}
+            values, rhs, _, _ = problem.assemble(q[redo], v[redo], sub)
+            xr, okr, maskr, Pr = self._solve_reference(values, rhs, on_singular, redo)
+            x[redo], ok[redo] = xr, okr
+            if maskr is not None:
+                mask = np.zeros(x.shape, dtype=bool)
+                mask[redo] = maskr
+            if redo.size == B:
+                Pvals = Pr
+        if self.method != "exact" and Pvals is None:
+            Pvals = (lambda: self.solver.normal_values(problem.assemble(q, v, readings)[0]))
+        est = Estimate(self, x, single, ok, mask, Pvals, (q, v), readings)
         if not ok.all():
             what = {"map": "their MAP estimate is regularised by the prior",
                     "nan": "their estimate is NaN"}.get(on_singular, "")
@@ -112,18 +175,53 @@ class EstimationPlan:
                 stacklevel=2)
         return est
 
+    def _solve_reference(self, values, rhs, on_singular, index):
+        """The reference route on assembled states (batch indices `index` of the caller's
+        batch): (x, ok, undetermined mask or None, P values or None)."""
+        undetermined_mask = Pvals = None
+        if self.method == "exact":
+            x, ok = self.solver.solve(values, rhs)
+            bad = np.flatnonzero(~ok)
+            if bad.size:
+                if on_singular == "raise":
+                    from ..errors import SingularModelError
+                    where = index[bad].tolist()
+                    raise SingularModelError(
+                        f"{self.problem.describe()}: [D; D_Y] is numerically singular at batch "
+                        f"indices {where[:20]}", batch_indices=where)
+                if on_singular == "map":
+                    xm, _, pd, _ = self.fallback().solve(values[bad], rhs[bad])
+                    x[bad] = xm
+                    undetermined_mask = np.zeros(x.shape, bool)
+                    undetermined_mask[bad] = pd
+        else:
+            x, ok, undetermined_mask, Pvals = self.solver.solve(values, rhs)
+        return x, ok, undetermined_mask, Pvals
+
+
+def vecs_v(v):
+    if v is None:
+        raise ValueError("v: the joint velocities are needed (zeros for a static state)")
+    return v
+
+
+def _check_threads(threads):
+    from ..problems.plan import Plan
+    return Plan._check_threads(threads)
+
 
 class Estimate(Result):
     """Estimated variables (problems.plan.Result: est["tau"], est["qdd"], est["f", link], ...)
     plus wrench(link), ok (B,) status, undetermined(b), covariance(kind) (MAP), residual(gyro)."""
 
-    def __init__(self, plan, x, single, ok, undetermined_mask, Pvals, kin, readings):
+    def __init__(self, plan, x, single, ok, undetermined_mask, Pvals, state, readings):
         super().__init__(plan, x, single)
         self.ok = ok[0] if single else ok
         self._ok = ok
         self._undetermined_mask = undetermined_mask
-        self._Pvals = Pvals
-        self._kin = kin
+        self._Pvals = Pvals            # (B, nnz_P), or a function computing them on first use
+        self._state = state            # (q, v): kinematics for residual() on first use
+        self._kin = None
         self._readings = readings
 
     def wrench(self, link):
@@ -162,6 +260,8 @@ class Estimate(Result):
         else:
             body = model.frames[link].body
             idx = cols[(kind, body)].indices
+        if callable(self._Pvals):
+            self._Pvals = self._Pvals()
         C = solver.covariance(self._Pvals, idx)
         if link is not None and kind in ("a", "f", "fx"):
             C = C[:, np.r_[3:6, 0:3]][:, :, np.r_[3:6, 0:3]]      # linear-first, body frame
@@ -172,5 +272,8 @@ class Estimate(Result):
         s = self._plan.sensors.get(sensor_name)
         if not isinstance(s, Gyroscope):
             raise KeyError(f"residual: {sensor_name!r} is not a gyroscope of this problem")
+        if self._kin is None:
+            from ..kinematics import forward_kinematics
+            self._kin = forward_kinematics(self._plan.model, *self._state)
         r = self._readings[sensor_name] - s.predict(self._plan.model, self._kin)
         return r[0] if self._single else r

@@ -18,6 +18,10 @@ from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 from ..errors import IllPosedError
 from ..kinematics import forward_kinematics
 
+#: backward error max|A x - b| / (max|A| max|x| + max|b|) above which a solution is not trusted
+#: (a small but nonzero generic pivot): the state is re-solved with partial pivoting
+BACKWARD_TOL = 1e-11
+
 
 def magnitude_matching(problem, rng=0, n_states=3):
     """Mask (nnz,) of one entry per row and column maximising the product of |entry| / column max
@@ -71,6 +75,14 @@ class ExactSolver:
     def stats(self):
         return dict(self.factorization.stats)
 
+    def compiled(self, problem):
+        """The compiled route: assembly of [D; D_Y] fused with this LU program and the same
+        backward-error test (FusedSolver; its broken states go to `solve`)."""
+        from ..kernels.assemble_numba import FusedSolver
+        from .compiled_rows import sensor_assembly
+        return FusedSolver(sensor_assembly(problem), self.factorization.program, [], [],
+                           residual=(self._rows, self._cols, BACKWARD_TOL))
+
     def solve(self, values, rhs):
         """(x (B, n), ok (B,)): x is NaN where ok is False (numerically singular state)."""
         x, ok = self.factorization.solve(values, rhs, return_status=True)
@@ -87,7 +99,7 @@ class ExactSolver:
         _times(np.ascontiguousarray(values), self._rows, self._cols, np.nan_to_num(x), rhs.shape[1], res)
         res -= rhs
         scale = np.abs(values).max(axis=1) * np.abs(x).max(axis=1) + np.abs(rhs).max(axis=1)
-        suspect = np.flatnonzero(ok & ~(np.abs(res).max(axis=1) <= 1e-11 * scale))
+        suspect = np.flatnonzero(ok & ~(np.abs(res).max(axis=1) <= BACKWARD_TOL * scale))
         n = x.shape[1]
         for b in suspect:
             lu = splu(self.factorization.assemble(values[b]))

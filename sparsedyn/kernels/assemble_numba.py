@@ -91,12 +91,14 @@ def _sincos_lanes(qT, row, out):
 @njit(cache=True, error_model="numpy")
 def _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis,
                     TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity,
-                    x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, w, vel, E, r, tmp, vj,
+                    x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, w, vel, E, r, tmp, vj,
                     qT):
     """Write D's state-dependent entries and rhs = [-c, -nu, 0, y] for the states idx (lanes,) into
     w[dest, lane]. vel (N, 6, lanes) body velocities; E (9, .), r (3, .), tmp (9, .), vj (6, .),
-    qT (nq + nv, .) scratch. Spatial vectors angular-first (spatial.py)."""
+    qT (nq + nv, .) scratch. Spatial vectors angular-first (spatial.py). xr: the program's extra
+    rows (AssemblyProgram.bind_extra; empty for the dynamics plans)."""
     N, L = parent.shape[0], w.shape[1]
+    t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest = xr
     # this group's coordinates and velocities as contiguous rows (nq + nv, lanes): every loop
     # below then reads whole rows instead of gathering from the (B, nq) / (B, nv) inputs
     nq = q.shape[1]
@@ -226,8 +228,9 @@ def _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, tra
             w[d3, s] = -(a1 * f2 - a2 * f1)
             w[d4, s] = -(a2 * f0 - a0 * f2)
             w[d5, s] = -(a0 * f1 - a1 * f0)
-        # ---- state-dependent entries of D: E and -E rx (row m of -E rx is r x E[m])
-        if x_ptr[i] < x_ptr[i + 1]:
+        # ---- state-dependent entries of D: E and -E rx (row m of -E rx is r x E[m]); extra
+        # rows' entries are constant combinations of the same 18 components
+        if x_ptr[i] < x_ptr[i + 1] or t_ptr[i] < t_ptr[i + 1]:
             for m in range(3):
                 for s in range(L):
                     r0, r1, r2 = r[0, s], r[1, s], r[2, s]
@@ -243,6 +246,19 @@ def _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, tra
                 else:
                     for s in range(L):
                         w[dest, s] = tmp[src - 9, s]
+            # one destination's terms all belong to this body: zero, then accumulate
+            for e in range(t_ptr[i], t_ptr[i + 1]):
+                dest = t_dest[e]
+                for s in range(L):
+                    w[dest, s] = 0.0
+            for e in range(t_ptr[i], t_ptr[i + 1]):
+                dest, src, c = t_dest[e], t_src[e], t_coef[e]
+                if src < 9:
+                    for s in range(L):
+                        w[dest, s] += c * E[src, s]
+                else:
+                    for s in range(L):
+                        w[dest, s] += c * tmp[src - 9, s]
     for k in range(zero_dest.shape[0]):
         for s in range(L):
             w[zero_dest[k], s] = 0.0
@@ -250,6 +266,12 @@ def _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, tra
         d = y_dest[j]
         for s in range(L):
             w[d, s] = y[idx[s], j]
+    # extra rows' bias, quadratic in one body's velocity: rhs = y - sum c v_b[k] v_b[l]
+    for e in range(q_dest.shape[0]):
+        d, c, k, l_ = q_dest[e], q_coef[e], q_k[e], q_l[e]
+        vb = vel[q_body[e]]
+        for s in range(L):
+            w[d, s] -= c * vb[k, s] * vb[l_, s]
 
 
 @njit(cache=True)
@@ -279,7 +301,8 @@ def lanes_for(n_slots, budget=LANE_BYTES):
 @njit(cache=True, error_model="numpy")
 def _assemble_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                     rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                    i_val, gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, values, rhs):
+                    i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, values,
+                    rhs):
     N, nnz, n_rows = parent.shape[0], values.shape[1], rhs.shape[1]
     w = np.zeros((nnz + n_rows, lanes))            # slots: values entries, then nnz + rhs row
     vel = np.zeros((N, 6, lanes))
@@ -291,11 +314,14 @@ def _assemble_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_
         m = _lane_indices(first, hi, idx)
         _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                         rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                        i_val, gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, w, vel,
+                        i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, w, vel,
                         E, r, tmp, vj, qT)
+        t_dest = xr[1]
         for s in range(m):
             for e in range(x_dest.shape[0]):
                 values[first + s, x_dest[e]] = w[x_dest[e], s]
+            for e in range(t_dest.shape[0]):
+                values[first + s, t_dest[e]] = w[t_dest[e], s]
             for k in range(n_rows):
                 rhs[first + s, k] = w[nnz + k, s]
 
@@ -305,11 +331,12 @@ def assemble_batch(program, q, qd, y, measured_order):
     the measured blocks' values concatenated in measured_order (AssemblyProgram.bind)."""
     q, qd, y = _contiguous(q, qd, y)
     B = q.shape[0]
-    a_dest, f_dest, zero_dest, y_dest = program.bind(program.nnz + np.arange(program.n_rows),
-                                                     measured_order)
+    slots = program.nnz + np.arange(program.n_rows)
+    a_dest, f_dest, zero_dest, y_dest = program.bind(slots, measured_order)
+    xr = program.bind_extra(slots)
     values = np.repeat(program.template[None], B, axis=0)          # constants in place
     rhs = np.empty((B, program.n_rows))
-    _assemble_range(0, B, min(MIN_LANES, B), q, qd, y, y_dest, *program.model_arrays(), a_dest,
+    _assemble_range(0, B, min(MIN_LANES, B), q, qd, y, y_dest, *program.model_arrays(), xr, a_dest,
                     f_dest, zero_dest, values, rhs)
     return values, rhs
 
@@ -324,9 +351,10 @@ def _contiguous(*arrays):
 @njit(cache=True, error_model="numpy")
 def _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                  rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
-                 gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, n_slots, rhs0, col_perm,
+                 gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, n_slots, rhs0,
+                 col_perm,
                  init_slots, init_values, runs, t, a, b, check_of, chk_ptr, chk_entries, chk_const,
-                 tol, out_slot, out, x, broken):
+                 tol, out_slot, out, x, broken, rc):
     N, n = parent.shape[0], col_perm.shape[0]
     full = x.shape[0] > 0
     w = np.zeros((n_slots, lanes))
@@ -338,6 +366,14 @@ def _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_tra
     qT = np.zeros((q.shape[1] + qd.shape[1], lanes))
     bad = np.zeros(lanes, dtype=np.bool_)
     acc = np.zeros(lanes)
+    # optional backward-error check (FusedSolver residual_tol): copies of D's state-dependent
+    # entries and of b, taken before the program overwrites them
+    r_slot, r_row, r_col, c_row, c_col, c_val, r_tol = rc
+    check_res = r_tol.shape[0] > 0
+    nr = r_slot.shape[0] if check_res else 0
+    saved = np.zeros((nr, lanes))
+    bsave = np.zeros((n if check_res else 0, lanes))
+    res = np.zeros((n if check_res else 0, lanes))
     for first in range(lo, hi, lanes):
         m = _lane_indices(first, hi, idx)
         # constants first: slots the program updates in place are re-initialised per group
@@ -347,12 +383,21 @@ def _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_tra
                 w[init_slots[k], s] = v0
         _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                         rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                        i_val, gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, w, vel,
+                        i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, w, vel,
                         E, r, tmp, vj, qT)
         lane_scales(w, chk_ptr, chk_entries, chk_const, scale)
+        for k in range(nr):
+            for s in range(lanes):
+                saved[k, s] = w[r_slot[k], s]
+        for k in range(bsave.shape[0]):
+            for s in range(lanes):
+                bsave[k, s] = w[rhs0 + k, s]
         for s in range(lanes):
             bad[s] = False
         run_lanes(w, runs, t, a, b, check_of, scale, tol, bad)
+        if check_res:
+            _residual_check(w, rhs0, saved, r_row, r_col, c_row, c_col, c_val, bsave, res,
+                            r_tol[0], acc, bad)
         # x - x is 0 for finite x and NaN for inf/NaN: one vectorised sweep per solution slot
         for s in range(lanes):
             acc[s] = 0.0
@@ -370,12 +415,45 @@ def _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_tra
             broken[first + s] = bad[s]
 
 
+@njit(cache=True, error_model="numpy")
+def _residual_check(w, rhs0, saved, r_row, r_col, c_row, c_col, c_val, bsave, res, tol, amax,
+                    bad):
+    """bad[s] |= max|D x - b| > tol (max|D| max|x| + max|b|) (backward error of the solve);
+    rows in the program's permuted order, columns as solution slots, x read from w."""
+    lanes = w.shape[1]
+    n = bsave.shape[0]
+    for s in range(lanes):
+        amax[s] = 0.0
+    for k in range(n):
+        for s in range(lanes):
+            res[k, s] = -bsave[k, s]
+    for e in range(c_row.shape[0]):
+        i, j, c = c_row[e], c_col[e], c_val[e]
+        for s in range(lanes):
+            res[i, s] += c * w[j, s]
+            amax[s] = max(amax[s], abs(c))
+    for e in range(r_row.shape[0]):
+        i, j = r_row[e], r_col[e]
+        for s in range(lanes):
+            res[i, s] += saved[e, s] * w[j, s]
+            amax[s] = max(amax[s], abs(saved[e, s]))
+    for s in range(lanes):
+        xm, bm, rm = 0.0, 0.0, 0.0
+        for k in range(n):
+            xm = max(xm, abs(w[rhs0 + k, s]))
+            bm = max(bm, abs(bsave[k, s]))
+            rm = max(rm, abs(res[k, s]))
+        if not rm <= tol * (amax[s] * xm + bm):
+            bad[s] = True
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def _fused_parallel(groups, B, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                     rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                    i_val, gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, n_slots, rhs0,
+                    i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, n_slots,
+                    rhs0,
                     col_perm, init_slots, init_values, runs, t, a, b, check_of, chk_ptr,
-                    chk_entries, chk_const, tol, out_slot, out, x, broken):
+                    chk_entries, chk_const, tol, out_slot, out, x, broken, rc):
     # one contiguous range of whole lane groups per thread: work arrays are allocated once each
     n_groups = (B + lanes - 1) // lanes
     per = (n_groups + groups - 1) // groups
@@ -385,23 +463,24 @@ def _fused_parallel(groups, B, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q,
         if lo < hi:
             _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans,
                          trans_q, rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr,
-                         i_row, i_col, i_val, gravity, x_ptr, x_dest, x_src, a_dest, f_dest,
+                         i_row, i_col, i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest,
                          zero_dest, n_slots, rhs0, col_perm, init_slots, init_values, runs, t, a,
                          b, check_of, chk_ptr, chk_entries, chk_const, tol, out_slot, out, x,
-                         broken)
+                         broken, rc)
 
 
 @njit(cache=True, error_model="numpy")
 def _fused_serial(B, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis,
                   TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity,
-                  x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, n_slots, rhs0, col_perm,
+                  x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, n_slots, rhs0, col_perm,
                   init_slots, init_values, runs, t, a, b, check_of, chk_ptr, chk_entries,
-                  chk_const, tol, out_slot, out, x, broken):
+                  chk_const, tol, out_slot, out, x, broken, rc):
     _fused_range(0, B, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                  rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
-                 gravity, x_ptr, x_dest, x_src, a_dest, f_dest, zero_dest, n_slots, rhs0, col_perm,
+                 gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, n_slots, rhs0,
+                 col_perm,
                  init_slots, init_values, runs, t, a, b, check_of, chk_ptr, chk_entries,
-                 chk_const, tol, out_slot, out, x, broken)
+                 chk_const, tol, out_slot, out, x, broken, rc)
 
 
 class FusedSolver:
@@ -410,7 +489,8 @@ class FusedSolver:
     measured_order: the measured blocks in the order of the columns of run's y;
     out_columns: natural column indices of D whose solution values `run` returns (in order)."""
 
-    def __init__(self, assembly, lu_program, measured_order, out_columns, lanes=None):
+    def __init__(self, assembly, lu_program, measured_order, out_columns, lanes=None,
+                 residual=None):
         from .lu_numba import lane_checks
         from .lu_numpy import runs
         p = lu_program
@@ -423,6 +503,7 @@ class FusedSolver:
         inv_col[p.col_perm] = np.arange(n)
         self.a_dest, self.f_dest, self.zero_dest, self.y_dest = assembly.bind(p.rhs0 + inv_row,
                                                                               measured_order)
+        self.xr = assembly.bind_extra(p.rhs0 + inv_row)
         loaded = np.zeros(p.nnz, dtype=bool)
         loaded[p.load_entries] = True
         if not loaded[assembly.dynamic_index].all():
@@ -438,6 +519,23 @@ class FusedSolver:
         self.runs = runs(p)
         self.program, self.assembly = p, assembly
         self.lanes = lanes_for(p.n_slots) if lanes is None else int(lanes)
+        self.rc = self._residual_arrays(residual, inv_row, inv_col)
+
+    def _residual_arrays(self, residual, inv_row, inv_col):
+        """residual = (rows, cols, tol) of D's CSC entries: states whose backward error
+        max|D x - b| / (max|D| max|x| + max|b|) exceeds tol are reported broken."""
+        z = np.zeros(0, dtype=np.int64)
+        if residual is None:
+            return (z, z, z, z, z, np.zeros(0), np.zeros(0))
+        rows, cols, tol = residual
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        dyn = np.asarray(self.assembly.dynamic_index, dtype=np.int64)
+        const = np.setdiff1d(np.arange(rows.size), dyn)
+        const = const[self.assembly.template[const] != 0.0]
+        rhs0 = self.program.rhs0
+        return (dyn, inv_row[rows[dyn]], rhs0 + inv_col[cols[dyn]], inv_row[rows[const]],
+                rhs0 + inv_col[cols[const]], self.assembly.template[const].astype(float),
+                np.array([float(tol)]))
 
     def run(self, q, qd, y, full=False, threads=1):
         """(out (B, n_out), x (B, n) or None, broken (B,) bool) for checked, batched q, qd and the
@@ -449,10 +547,11 @@ class FusedSolver:
         out = np.empty((B, self.out_slot.size))
         x = np.empty((B, p.n)) if full else np.empty((0, p.n))
         broken = np.zeros(B, dtype=np.bool_)
-        args = (q, qd, y, self.y_dest, *self.assembly.model_arrays(), self.a_dest, self.f_dest,
+        args = (q, qd, y, self.y_dest, *self.assembly.model_arrays(), self.xr, self.a_dest,
+                self.f_dest,
                 self.zero_dest, p.n_slots, p.rhs0, p.col_perm, self.init_slots, self.init_values,
                 self.runs, p.op_t, p.op_a, p.op_b, self.check_of, self.chk_ptr, self.chk_entries,
-                self.chk_const, p.tol, self.out_slot, out, x, broken)
+                self.chk_const, p.tol, self.out_slot, out, x, broken, self.rc)
         threads = max(1, int(threads))
         lanes = max(1, min(self.lanes, -(-B // threads)))      # small batches: one group a thread
         groups = min(threads, (B + lanes - 1) // lanes)

@@ -19,6 +19,11 @@ Per body i (parent(i) < i) it records
     every measured block (y).
 Constant entries of D are not part of the program: they are the system's template (written once).
 
+A peer that appends rows to D (sensor rows of an estimation problem) embeds the program in its
+larger pattern (`embed`) with an ExtraRows section: entries that are constant combinations of a
+body's 18 transform components (e.g. M (jX_lambda(j))^T), right-hand sides read from y, and
+biases quadratic in one body's velocity; the same kernel writes them (assemble_numba).
+
 Preconditions: a NewtonEulerSystem (constant S per joint, parent(i) < i).
 """
 from __future__ import annotations
@@ -44,6 +49,36 @@ def _sparse_rows(mats, cols_of=None):
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
     return (np.asarray(ptr, dtype=np.int64), cat(rows, np.int64), cat(cols, np.int64),
             cat(vals, np.float64))
+
+
+class ExtraRows:
+    """Rows appended to a NewtonEulerSystem's D (natural rows n_rows_D.. of a larger system).
+
+    t_*: value slots (CSC positions in the larger pattern) that are sum_k coef_k * X_body[src_k]
+         with X_body the compact form [E (9), -E rx (9)] of body's joint transform; every term of
+         one slot belongs to one body;
+    y_rows: natural rows whose right-hand side is read from y (appended after the measured
+         blocks' values, in this order);
+    q_*: rhs[row] -= coef * v_body[k] * v_body[l] (body velocities, angular-first)."""
+
+    def __init__(self, nbodies, t_body=(), t_dest=(), t_src=(), t_coef=(), y_rows=(), q_row=(),
+                 q_body=(), q_k=(), q_l=(), q_coef=()):
+        ints = (lambda a: np.asarray(a, dtype=np.int64).reshape(-1))
+        t_body = ints(t_body)
+        order = np.argsort(t_body, kind="stable")
+        self.t_ptr = np.searchsorted(t_body[order], np.arange(nbodies + 1)).astype(np.int64)
+        self.t_dest, self.t_src = ints(t_dest)[order], ints(t_src)[order]
+        self.t_coef = np.asarray(t_coef, dtype=float).reshape(-1)[order]
+        if self.t_src.size and (self.t_src.min() < 0 or self.t_src.max() >= 18):
+            raise ValueError("t_src: transform components are 0..17")
+        self.y_rows = ints(y_rows)
+        self.q_row, self.q_body = ints(q_row), ints(q_body)
+        self.q_k, self.q_l = ints(q_k), ints(q_l)
+        self.q_coef = np.asarray(q_coef, dtype=float).reshape(-1)
+
+    @property
+    def dynamic_slots(self):
+        return np.unique(self.t_dest)
 
 
 class AssemblyProgram:
@@ -121,20 +156,41 @@ class AssemblyProgram:
         self.measured_rows = {key: rows[("y_" + key[0], key[1])].indices.astype(np.int64)
                               for key in system.measured}
         self.template = system._template
+        self.extra = ExtraRows(N)
+
+    def embed(self, entry_map, template, n_rows, extra):
+        """This program inside a larger system whose first n_rows_D rows are D's (same numbering):
+        entry_map (nnz_D,) the CSC position of each of D's entries in the larger pattern, template
+        its constants (nnz,), n_rows its row count, extra (ExtraRows) the rows beyond D's."""
+        import copy
+        out = copy.copy(self)
+        entry_map = np.asarray(entry_map, dtype=np.int64)
+        out.x_dest = entry_map[self.x_dest]
+        out.dynamic_index = np.union1d(entry_map[self.dynamic_index], extra.dynamic_slots)
+        out.template = np.asarray(template, dtype=float)
+        out.nnz, out.n_rows, out.extra = out.template.size, int(n_rows), extra
+        return out
 
     def bind(self, row_slot, measured_order):
         """Destinations for a kernel: row_slot (n_rows,) maps natural rhs rows to slots;
         measured_order lists the measured keys in the order their values are concatenated in the
-        kernel's y input. Returns (a_dest (N, 6), f_dest (N, 6), zero_dest, y_dest)."""
+        kernel's y input (the extra rows' y_rows follow them). Returns (a_dest (N, 6),
+        f_dest (N, 6), zero_dest, y_dest)."""
         row_slot = np.asarray(row_slot, dtype=np.int64)
         missing = set(self.measured_rows) - set(measured_order)
         if missing:
             raise ValueError(f"measured_order: no place for the measured blocks {sorted(missing)}")
-        y_rows = [self.measured_rows[key] for key in measured_order]
-        y_rows = np.concatenate(y_rows) if y_rows else np.zeros(0, np.int64)
+        y_rows = [self.measured_rows[key] for key in measured_order] + [self.extra.y_rows]
+        y_rows = np.concatenate(y_rows)
         covered = np.concatenate([self.a_rows.ravel(), self.f_rows.ravel(), self.zero_rows, y_rows])
         assert np.array_equal(np.sort(covered), np.arange(self.n_rows)), "every rhs row once"
         return row_slot[self.a_rows], row_slot[self.f_rows], row_slot[self.zero_rows], row_slot[y_rows]
+
+    def bind_extra(self, row_slot):
+        """The extra rows' arrays for a kernel (its `xr` argument), rhs rows mapped by row_slot."""
+        x = self.extra
+        return (x.t_ptr, x.t_dest, x.t_src, x.t_coef, x.q_body, x.q_k, x.q_l, x.q_coef,
+                np.asarray(row_slot, dtype=np.int64)[x.q_row])
 
     def model_arrays(self):
         """The constant per-body arrays, in the order the kernels take them."""

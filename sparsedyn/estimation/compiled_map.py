@@ -1,0 +1,96 @@
+"""The compiled online route of MAP / weighted least-squares estimation (solve_map.py's equations,
+kernels/normal_numba.py's kernel): offline, N's pattern and the product program (the entry pairs
+of solve_map.NormalEquations), a static-pivot LU plan of N (sparsedyn.planner, diagonal pivots:
+N = A^T W A + diag(p) is SPD) and the sensor rows' assembly program; online, one pass per batch.
+
+One factorization per state: the refinement step reuses it (a substitution), and its pivots
+flag the states whose measurements leave a direction undetermined. Those states, and any whose
+static pivot breaks down, are re-solved by the reference MAPSolver (CHOLMOD, its refinement step
+and its identifiability probe), which also names the undetermined variables.
+
+Preconditions: a MAPSolver of the same problem (its weights, prior and NormalEquations).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .compiled_rows import sensor_assembly
+
+#: pivot test: d_j - p_j <= UNDETERMINED_TOL (N_jj - p_j) flags an undetermined direction. With a
+#: likelihood null vector u (L u = 0) the pivot of its last-eliminated variable j is at most
+#: u^T diag(p) u / u_j^2 (the prior alone); a determined state keeps d_j - p_j >= the smallest
+#: eigenvalue of L scaled by its diagonal, i.e. above the reference probe's ~1e-9 threshold
+UNDETERMINED_TOL = 1e-9
+
+
+def _lookup(csc, r, c):
+    from .solve_map import _lookup as lookup
+    return lookup(csc, np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64))
+
+
+class CompiledMAP:
+    """Fused assembly + normal equations + static-pivot LU of N for a batch of states."""
+
+    def __init__(self, problem, reference, ordering="amd"):
+        from ..kernels.assemble_numba import lanes_for
+        from ..kernels.lu_numba import lane_checks
+        from ..kernels.lu_numpy import RECIP, split_runs
+        from ..planner import plan_factorization
+        self.problem, self.reference = problem, reference
+        normal = reference.normal
+        Np = normal.pattern
+        n = Np.shape[0]
+        is_diag = np.zeros(Np.nnz, dtype=bool)
+        is_diag[normal.diag] = True
+        self.factorization = plan_factorization(Np, is_diag, ordering=ordering)
+        p = self.factorization.program
+        if not np.array_equal(np.sort(p.load_entries), np.arange(Np.nnz)):
+            raise AssertionError("the LU plan of N must load every entry (no constants)")
+        if not p.split:
+            raise AssertionError("the LU plan of N must split factorization and substitution")
+        if not np.array_equal(p.row_perm, p.col_perm):
+            raise AssertionError("the LU plan of N must pivot on the diagonal")
+        recips = np.flatnonzero(p.op_code == RECIP)
+        piv_slot = np.full(n, -1, dtype=np.int64)
+        piv_slot[p.row_perm[p.op_b[recips]]] = p.op_t[recips]
+        if (piv_slot < 0).any() or recips.size != n:
+            raise AssertionError("the LU plan of N must have one reciprocal pivot per variable")
+        self.assembly = sensor_assembly(problem)
+        m, nA = problem.shape[0], problem.pattern.nnz
+        rows = nA + np.arange(m)
+        a_dest, f_dest, zero_dest, y_dest = self.assembly.bind(rows, [])
+        xr = self.assembly.bind_extra(rows)
+        a_const = np.setdiff1d(np.arange(nA), self.assembly.dynamic_index)
+        cols = np.repeat(np.arange(n), np.diff(Np.indptr))
+        lower = np.flatnonzero(Np.indices > cols)
+        inv = np.empty(n, dtype=np.int64)
+        inv[p.row_perm] = np.arange(n)
+        self._bound = (y_dest, *self.assembly.model_arrays(), *xr, a_dest, f_dest, zero_dest,
+                       a_const, self.assembly.template[a_const], normal.rows, normal.cols,
+                       np.ascontiguousarray(reference.weights),
+                       np.ascontiguousarray(reference.prior_precision),
+                       np.ascontiguousarray(reference.prior_precision * reference.prior_mean),
+                       normal.e1, normal.e2, np.ascontiguousarray(reference.weights[normal.prow]),
+                       normal.t1, lower, _lookup(Np, cols[lower], Np.indices[lower]), normal.diag,
+                       (p.rhs0 + inv).astype(np.int64), p.n_slots, p.rhs0, p.col_perm,
+                       *split_runs(p),
+                       p.op_t, p.op_a, p.op_b, *lane_checks(p), p.tol, piv_slot,
+                       UNDETERMINED_TOL)
+        self.lanes = lanes_for(p.n_slots + nA + m)
+        self.n = n
+
+    @property
+    def stats(self):
+        return {"lu_" + k: v for k, v in self.factorization.stats.items()}
+
+    def run(self, q, v, y, threads=1):
+        """(x (B, n), flag (B,) int: 0 solved, 1 pivot breakdown, 2 undetermined direction)
+        for checked q (B, nq), v (B, nv), readings y (B, n_sensor_rows)."""
+        from ..kernels.normal_numba import run_map
+        q, v, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, v, y))
+        B = q.shape[0]
+        x = np.empty((B, self.n))
+        flag = np.zeros(B, dtype=np.int64)
+        b = self._bound
+        run_map((q, v, y) + b + (x, flag), B, self.lanes, threads)
+        return x, flag

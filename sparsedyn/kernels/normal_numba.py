@@ -1,0 +1,178 @@
+"""Compiled online phase of MAP / weighted least-squares estimation (seed 001, Sec. VI, eq. 17 in
+BERDY's Gaussian form): per group of `lanes` states, in one pass that stays in cache,
+  1. assemble A = [D; D_Y] and r = [b; y - b_Y] with the assembly kernel (assemble_numba's
+     _assemble_lanes driven by an embedded AssemblyProgram) into wA (slots: A's CSC entries, then
+     A's rows);
+  2. form the normal matrix N = A^T W A + diag(p) and g = A^T W r + p mu straight into the LU
+     program's work array wN (slot e = N's CSC entry e) from the offline product program: for
+     each pair k, N[pt_k] += pw_k A[pe1_k] A[pe2_k] (upper triangle), then the lower triangle is
+     mirrored; g by the column sums of A;
+  3. run the static-pivot LU program of N (lu_numba.run_lanes; diagonal pivots in a symmetric
+     fill-reducing order, safe since N is SPD);
+  4. one refinement step on the un-squared residual, dx = N^-1 (A^T W (r - A x) + p (mu - x)),
+     by the program's substitution part only (as the reference MAPSolver's step);
+  5. flag states for the caller's reference route: a failed pivot check or a non-finite x (1);
+     a pivot that the likelihood hardly contributes to, d_j - p_j <= sing_tol (N_jj - p_j), i.e.
+     a direction the measurements do not determine (2).
+
+Preconditions: the extra rows' section (AssemblyProgram.bind_extra) passed as 9 flat arrays; the
+AssemblyProgram's rows bound to slots nnz_A + row (assemble_batch's layout);
+the LU program planned on N's pattern with all entries loaded (no constant values), split
+into factorization and substitution (runs_f, runs_s: lu_numpy.split_runs); arrays
+C-contiguous.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .assemble_numba import _assemble_lanes, _lane_indices
+from .lu_numba import lane_scales, run_lanes
+
+OK, BROKEN, UNDETERMINED = 0, 1, 2
+
+
+@njit(cache=True, error_model="numpy")
+def _map_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+               rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
+               gravity, x_ptr, x_dest, x_src, t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l,
+               q_coef, q_dest, a_dest, f_dest, zero_dest, a_const, a_tpl,
+               a_rows, a_cols, row_w, prior_p, prior_pmu, pe1, pe2, pw, pt, mir_dst, mir_src,
+               diag, g_slot, n_slots, rhs0, col_perm, runs_f, runs_s, t, a, b, check_of, chk_ptr,
+               chk_entries, chk_const, tol, piv_slot, sing_tol, x, flag):
+    N, nA, m, n = parent.shape[0], a_rows.shape[0], row_w.shape[0], prior_p.shape[0]
+    # the extra rows' arrays arrive flat: parallel regions take no nested tuples
+    xr = (t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest)
+    wA = np.zeros((nA + m, lanes))
+    for k in range(a_const.shape[0]):              # A's constants: never overwritten
+        v0 = a_tpl[k]
+        for s in range(lanes):
+            wA[a_const[k], s] = v0
+    w = np.zeros((n_slots, lanes))
+    vel = np.zeros((N, 6, lanes))
+    E, r, tmp, vj = (np.zeros((9, lanes)), np.zeros((3, lanes)), np.zeros((9, lanes)),
+                     np.zeros((6, lanes)))
+    scale = np.zeros((chk_const.shape[0], lanes))
+    idx = np.zeros(lanes, dtype=np.int64)
+    qT = np.zeros((q.shape[1] + qd.shape[1], lanes))
+    bad = np.zeros(lanes, dtype=np.bool_)
+    ldiag = np.zeros((n, lanes))
+    xs = np.zeros((n, lanes))
+    res = np.zeros((m, lanes))
+    grad = np.zeros((n, lanes))
+    for first in range(lo, hi, lanes):
+        cnt = _lane_indices(first, hi, idx)
+        _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+                        rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
+                        i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, wA,
+                        vel, E, r, tmp, vj, qT)
+        # ---- N = A^T W A + diag(p): upper triangle from the pairs, then the mirror
+        for k in range(n_slots):
+            for s in range(lanes):
+                w[k, s] = 0.0
+        for k in range(pe1.shape[0]):
+            d, e1, e2, c = pt[k], pe1[k], pe2[k], pw[k]
+            for s in range(lanes):
+                w[d, s] += c * wA[e1, s] * wA[e2, s]
+        for j in range(n):
+            d, p0 = diag[j], prior_p[j]
+            for s in range(lanes):
+                ldiag[j, s] = w[d, s]                 # the likelihood's diagonal (for the test)
+                w[d, s] += p0
+        for k in range(mir_dst.shape[0]):
+            d, src = mir_dst[k], mir_src[k]
+            for s in range(lanes):
+                w[d, s] = w[src, s]
+        # ---- g = A^T W r + p mu, in the program's permuted rhs slots
+        for e in range(nA):
+            row = a_rows[e]
+            d, c, rr = g_slot[a_cols[e]], row_w[row], nA + row
+            for s in range(lanes):
+                w[d, s] += wA[e, s] * (wA[rr, s] * c)
+        for j in range(n):
+            d, c = g_slot[j], prior_pmu[j]
+            for s in range(lanes):
+                w[d, s] += c
+        # ---- static-pivot LU of N and both substitutions
+        lane_scales(w, chk_ptr, chk_entries, chk_const, scale)
+        for s in range(lanes):
+            bad[s] = False
+        run_lanes(w, runs_f, t, a, b, check_of, scale, tol, bad)
+        run_lanes(w, runs_s, t, a, b, check_of, scale, tol, bad)
+        for k in range(n):
+            j = col_perm[k]
+            for s in range(lanes):
+                v = w[rhs0 + k, s]
+                xs[j, s] = v
+                if not np.isfinite(v):
+                    bad[s] = True
+        # ---- one refinement step on the un-squared residual (as the reference MAPSolver):
+        # dx = N^-1 (A^T W (r - A x) + p (mu - x)); the normal equations square A's condition
+        # number and N x = g's own backward error does not see that loss, so the step is
+        # always taken; the split program makes it one more substitution
+        for i in range(m):
+            for s in range(lanes):
+                res[i, s] = wA[nA + i, s]
+        for e in range(nA):
+            i, j = a_rows[e], a_cols[e]
+            for s in range(lanes):
+                res[i, s] -= wA[e, s] * xs[j, s]
+        for j in range(n):
+            c0, c1 = prior_pmu[j], prior_p[j]
+            for s in range(lanes):
+                grad[j, s] = c0 - c1 * xs[j, s]
+        for e in range(nA):
+            i, j = a_rows[e], a_cols[e]
+            c = row_w[i]
+            for s in range(lanes):
+                grad[j, s] += wA[e, s] * (res[i, s] * c)
+        for j in range(n):
+            d = g_slot[j]
+            for s in range(lanes):
+                w[d, s] = grad[j, s]
+        run_lanes(w, runs_s, t, a, b, check_of, scale, tol, bad)
+        for k in range(n):
+            j = col_perm[k]
+            for s in range(lanes):
+                xs[j, s] += w[rhs0 + k, s]
+        for s in range(cnt):
+            f = OK
+            if bad[s]:
+                f = BROKEN
+            else:
+                # d_j = 1 / w[piv_slot]: the pivot of variable j (its Schur complement)
+                for j in range(n):
+                    if 1.0 / w[piv_slot[j], s] - prior_p[j] <= sing_tol * ldiag[j, s]:
+                        f = UNDETERMINED
+                        break
+            flag[first + s] = f
+            for j in range(n):
+                x[first + s, j] = xs[j, s]
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _map_parallel(groups, B, lanes, *args):
+    # one contiguous range of whole lane groups per thread (as assemble_numba._fused_parallel)
+    n_groups = (B + lanes - 1) // lanes
+    per = (n_groups + groups - 1) // groups
+    for g in prange(groups):
+        lo = min(B, g * per * lanes)
+        hi = min(B, (g + 1) * per * lanes)
+        if lo < hi:
+            _map_range(lo, hi, lanes, *args)
+
+
+@njit(cache=True, error_model="numpy")
+def _map_serial(B, lanes, *args):
+    _map_range(0, B, lanes, *args)
+
+
+def run_map(args, B, lanes, threads):
+    """Run the kernel on a batch of B states: `args` as _map_range takes them after `lanes`."""
+    threads = max(1, int(threads))
+    lanes = max(1, min(lanes, -(-B // threads)))
+    groups = min(threads, (B + lanes - 1) // lanes)
+    if groups > 1:
+        _map_parallel(groups, B, lanes, *args)
+    else:
+        _map_serial(B, lanes, *args)

@@ -1,0 +1,213 @@
+"""The compiled online route of estimation (sensor rows in the assembly program, fused LU for the
+exact route, fused normal equations + static-pivot LU for MAP / least squares) against the
+PINOCCHIO ground truth (pin_sensors.PinTruth, as tests/test_estimation.py) and against the
+reference route (backend="numpy": NumPy assembly, planner LU with splu fallback, CHOLMOD MAP) on
+the humanoid (ankle F/T, joint accelerations, accelerometer) and iCub (its six F/T sensors);
+batched, single, one and all threads; singular states still flagged; bad input."""
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from oracles import pin_model, rel_err, robot_urdf
+from pin_sensors import PinTruth, robot_and_pin
+from sparsedyn import sensors as S
+from sparsedyn.estimation import EstimationProblem, SingularStateWarning, compile_estimation
+from sparsedyn.models import serial_chain
+from test_estimation import FEET, TOL, _assert_truth, _overdetermined, _readings, _slippery
+
+SAME = 1e-12          # compiled against the reference route: same equations, other rounding
+ICUB_LINKS = ["chest", "l_hand", "r_hand", "l_lower_leg", "r_lower_leg", "l_foot", "r_foot"]
+
+
+def _icub_fts(model):
+    return [n for n, f in model.joint_frames.items() if n.endswith("ft_sensor")]
+
+
+def _both_routes(plan, truth, readings, threads=(1, 2)):
+    """Compiled estimates (one per thread count) after checking them against the reference."""
+    ref = plan.solve(truth.q, truth.v, readings, backend="numpy")
+    out = []
+    for th in threads:
+        est = plan.solve(truth.q, truth.v, readings, backend="numba", threads=th)
+        assert est.ok.tolist() == ref.ok.tolist()
+        assert rel_err(est.vector, ref.vector) < SAME
+        out.append(est)
+    return out
+
+
+def _single(plan, truth, readings, b):
+    return plan.solve(truth.q[b], truth.v[b], {k: v[b] for k, v in readings.items()})
+
+
+def test_humanoid_exact_compiled():
+    model, pm = robot_and_pin("humanoid")
+    links = FEET + ["chest"]
+    truth = PinTruth.random(model, pm, np.random.default_rng(10), 9, links)
+    problem = EstimationProblem(model, [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
+                                        S.ForceTorque("r_foot_ft_sensor")], unknown_wrenches=links)
+    plan = compile_estimation(problem)
+    assert plan.method == "exact" and plan.backend == "numba"
+    readings = _readings(problem, truth)
+    for est in _both_routes(plan, truth, readings):
+        _assert_truth(est, truth, links)
+    one = _single(plan, truth, readings, 4)
+    assert one["tau"].shape == (model.nv,) and rel_err(one["tau"], truth.tau[4]) < TOL
+    assert rel_err(one.wrench("chest"), truth.f_ext["chest"][4]) < TOL
+
+
+def test_humanoid_lstsq_compiled():
+    """Ankle F/T + qdd + accelerometer (a bias quadratic in the body velocity) + gyroscope."""
+    model, truth, problem = _overdetermined(B=7, seed=11)
+    plan = compile_estimation(problem, method="lstsq")
+    assert plan.backend == "numba"
+    readings = _readings(problem, truth)
+    for est in _both_routes(plan, truth, readings):
+        _assert_truth(est, truth, FEET)
+        assert np.abs(est.residual("imu_link_gyro")).max() < 1e-9
+    one = _single(plan, truth, readings, 2)
+    assert rel_err(one["tau"], truth.tau[2]) < TOL
+
+
+def test_humanoid_map_compiled_matches_dense_numpy():
+    """MAP with noisy readings: the dense NumPy posterior mean and covariance (as
+    tests/test_estimation.py), and the reference route."""
+    model, truth, problem = _overdetermined(B=6, seed=16)
+    rng = np.random.default_rng(17)
+    readings = {k: v + rng.normal(size=v.shape) * 0.05 for k, v in _readings(problem, truth).items()}
+    cov = {"dynamics": 1e-6, "qdd": 1e-2, "l_foot_ft_sensor": 0.5, "r_foot_ft_sensor": 0.5,
+           "imu_link_acc": 0.1, "prior": {"tau": 1e3, "fx": 1e4, "a": 1e2, "f": 1e4, "qdd": 1e2}}
+    plan = compile_estimation(problem, method="map", covariances=cov)
+    values, rhs, _, _ = problem.assemble(truth.q, truth.v, readings)
+    A = problem.dense(values)
+    var = np.full(problem.shape[0], cov["dynamics"])
+    for s in problem.rows.sensors:
+        sl = problem.rows.row_slices[s.name]
+        m0 = problem.n_dynamics_rows
+        var[m0 + sl.start:m0 + sl.stop] = cov.get(s.name, 1e-4)     # 1e-4: the default variance
+    prior = np.concatenate([np.full(blk.size, cov["prior"][blk.kind])
+                            for blk in problem.columns.blocks])
+    tau_cols = np.concatenate([problem.columns[("tau", i)].indices for i in range(model.nbodies)])
+    for est in _both_routes(plan, truth, readings):
+        for b in range(A.shape[0]):
+            P = np.diag(1 / prior) + A[b].T @ (A[b] / var[:, None])
+            x_ref = np.linalg.solve(P, A[b].T @ (rhs[b] / var))
+            assert rel_err(est.vector[b], x_ref) < 1e-7
+            C_ref = np.linalg.inv(P)[np.ix_(tau_cols, tau_cols)]
+            assert rel_err(est.covariance("tau")[b], C_ref) < 1e-7
+    one = _single(plan, truth, readings, 2)
+    assert rel_err(one["tau"], est["tau"][2]) < SAME
+
+
+def test_icub_exact_compiled_with_its_six_ft_sensors():
+    model, pm = robot_and_pin("icub")
+    fts = _icub_fts(model)
+    truth = PinTruth.random(model, pm, np.random.default_rng(12), 6, ICUB_LINKS, scale=10.0)
+    problem = EstimationProblem(model, [S.JointAccelerations()] + [S.ForceTorque(j) for j in fts],
+                                unknown_wrenches=ICUB_LINKS)
+    plan = compile_estimation(problem)
+    assert plan.method == "exact" and plan.backend == "numba"
+    readings = _readings(problem, truth)
+    for est in _both_routes(plan, truth, readings):
+        _assert_truth(est, truth, ICUB_LINKS)
+        for j in ("l_knee", "r_elbow"):
+            assert rel_err(est["f", model.link_names[model.joint_index(j)]],
+                           truth.joint_wrench(j)) < TOL
+    one = _single(plan, truth, readings, 1)
+    assert rel_err(one["tau"], truth.tau[1]) < TOL
+
+
+def test_icub_fixed_base_map_compiled():
+    """The BERDY comparison's setting (tests/test_estimation.py) and weighted least squares on
+    the compiled route."""
+    path = robot_urdf("icub")
+    model = sd.load_urdf(path)
+    pm = pin_model(path)
+    fts = _icub_fts(model)
+    problem = EstimationProblem(model, [S.JointAccelerations()] + [S.ForceTorque(j) for j in fts],
+                                unknown_wrenches=["l_foot"])
+    truth = PinTruth.random(model, pm, np.random.default_rng(13), 5, ["l_foot"], scale=10.0)
+    readings = _readings(problem, truth)
+    cov = {"dynamics": 1e-8, "qdd": 1e-6, "prior": 1e4, **{j: 1e-6 for j in fts}}
+    est_map = _both_routes(compile_estimation(problem, method="map", covariances=cov), truth,
+                           readings)[0]
+    assert est_map.ok.all()        # (its distance to the truth is the prior's bias: BERDY test)
+    # least squares through the normal equations (both routes) is ~4e-8 from the truth here: the
+    # truth is checked on the exact route (above) and on the humanoid
+    plan = compile_estimation(problem, method="lstsq")
+    est = _both_routes(plan, truth, readings)[0]
+    assert est.ok.all()
+    one = _single(plan, truth, readings, 3)
+    assert rel_err(one.vector, est.vector[3]) < SAME
+
+
+@pytest.mark.parametrize("method", ["lstsq", "map"])
+def test_compiled_map_flags_flat_parallel_feet(method):
+    """Slippery floor with both soles flat and parallel (tests/test_estimation.py's states): the
+    pivots of N flag state 0; the reference route then names the undetermined wrenches."""
+    model, pm = robot_and_pin("humanoid")
+    truth = PinTruth.random(model, pm, np.random.default_rng(5), 4, FEET, tangential_free=FEET)
+    q = truth.q.copy()
+    q[0] = model.neutral_configuration()
+    truth = PinTruth(model, pm, q, truth.v, truth.tau, truth.f_ext)
+    problem = _slippery(model)
+    plan = compile_estimation(problem, method=method)
+    readings = _readings(problem, truth)
+    y = problem.rows.readings_vector(problem.check_readings(readings, 4), 4)
+    _, flag = plan.compiled.run(truth.q, truth.v, y)
+    assert (flag != 0).tolist() == [True, False, False, False]    # pivot breakdown or test
+    with pytest.warns(SingularStateWarning, match="batch indices \\[0\\]"):
+        est = plan.solve(truth.q, truth.v, readings)
+    assert est.ok.tolist() == [False, True, True, True]
+    assert {"fx[l_sole]", "fx[r_sole]"} <= set(est.undetermined(0))
+    ref = plan.solve(truth.q, truth.v, readings, backend="numpy")
+    assert rel_err(est.vector, ref.vector) < SAME
+    if method == "lstsq":         # (MAP with the default covariances carries the prior's bias)
+        assert rel_err(est["tau"][1:], truth.tau[1:]) < TOL
+
+
+def test_compiled_exact_reports_singular_states():
+    """Serial chain, six torques measured, unknown tip wrench: singular at q[0] = 0."""
+    from test_problems import pin_from_model
+    model = serial_chain(6)
+    pm = pin_from_model(model)
+    truth = PinTruth.random(model, pm, np.random.default_rng(15), 3, ["link6"], scale=5.0)
+    q = truth.q.copy()
+    q[0] = 0.0
+    truth = PinTruth(model, pm, q, truth.v, truth.tau, truth.f_ext)
+    problem = EstimationProblem(model, [S.JointAccelerations(), S.JointTorques()],
+                                unknown_wrenches=["link6"]).check()
+    plan = compile_estimation(problem)
+    assert plan.backend == "numba"
+    readings = {"qdd": truth.qdd, "tau": truth.tau}
+    y = problem.rows.readings_vector(problem.check_readings(readings, 3), 3)
+    _, _, broken = plan.compiled.run(truth.q, truth.v, y, full=True)
+    assert broken.tolist() == [True, False, False]
+    with pytest.warns(SingularStateWarning, match="NaN"):
+        est = plan.solve(truth.q, truth.v, readings, on_singular="nan")
+    assert est.ok.tolist() == [False, True, True]
+    assert np.isnan(est.wrench("link6")[0]).all()
+    assert rel_err(est.wrench("link6")[1:], truth.f_ext["link6"][1:]) < TOL
+    with pytest.raises(sd.SingularModelError, match="batch indices \\[0\\]"):
+        plan.solve(truth.q, truth.v, readings, on_singular="raise")
+
+
+def test_compiled_route_bad_input():
+    model, truth, problem = _overdetermined(B=2)
+    plan = compile_estimation(problem)
+    readings = _readings(problem, truth)
+    with pytest.raises(ValueError, match="backend"):
+        plan.solve(truth.q, truth.v, readings, backend="fortran")
+    with pytest.raises(ValueError, match="threads"):
+        plan.solve(truth.q, truth.v, readings, threads=0)
+    with pytest.raises(KeyError, match="l_foot_ft_sensor"):
+        plan.solve(truth.q, truth.v, {k: v for k, v in readings.items() if k != "l_foot_ft_sensor"})
+    with pytest.raises(ValueError, match="r_foot_ft_sensor"):
+        plan.solve(truth.q, truth.v, {**readings, "r_foot_ft_sensor": np.zeros((2, 5))})
+    with pytest.raises(ValueError, match="v:"):
+        plan.solve(truth.q, None, readings)
+    with pytest.raises(ValueError, match="compiled"):
+        compile_estimation(problem, compiled="yes")
+    ref_only = compile_estimation(problem, compiled=False)
+    assert ref_only.backend == "numpy"
+    with pytest.raises(ValueError, match="no compiled route"):
+        ref_only.solve(truth.q, truth.v, readings, backend="numba")
