@@ -24,6 +24,8 @@ if [ ! -f "$stamp" ]; then
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
   "$VENV/bin/python" -m pip install -q -e ".[test]"
+  echo "[setup] compiling the numba kernels into their cache (first run only)" >&2
+  "$VENV/bin/python" -m sparsedyn warmup >&2
   touch "$stamp"
 fi
 

@@ -224,6 +224,36 @@ def _demo_pinocchio(model, q, v, a, tau, qdd_fd, f_ext, t_id, t_fd):
           f"time ratio sparsedyn/pinocchio {t_fd / tp_aba:6.2f}")
 
 
+def cmd_warmup(args):
+    """Compile every numba kernel once into numba's on-disk cache (run.sh does this after
+    installing), so that later runs, the demo included, start in seconds."""
+    import sparsedyn as sd
+    from . import models
+    from .sensors import ForceTorque, JointAccelerations
+    t0 = time.perf_counter()
+    model = models.humanoid()
+    rng = np.random.default_rng(0)
+    q = model.random_configuration(rng, batch=2)
+    v, a = rng.normal(size=(2, model.nv)), rng.normal(size=(2, model.nv))
+    for key, given in (("id", "qdd"), ("fd", "tau")):
+        plan = sd.compile(make_problem(model, key, ["l_sole"]))
+        for threads in (1, None):
+            plan.solve(q, v, **{given: a}, f_ext={"l_sole": np.zeros(6)}, threads=threads)
+        plan.solve(q[0], v[0], **{given: a[0]}, f_ext={"l_sole": np.zeros(6)}, outputs="all")
+    contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_index_tip", "3d")]
+    for method in ("pv-osimr", "sparse"):
+        sd.delassus(model, q, contacts, method=method)
+    sensors = [JointAccelerations(), ForceTorque("l_foot_ft_sensor"), ForceTorque("r_foot_ft_sensor")]
+    for unknown, method in ((["l_foot", "r_foot"], "map"), (["l_foot", "r_foot", "chest"], "exact")):
+        problem = sd.EstimationProblem(model, sensors, unknown_wrenches=unknown)
+        plan = sd.compile_estimation(problem, method=method)
+        readings = {s.name: np.zeros((2, s.size)) for s in sensors}
+        for threads in (1, None):
+            plan.solve(q, v, readings, threads=threads)
+    print(f"numba kernels compiled and cached ({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
 # ------------------------------------------------------------------------------------ compile / solve
 
 
@@ -463,6 +493,9 @@ def build_parser():
     p.add_argument("--batch", type=int, default=256, help="number of random states (default 256)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("warmup", help="compile the numba kernels into the on-disk cache (once)")
+    p.set_defaults(func=cmd_warmup)
 
     p = sub.add_parser("compile", help="offline: plan the sparse factorization of a problem")
     _robot_args(p)
