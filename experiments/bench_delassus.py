@@ -28,36 +28,13 @@ import numpy as np
 import pinocchio as pin
 
 import sparsedyn.models as sm
+from sparsedyn.bench import pin_configuration, pin_contact_models
 from sparsedyn.contacts import Contact, resolve_contacts
 from sparsedyn.delassus import METHODS, delassus
 from sparsedyn.kernels.pv_osimr_numba import program_for, run
 
 TIPS = ["l_thumb_tip", "l_index_tip", "l_middle_tip", "r_thumb_tip", "r_index_tip", "r_middle_tip"]
 OUT = os.path.join(os.path.dirname(__file__), "out", "bench_delassus.md")
-
-
-def pin_setup(model, pmodel, contacts):
-    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for c in contacts:
-        fr = pmodel.frames[pmodel.getFrameId(c.link)]
-        kind = pin.ContactType.CONTACT_6D if c.kind == "6d" else pin.ContactType.CONTACT_3D
-        cm = pin.RigidConstraintModel(kind, pmodel, fr.parentJoint, fr.placement * pin.SE3(c.placement),
-                                      pin.ReferenceFrame.LOCAL)
-        cms.append(cm)
-        cds.append(cm.createData())
-    return cms, cds
-
-
-def to_pin_q(model, pmodel, q):
-    out = np.zeros(pmodel.nq)
-    for i, joint in enumerate(model.joints):
-        pj = pmodel.joints[pmodel.getJointId(joint.name)]
-        qi = q[model.q_slice(i)]
-        if pj.nq == 2 and joint.nq == 1:
-            out[pj.idx_q:pj.idx_q + 2] = np.cos(qi[0]), np.sin(qi[0])
-        else:
-            out[pj.idx_q:pj.idx_q + pj.nq] = qi
-    return out
 
 
 def uptime():
@@ -102,8 +79,8 @@ def main(quick=False):
     rng = np.random.default_rng(0)
     batches = (1, 64) if quick else (1, 64, 1024, 4096)
     q = model.random_configuration(rng, batch=max(batches))
-    pq = [to_pin_q(model, pmodel, qb) for qb in q]
-    cms, cds = pin_setup(model, pmodel, contacts)
+    pq = [pin_configuration(model, pmodel, qb) for qb in q]
+    cms, cds = pin_contact_models(pmodel, contacts)
     ref = np.array([pin.computeDelassusMatrix(pmodel, pdata, x, cms, cds, 0.0) for x in pq[:64]])
     err = {b: np.abs(delassus(model, q[:64], contacts, backend=b) - ref).max() / np.abs(ref).max()
            for b in ("numba", "numpy")}                                  # also compiles / warms up

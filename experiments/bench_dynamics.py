@@ -32,6 +32,7 @@ import pinocchio as pin
 import scipy.sparse as sp
 import scipy.sparse.linalg
 
+from sparsedyn.bench import pin_configuration
 from sparsedyn.models import HUMANOID_URDF, humanoid, serial_chain
 from sparsedyn.problems import compile, forward_dynamics, inverse_dynamics
 from sparsedyn.spatial import inertia_parameters
@@ -42,19 +43,6 @@ PIN_STATES, SPSOLVE_STATES = 1024, 64
 #: pinocchio.Data of a serial chain grows much faster than the chain (1.7 GB at 300 joints
 #: measured here, a MemoryError at 1000 on this 24 GB machine): no Pinocchio peer beyond this
 PIN_MAX_CHAIN = 300
-
-
-def to_pin_q(model, pmodel, q):
-    """Our q (one angle per continuous joint) -> Pinocchio's (cos, sin) layout."""
-    out = np.zeros(pmodel.nq)
-    for i, joint in enumerate(model.joints):
-        pj = pmodel.joints[pmodel.getJointId(joint.name)]
-        qi = q[model.q_slice(i)]
-        if pj.nq == 2 and joint.nq == 1:
-            out[pj.idx_q:pj.idx_q + 2] = np.cos(qi[0]), np.sin(qi[0])
-        else:
-            out[pj.idx_q:pj.idx_q + pj.nq] = qi
-    return out
 
 
 def pin_chain(model):
@@ -92,7 +80,7 @@ def load():
 def states(model, pmodel, B, rng):
     q = model.random_configuration(rng, batch=B)
     v, x = rng.normal(size=(2, B, model.nv))
-    return q, v, x, np.array([to_pin_q(model, pmodel, qb) for qb in q[:PIN_STATES]])
+    return q, v, x, np.array([pin_configuration(model, pmodel, qb) for qb in q[:PIN_STATES]])
 
 
 def humanoid_table(repeat, threads, rng):

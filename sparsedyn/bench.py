@@ -11,22 +11,38 @@ import time
 import numpy as np
 
 
+def pin_configuration(model, pmodel, q):
+    """Our q (nq,) -> Pinocchio's: a one-angle continuous joint becomes Pinocchio's (cos, sin)."""
+    out = np.zeros(pmodel.nq)
+    for i, joint in enumerate(model.joints):
+        pj = pmodel.joints[pmodel.getJointId(joint.name)]
+        qi = q[model.q_slice(i)]
+        if pj.nq == 2 and joint.nq == 1:
+            out[pj.idx_q:pj.idx_q + 2] = np.cos(qi[0]), np.sin(qi[0])
+        else:
+            out[pj.idx_q:pj.idx_q + pj.nq] = qi
+    return out
+
+
+def pin_contact_models(pmodel, contacts):
+    """Pinocchio's RigidConstraintModel/Data (LOCAL frame) for our Contacts."""
+    import pinocchio as pin
+    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for c in contacts:
+        fr = pmodel.frames[pmodel.getFrameId(c.link, pin.BODY)]
+        kind = pin.ContactType.CONTACT_6D if c.kind == "6d" else pin.ContactType.CONTACT_3D
+        cms.append(pin.RigidConstraintModel(kind, pmodel, fr.parentJoint, fr.placement * pin.SE3(c.placement),
+                                            pin.ReferenceFrame.LOCAL))
+        cds.append(cms[-1].createData())
+    return cms, cds
+
+
 def pinocchio_twin(model, urdf_path, floating_base):
-    """Pinocchio's model of the same URDF and a converter of our q (one angle per continuous
-    joint) to Pinocchio's (cos, sin)."""
+    """Pinocchio's model of the same URDF and a converter of our q to Pinocchio's."""
     import pinocchio as pin
     pm = (pin.buildModelFromUrdf(urdf_path, pin.JointModelFreeFlyer()) if floating_base
           else pin.buildModelFromUrdf(urdf_path))
-
-    def pin_q(qb):
-        out = np.zeros(pm.nq)
-        for i, joint in enumerate(model.joints):
-            pj = pm.joints[pm.getJointId(joint.name)]
-            qi = qb[model.q_slice(i)]
-            out[pj.idx_q:pj.idx_q + pj.nq] = ((np.cos(qi[0]), np.sin(qi[0])) if pj.nq == 2 and joint.nq == 1
-                                             else qi)
-        return out
-    return pin, pm, pin_q
+    return pin, pm, lambda qb: pin_configuration(model, pm, qb)
 
 
 def best_time(fn, repeat=3):
@@ -89,12 +105,7 @@ def run_benchmarks(robot, batch=1024, floating_base=None, repeat=3, seed=0):
     if robot == "humanoid":
         contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_sole", "6d")] + [
             sd.Contact(f"{s}_{f}_tip", "3d") for s in "lr" for f in ("thumb", "index", "middle")]
-        cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-        for c in contacts:
-            fr = pm.frames[pm.getFrameId(c.link, pin.BODY)]
-            kind = pin.ContactType.CONTACT_6D if c.kind == "6d" else pin.ContactType.CONTACT_3D
-            cms.append(pin.RigidConstraintModel(kind, pm, fr.parentJoint, fr.placement, pin.ReferenceFrame.LOCAL))
-            cds.append(cms[-1].createData())
+        cms, cds = pin_contact_models(pm, contacts)
         sd.delassus(model, q[:2], contacts)
 
         def pin_delassus():
