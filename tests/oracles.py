@@ -76,3 +76,38 @@ def random_state(model, rng, batch=None):
 def rel_err(a, b):
     a, b = np.asarray(a), np.asarray(b)
     return float(np.abs(a - b).max() / max(1.0, np.abs(b).max()))
+
+
+def pin_twin(model):
+    """Pinocchio's own model of a ModelBuilder tree (same joint order, placements, axes,
+    inertias, gravity; a BODY frame per link) for the models that have no URDF."""
+    pm = pin.Model()
+    ids = []
+    for i, j in enumerate(model.joints):
+        T = model.joint_placements[i]
+        jm = {"revolute": lambda: pin.JointModelRevoluteUnaligned(j.axis),
+              "prismatic": lambda: pin.JointModelPrismaticUnaligned(j.axis),
+              "spherical": pin.JointModelSpherical, "planar": pin.JointModelPlanar,
+              "free": pin.JointModelFreeFlyer}[j.kind]()
+        parent = 0 if model.parents[i] < 0 else ids[model.parents[i]]
+        jid = pm.addJoint(parent, jm, pin.SE3(T[:3, :3].copy(), T[:3, 3].copy()), j.name)
+        I = model.inertias[i]                      # angular-first [[Ic + m cx cx^T, m cx], [., m 1]]
+        mass = I[3, 3]
+        com = np.array([I[2, 4], I[0, 5], I[1, 3]]) / mass
+        C = pin.skew(com)
+        pm.appendBodyToJoint(jid, pin.Inertia(mass, com, I[:3, :3] - mass * C @ C.T), pin.SE3.Identity())
+        pm.addFrame(pin.Frame(model.link_names[i], jid, pin.SE3.Identity(), pin.FrameType.BODY))
+        ids.append(jid)
+    pm.gravity = pin.Motion(np.array(model.gravity), np.zeros(3))
+    return pm
+
+
+def twin_q(model, pmodel, q):
+    """Our q -> Pinocchio's for pin_twin models (planar: (x, y, cos, sin))."""
+    out = np.zeros(pmodel.nq)
+    for i, j in enumerate(model.joints):
+        pj = pmodel.joints[pmodel.getJointId(j.name)]
+        qi = q[model.q_slice(i)]
+        out[pj.idx_q:pj.idx_q + pj.nq] = (np.r_[qi[:2], np.cos(qi[2]), np.sin(qi[2])]
+                                          if j.kind == "planar" else qi)
+    return out

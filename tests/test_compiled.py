@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from oracles import pin, pin_fext, pin_model, rel_err, robot_urdf, to_pin_q
+from oracles import pin, pin_fext, pin_model, pin_twin, rel_err, robot_urdf, to_pin_q, twin_q
 from sparsedyn.kernels.assemble_numba import assemble_batch
 from sparsedyn.kernels.lu_numpy import RECIP
 from sparsedyn.model import ModelBuilder, PlanarJoint, PrismaticJoint, RevoluteJoint, SphericalJoint
@@ -22,7 +22,6 @@ from sparsedyn.models import HUMANOID_URDF, humanoid
 from sparsedyn.planner import Factorization, PivotBreakdownWarning
 from sparsedyn.problems import Plan, compile, forward_dynamics, inverse_dynamics
 from sparsedyn.recursive.rnea import rnea_sweeps
-from sparsedyn.spatial import inertia_parameters
 from sparsedyn.system.assembly_program import AssemblyProgram
 from test_problems import _fd_error, _random_fext
 
@@ -51,36 +50,6 @@ def mixed_tree(seed=3):
         b.add_body(f"l{i}", parent, joint, placement=T, mass=rng.uniform(0.5, 3.0),
                    com=rng.uniform(-0.2, 0.2, 3), inertia=np.diag(rng.uniform(0.02, 0.1, 3)))
     return b.build()
-
-
-def pin_twin(model):
-    """Pinocchio model with the same joints, placements and inertias, built joint by joint
-    (planar: Pinocchio's JointModelPlanar, q = (x, y, cos, sin))."""
-    pm = pin.Model()
-    ids = []
-    for i, j in enumerate(model.joints):
-        T = model.joint_placements[i]
-        jm = {"revolute": lambda: pin.JointModelRevoluteUnaligned(j.axis),
-              "prismatic": lambda: pin.JointModelPrismaticUnaligned(j.axis),
-              "spherical": pin.JointModelSpherical, "planar": pin.JointModelPlanar}[j.kind]()
-        parent = 0 if model.parents[i] < 0 else ids[model.parents[i]]
-        jid = pm.addJoint(parent, jm, pin.SE3(T[:3, :3].copy(), T[:3, 3].copy()), j.name)
-        mass, com, Ic = inertia_parameters(model.inertias[i])
-        pm.appendBodyToJoint(jid, pin.Inertia(mass, com, Ic), pin.SE3.Identity())
-        pm.addFrame(pin.Frame(model.link_names[i], jid, pin.SE3.Identity(), pin.FrameType.BODY))
-        ids.append(jid)
-    pm.gravity = pin.Motion(np.array(model.gravity), np.zeros(3))
-    return pm
-
-
-def twin_q(model, pmodel, q):
-    out = np.zeros(pmodel.nq)
-    for i, j in enumerate(model.joints):
-        pj = pmodel.joints[pmodel.getJointId(j.name)]
-        qi = q[model.q_slice(i)]
-        out[pj.idx_q:pj.idx_q + pj.nq] = (np.r_[qi[:2], np.cos(qi[2]), np.sin(qi[2])]
-                                          if j.kind == "planar" else qi)
-    return out
 
 
 def _robot(name):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import sparsedyn.models as sm
-from oracles import pin, pin_model, rel_err, robot_urdf, to_pin_q
+from oracles import pin, pin_model, pin_twin, rel_err, robot_urdf, to_pin_q
 from sparsedyn import SingularModelError, load_urdf
 from sparsedyn.contacts import Contact, contact_jacobian
 from sparsedyn.delassus import METHODS, delassus
@@ -149,25 +149,6 @@ def test_world_welded_link_gives_zero_rows(method):
     assert rel_err(D, D_ref) <= TOL
 
 
-def pin_from_model(model):
-    """The same tree built through Pinocchio's Python API (unaligned revolute/prismatic axes,
-    spherical joints, spatial inertias about the COM), one BODY frame per link."""
-    from sparsedyn.spatial import inertia_parameters
-    pm = pin.Model()
-    ids = []
-    for i, j in enumerate(model.joints):
-        parent = 0 if model.parents[i] < 0 else ids[model.parents[i]]
-        jm = {"revolute": lambda: pin.JointModelRevoluteUnaligned(*j.axis),
-              "prismatic": lambda: pin.JointModelPrismaticUnaligned(*j.axis),
-              "spherical": pin.JointModelSpherical}[j.kind]()
-        jid = pm.addJoint(parent, jm, pin.SE3(model.joint_placements[i]), j.name)
-        mass, com, Ic = inertia_parameters(model.inertias[i])
-        pm.appendBodyToJoint(jid, pin.Inertia(mass, com, Ic), pin.SE3.Identity())
-        pm.addFrame(pin.Frame(model.link_names[i], jid, 0, pin.SE3.Identity(), pin.FrameType.BODY))
-        ids.append(jid)
-    return pm
-
-
 def dfs_random_tree(n, joint_types):
     """A random tree whose subtrees are contiguous (Pinocchio's algorithms assume depth-first
     numbering; sparsedyn only needs parent(i) < i)."""
@@ -185,7 +166,7 @@ def test_branched_tree_and_random_trees(method):
     models built through its Python API."""
     rng = np.random.default_rng(11)
     for model in (sm.branched_tree(2, 2), dfs_random_tree(9, ("revolute", "prismatic", "spherical"))):
-        pmodel = pin_from_model(model)
+        pmodel = pin_twin(model)
         contacts = random_contacts(model, rng, 4)
         q = model.random_configuration(rng)
         _, D_ref = pin_dense(pmodel, q, contacts)
@@ -194,7 +175,7 @@ def test_branched_tree_and_random_trees(method):
     contacts = [Contact("left1_tip"), Contact("right1_tip")]
     q = tree.random_configuration(rng)
     D = delassus(tree, q, contacts, method=method)
-    _, D_ref = pin_dense(pin_from_model(tree), q, contacts)
+    _, D_ref = pin_dense(pin_twin(tree), q, contacts)
     assert np.all(D[:6, 6:] == 0) and np.abs(D[:6, :6]).max() > 0
     assert rel_err(D, D_ref) <= TOL
 

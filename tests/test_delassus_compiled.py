@@ -22,7 +22,7 @@ from sparsedyn.model import (FreeFlyerJoint, ModelBuilder, PlanarJoint, Prismati
 from sparsedyn.model.model import WORLD
 from sparsedyn.opcount import count_operations
 from test_delassus import build, pin_contact_models, pin_dense, random_placement
-from test_models_kinematics import _pin_from_builder, _pin_q_builder
+from oracles import pin_twin, twin_q
 
 TOL = 1e-10
 TIPS = ["l_thumb_tip", "l_index_tip", "l_middle_tip", "r_thumb_tip", "r_index_tip", "r_middle_tip"]
@@ -111,7 +111,7 @@ def every_joint_tree(root):
                          ids=lambda j: j.kind)
 def test_every_joint_kind(root):
     model = every_joint_tree(root)
-    pmodel = _pin_from_builder(model)
+    pmodel = pin_twin(model)
     rng = np.random.default_rng(6)
     contacts = [Contact("slider", "6d", random_placement(rng)), Contact("hand", "3d", random_placement(rng)),
                 Contact("tip", "6d", random_placement(rng)), Contact("ball", "3d", random_placement(rng)),
@@ -124,7 +124,7 @@ def test_every_joint_kind(root):
         cms.append(cm)
         cds.append(cm.createData())
     q = model.random_configuration(rng, batch=4)
-    refs = pin_delassus(pmodel, [_pin_q_builder(model, pmodel, x) for x in q], cms, cds)
+    refs = pin_delassus(pmodel, [twin_q(model, pmodel, x) for x in q], cms, cds)
     check_batch_and_single(model, q, contacts, refs)
 
 

@@ -194,9 +194,9 @@ def test_slippery_floor_solves_and_flags_flat_parallel_feet():
 def test_exact_plan_reports_singular_states():
     """Six joint torques measured, unknown tip wrench: square, J^T fx = tau - ID(q, v, qdd) is
     singular where the chain's Jacobian is (q = 0: the two x axes are aligned)."""
-    from test_problems import pin_from_model
+    from oracles import pin_twin
     model = serial_chain(6)
-    pm = pin_from_model(model)
+    pm = pin_twin(model)
     rng = np.random.default_rng(7)
     truth = PinTruth.random(model, pm, rng, 3, ["link6"], scale=5.0)
     q = truth.q.copy()

@@ -20,7 +20,7 @@ from sparsedyn.models import HUMANOID_URDF, random_tree
 from sparsedyn.recursive.cluster import (approximate_aba, approximate_rnea, c_aba, c_efpa, c_rnea, lagrange_fd,
                                          projected_rnea, projection_fd, projection_inverse_osim,
                                          reflected_inertia_model)
-from test_yamane import pin_from_model
+from oracles import pin_twin
 
 TOL = 1e-10
 
@@ -37,7 +37,7 @@ SYSTEMS = {
 def system(request):
     make, frames = SYSTEMS[request.param]
     cm = make()
-    return request.param, cm, frames, pin_from_model(cm.model)
+    return request.param, cm, frames, pin_twin(cm.model)
 
 
 def pin_mass_matrix(pm, q):
@@ -75,7 +75,7 @@ def test_single_body_clusters_reduce_to_rnea_and_aba(seed):
     model = random_tree(9, seed=seed, joint_types=("revolute", "prismatic", "spherical"))
     cm = ClusterModel(model)
     assert cm.nclusters == model.nbodies and cm.ny == model.nv and cm.nc == 0
-    pm = pin_from_model(model)
+    pm = pin_twin(model)
     pd = pm.createData()
     rng = np.random.default_rng(seed)
     q = model.random_configuration(rng, batch=3)

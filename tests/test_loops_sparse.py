@@ -15,7 +15,7 @@ from sparsedyn.models import random_tree
 from sparsedyn.problems import compile, forward_dynamics, loop_forward_dynamics
 from sparsedyn.recursive.cluster import c_aba
 from test_loops import pin_mass_matrix
-from test_yamane import pin_from_model
+from oracles import pin_twin
 
 TOL = 1e-10
 
@@ -34,7 +34,7 @@ SYSTEMS = {
 @pytest.fixture(scope="module", params=list(SYSTEMS))
 def system(request):
     cm = SYSTEMS[request.param]()
-    return request.param, cm, pin_from_model(cm.model), compile(loop_forward_dynamics(cm))
+    return request.param, cm, pin_twin(cm.model), compile(loop_forward_dynamics(cm))
 
 
 def _lagrange_oracle(cm, pm, q, qd, tau, fext=None):
@@ -136,7 +136,7 @@ def test_single_body_clusters_reduce_to_the_tree_fd_plan():
     assert P.shape == Pt.shape and np.array_equal(P.indptr, Pt.indptr) and np.array_equal(P.indices, Pt.indices)
     assert np.array_equal(plan.system.constant_values, tree.system.constant_values, equal_nan=True)
     assert plan.stats["flops"] == tree.stats["flops"] and plan.stats["ordering"] == tree.stats["ordering"]
-    pm = pin_from_model(model)
+    pm = pin_twin(model)
     pd = pm.createData()
     rng = np.random.default_rng(23)
     q = model.random_configuration(rng, batch=3)
@@ -152,7 +152,7 @@ def test_single_body_clusters_reduce_to_the_tree_fd_plan():
 
 def test_external_wrenches_vs_pinocchio_lagrange():
     cm = mini_cheetah()
-    pm = pin_from_model(cm.model)
+    pm = pin_twin(cm.model)
     links = ["FR_shank", "body"]
     plan = compile(loop_forward_dynamics(cm, f_ext=links))
     q, yd, tau = cm.random_state(24, batch=2)

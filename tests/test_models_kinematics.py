@@ -5,45 +5,9 @@ import pytest
 import sparsedyn as sd
 from sparsedyn import models
 from sparsedyn.model import ModelBuilder, PlanarJoint, RevoluteJoint, SphericalJoint, WORLD
-from oracles import pin, pin_model, random_state, rel_err, robot_urdf, to_pin_q
+from oracles import pin, pin_model, pin_twin, random_state, rel_err, robot_urdf, to_pin_q, twin_q
 
 TOL = 1e-10
-
-
-def _pin_from_builder(model):
-    """The same tree built with Pinocchio's Python API (independent of our URDF path)."""
-    pm = pin.Model()
-    ids = {}
-    for i, j in enumerate(model.joints):
-        parent = 0 if model.parents[i] == WORLD else ids[model.parents[i]]
-        T = model.joint_placements[i]
-        M = pin.SE3(T[:3, :3], T[:3, 3])
-        if j.kind == "revolute":
-            jm = pin.JointModelRevoluteUnaligned(j.axis)
-        elif j.kind == "prismatic":
-            jm = pin.JointModelPrismaticUnaligned(j.axis)
-        elif j.kind == "spherical":
-            jm = pin.JointModelSpherical()
-        elif j.kind == "planar":
-            jm = pin.JointModelPlanar()
-        else:
-            jm = pin.JointModelFreeFlyer()
-        jid = pm.addJoint(parent, jm, M, j.name)
-        I = model.inertias[i]
-        mass = I[3, 3]
-        com = np.array([I[2, 4], I[0, 5], I[1, 3]]) / mass
-        C = pin.skew(com)
-        pm.appendBodyToJoint(jid, pin.Inertia(mass, com, I[:3, :3] - mass * C @ C.T), pin.SE3.Identity())
-        ids[i] = jid
-    return pm
-
-
-def _pin_q_builder(model, pm, q):
-    out = []
-    for i, j in enumerate(model.joints):
-        qi = q[model.q_slice(i)]
-        out.extend([qi[0], qi[1], np.cos(qi[2]), np.sin(qi[2])] if j.kind == "planar" else qi)
-    return np.array(out)
 
 
 def test_multi_dof_joints_against_pinocchio():
@@ -60,12 +24,12 @@ def test_multi_dof_joints_against_pinocchio():
     b.add_body("tip", i1, RevoluteJoint("hinge", [0.3, -0.5, 0.8]), placement=T(), mass=0.7,
                com=[0.05, 0, 0.1], inertia=np.diag([0.003, 0.004, 0.005]))
     model = b.build()
-    pm = _pin_from_builder(model)
+    pm = pin_twin(model)
     pd = pm.createData()
     assert (model.nq, model.nv) == (3 + 4 + 1, 3 + 3 + 1)
     for _ in range(3):
         q, v, a = random_state(model, rng)
-        pq = _pin_q_builder(model, pm, q)
+        pq = twin_q(model, pm, q)
         tau = sd.rnea(model, q, v, a)
         assert rel_err(tau, pin.rnea(pm, pd, pq, v, a)) <= TOL
         assert rel_err(sd.aba(model, q, v, tau), pin.aba(pm, pd, pq, v, tau)) <= TOL

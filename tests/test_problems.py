@@ -10,43 +10,21 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from oracles import pin, pin_fext, pin_model, rel_err, robot_urdf, to_pin_q
+from oracles import pin, pin_fext, pin_model, pin_twin, rel_err, robot_urdf, to_pin_q
 from sparsedyn.models import HUMANOID_URDF, humanoid, random_tree, serial_chain
 from sparsedyn.problems import compile, forward_dynamics, inverse_dynamics, load_plan
-from sparsedyn.spatial import inertia_parameters
 
 TOL = 1e-10
-
-
-def pin_from_model(model):
-    """An independent Pinocchio model of a ModelBuilder model (same joint order, placements,
-    axes and inertias) for the trees that have no URDF."""
-    pm = pin.Model()
-    ids = []
-    for i, j in enumerate(model.joints):
-        T = model.joint_placements[i]
-        placement = pin.SE3(T[:3, :3].copy(), T[:3, 3].copy())
-        jm = {"revolute": lambda: pin.JointModelRevoluteUnaligned(j.axis),
-              "prismatic": lambda: pin.JointModelPrismaticUnaligned(j.axis),
-              "spherical": pin.JointModelSpherical,
-              "free": pin.JointModelFreeFlyer}[j.kind]()
-        parent = 0 if model.parents[i] < 0 else ids[model.parents[i]]
-        jid = pm.addJoint(parent, jm, placement, j.name)
-        mass, com, Ic = inertia_parameters(model.inertias[i])
-        pm.appendBodyToJoint(jid, pin.Inertia(mass, com, Ic), pin.SE3.Identity())
-        pm.addFrame(pin.Frame(model.link_names[i], jid, pin.SE3.Identity(), pin.FrameType.BODY))
-        ids.append(jid)
-    pm.gravity = pin.Motion(np.array(model.gravity), np.zeros(3))
-    return pm
+pin_from_model = pin_twin  # kept for test_estimation_compiled.py's import
 
 
 def _robot(name):
     if name == "chain8":
         m = serial_chain(8)
-        return m, pin_from_model(m)
+        return m, pin_twin(m)
     if name == "random_spherical":
         m = random_tree(10, seed=5, joint_types=("revolute", "prismatic", "spherical"))
-        return m, pin_from_model(m)
+        return m, pin_twin(m)
     if name == "humanoid":
         return humanoid(), pin_model(HUMANOID_URDF, True)
     robot, fb = name.split("-")
