@@ -5,9 +5,10 @@ below spsolve).
 
   MAP   fixed-base iCub, qdd + six F/T, unknown l_foot wrench, Sigma_y 1e-6, Sigma_D 1e-8,
         Sigma_d 1e4 (tests/test_estimation.py::test_map_matches_berdy_on_icub_fixed_base):
-        ours end-to-end plan.solve on the compiled route (assembly + normal equations + one
-        static-pivot LU of N + one refinement substitution + the pivot test for undetermined
-        states, one kernel) with 1 thread and all threads; the reference route ("cholmod":
+        ours end-to-end plan.solve on the compiled route in the form map_form="auto" picks
+        (normal: assembly + N + one static-pivot LU of N + one refinement substitution + the
+        pivot test for undetermined states, one kernel) with 1 thread and all threads, the
+        augmented (quasi-definite K) form with 1 thread; the reference route ("cholmod":
         NumPy assembly, per-state CHOLMOD, refinement, separate singularity probe); BERDY;
         spsolve of the same normal matrix (assembly not timed for spsolve).
   EXACT floating-base iCub, qdd + six F/T, seven unknown wrenches (square [D; D_Y]): ours
@@ -69,17 +70,26 @@ def main(argv=None):
     print(f"MAP, fixed-base iCub: [D; D_Y] {problem.shape[0]}x{problem.shape[1]}, batch {B}, "
           f"{all_threads} threads available")
     plan = compile_estimation(problem, method="map", covariances=cov)
-    st = plan.stats
+    aug = compile_estimation(problem, method="map", covariances=cov, map_form="augmented")
+    st, sa = plan.stats, aug.stats
+    print(f"  map_form auto -> {st['map_form']!r}; counted flops/state: normal "
+          f"{st['map_cost_normal']}, augmented {st['map_cost_augmented']}")
     print(f"  N: n {st['n']}, nnz {st['nnz_P']}; static-pivot LU of N: {st['compiled_lu_flops']} "
           f"flops ({st['compiled_lu_ordering']}), substitution {st['compiled_lu_solve_flops']}")
+    print(f"  K: n {sa['compiled_K_n']}, nnz {sa['compiled_K_nnz']}; static-pivot LU of K: "
+          f"{sa['compiled_lu_flops']} flops ({sa['compiled_lu_ordering']}, nnz_LU "
+          f"{sa['compiled_lu_nnz_LU']}), substitution {sa['compiled_lu_solve_flops']}, "
+          f"{sa['compiled_refine']} refinement step(s)")
     sub = {k: y[:2] for k, y in readings.items()}
     times = {}
-    for label, kw in (("compiled, 1 thread", dict(threads=1)),
-                      (f"compiled, {all_threads} threads", dict(threads=all_threads)),
-                      ("reference (cholmod)", dict(backend="numpy"))):
-        plan.solve(q[:2], v[:2], sub, **kw)                                       # jit warm-up
-        times[label] = best(lambda: plan.solve(q, v, readings, **kw)) / B
-        print(f"  ours {label:22s} {1e6 * times[label]:9.1f} us/sample")
+    for label, pl, kw in ((f"compiled {st['map_form']}, 1 thread", plan, dict(threads=1)),
+                          (f"compiled {st['map_form']}, {all_threads} threads", plan,
+                           dict(threads=all_threads)),
+                          ("compiled augmented, 1 thread", aug, dict(threads=1)),
+                          ("reference (cholmod)", plan, dict(backend="numpy"))):
+        pl.solve(q[:2], v[:2], sub, **kw)                                         # jit warm-up
+        times[label] = best(lambda: pl.solve(q, v, readings, **kw)) / B
+        print(f"  ours {label:30s} {1e6 * times[label]:9.1f} us/sample")
     ours = {k: t for k, t in times.items() if k.startswith("compiled")}
     # spsolve on the same normal matrices (assembled by our code, not timed)
     solver = plan.solver
@@ -129,10 +139,11 @@ def main(argv=None):
     mats = [sp.csc_matrix((values[b], P.indices, P.indptr), shape=P.shape) for b in range(B)]
     t_sp = best(lambda: [spsolve(mats[b], rhs[b]) for b in range(B)], repeat=2) / B
     st = eplan.stats
+    print(f"  (load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f})")
     print(f"EXACT, floating iCub: [D; D_Y] {ep.shape[0]}x{ep.shape[1]}, nnz {P.nnz}, LU flops "
           f"{st['flops']} (fill {st['fill']}, {st['ordering']})")
     for label, t in times.items():
-        print(f"  ours {label:22s} {1e6 * t:9.1f} us/sample")
+        print(f"  ours {label:30s} {1e6 * t:9.1f} us/sample")
     print(f"  spsolve         {1e6 * t_sp:9.1f} us/sample   ratio spsolve/ours "
           + ", ".join(f"{t_sp / t:6.1f}x ({k})" for k, t in times.items() if k.startswith("compiled")))
 

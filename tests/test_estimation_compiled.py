@@ -167,9 +167,9 @@ def test_compiled_map_flags_flat_parallel_feet(method):
 
 def test_compiled_exact_reports_singular_states():
     """Serial chain, six torques measured, unknown tip wrench: singular at q[0] = 0."""
-    from test_problems import pin_from_model
+    from oracles import pin_twin
     model = serial_chain(6)
-    pm = pin_from_model(model)
+    pm = pin_twin(model)
     truth = PinTruth.random(model, pm, np.random.default_rng(15), 3, ["link6"], scale=5.0)
     q = truth.q.copy()
     q[0] = 0.0
@@ -211,3 +211,107 @@ def test_compiled_route_bad_input():
     assert ref_only.backend == "numpy"
     with pytest.raises(ValueError, match="no compiled route"):
         ref_only.solve(truth.q, truth.v, readings, backend="numba")
+
+
+# ------------------------------------------------------------------ augmented (quasi-definite) form
+
+def _dense_map(problem, values, rhs, var, prior):
+    """Dense NumPy posterior mean (independent of both compiled forms and of CHOLMOD)."""
+    A = problem.dense(values)
+    out = np.empty((A.shape[0], problem.shape[1]))
+    for b in range(A.shape[0]):
+        P = np.diag(1 / prior) + A[b].T @ (A[b] / var[:, None])
+        out[b] = np.linalg.solve(P, A[b].T @ (rhs[b] / var))
+    return out
+
+
+@pytest.mark.parametrize("cov", [None, {"dynamics": 1e-6, "prior": 1e6}])
+def test_humanoid_map_augmented_matches_dense_numpy(cov):
+    """map_form="augmented" with noisy Pinocchio readings: the dense MAP posterior mean, the
+    reference route (CHOLMOD), the normal form, batched / single / one and two threads."""
+    model, truth, problem = _overdetermined(B=6, seed=18)
+    rng = np.random.default_rng(19)
+    readings = {k: v + rng.normal(size=v.shape) * 0.05 for k, v in _readings(problem, truth).items()}
+    plan = compile_estimation(problem, method="map", covariances=cov, map_form="augmented")
+    assert plan.stats["map_form"] == "augmented" and plan.stats["map_cost_normal"] == -1
+    assert plan.stats["compiled_K_n"] == sum(problem.shape)
+    values, rhs, _, _ = problem.assemble(truth.q, truth.v, readings)
+    c = cov or {}
+    var = np.full(problem.shape[0], c.get("dynamics", 1e-8))
+    var[problem.n_dynamics_rows:] = 1e-4                        # the default sensor variance
+    x_ref = _dense_map(problem, values, rhs, var, np.full(problem.shape[1], c.get("prior", 1e4)))
+    normal = compile_estimation(problem, method="map", covariances=cov, map_form="normal")
+    x_normal = normal.solve(truth.q, truth.v, readings).vector
+    for est in _both_routes(plan, truth, readings):
+        assert est.ok.all()
+        assert rel_err(est.vector, x_ref) < 1e-10
+        assert rel_err(est.vector, x_normal) < SAME
+    one = _single(plan, truth, readings, 3)
+    assert rel_err(one.vector, est.vector[3]) < SAME
+
+
+def test_icub_map_augmented_in_the_berdy_setting():
+    """BERDY's covariances on fixed-base iCub (test_icub_fixed_base_map_compiled): the augmented
+    form against the dense posterior mean and the reference route; "auto" keeps the form with
+    fewer counted flops."""
+    path = robot_urdf("icub")
+    model = sd.load_urdf(path)
+    pm = pin_model(path)
+    fts = _icub_fts(model)
+    problem = EstimationProblem(model, [S.JointAccelerations()] + [S.ForceTorque(j) for j in fts],
+                                unknown_wrenches=["l_foot"])
+    truth = PinTruth.random(model, pm, np.random.default_rng(20), 3, ["l_foot"], scale=10.0)
+    readings = _readings(problem, truth)
+    cov = {"dynamics": 1e-8, "qdd": 1e-6, "prior": 1e4, **{j: 1e-6 for j in fts}}
+    plan = compile_estimation(problem, method="map", covariances=cov, map_form="augmented")
+    values, rhs, _, _ = problem.assemble(truth.q, truth.v, readings)
+    var = np.full(problem.shape[0], 1e-8)
+    var[problem.n_dynamics_rows:] = 1e-6
+    x_ref = _dense_map(problem, values, rhs, var, np.full(problem.shape[1], 1e4))
+    for est in _both_routes(plan, truth, readings):
+        assert est.ok.all()
+        assert rel_err(est.vector, x_ref) < 1e-10
+    auto = compile_estimation(problem, method="map", covariances=cov)
+    st = auto.stats
+    costs = {f: st["map_cost_" + f] for f in ("normal", "augmented")}
+    assert min(costs.values()) > 0 and st["map_form"] == min(costs, key=costs.get)
+    assert st["map_cost_augmented"] == plan.stats["map_cost_augmented"]
+
+
+def test_compiled_map_augmented_flags_flat_parallel_feet():
+    """The flat-parallel-feet state (test_compiled_map_flags_flat_parallel_feet) on the augmented
+    form: its probe flags state 0 only; the reference route names the undetermined wrenches."""
+    model, pm = robot_and_pin("humanoid")
+    truth = PinTruth.random(model, pm, np.random.default_rng(5), 4, FEET, tangential_free=FEET)
+    q = truth.q.copy()
+    q[0] = model.neutral_configuration()
+    truth = PinTruth(model, pm, q, truth.v, truth.tau, truth.f_ext)
+    problem = _slippery(model)
+    plan = compile_estimation(problem, method="map", map_form="augmented")
+    readings = _readings(problem, truth)
+    y = problem.rows.readings_vector(problem.check_readings(readings, 4), 4)
+    _, flag = plan.compiled.run(truth.q, truth.v, y)
+    assert flag.tolist() == [2, 0, 0, 0]
+    with pytest.warns(SingularStateWarning, match="batch indices \\[0\\]"):
+        est = plan.solve(truth.q, truth.v, readings)
+    assert est.ok.tolist() == [False, True, True, True]
+    assert {"fx[l_sole]", "fx[r_sole]"} <= set(est.undetermined(0))
+    ref = plan.solve(truth.q, truth.v, readings, backend="numpy")
+    assert rel_err(est.vector, ref.vector) < SAME
+
+
+def test_map_form_bad_input_and_unavailable():
+    """A bad map_form names the argument; least squares (a 1e-15 ridge as the prior) and a prior
+    comparable to the likelihood make the augmented form unusable: a typed error naming
+    map_form, and "auto" falls back to the normal form."""
+    from sparsedyn.estimation.compiled_augmented import AugmentedUnavailable
+    model, truth, problem = _overdetermined(B=2)
+    with pytest.raises(ValueError, match="map_form"):
+        compile_estimation(problem, method="map", map_form="kkt")
+    with pytest.raises(AugmentedUnavailable, match="map_form"):
+        compile_estimation(problem, method="lstsq", map_form="augmented")
+    strong = {"l_foot_ft_sensor": 0.5, "r_foot_ft_sensor": 0.5, "prior": 1e2}
+    with pytest.raises(AugmentedUnavailable, match="map_form"):
+        compile_estimation(problem, method="map", covariances=strong, map_form="augmented")
+    st = compile_estimation(problem, method="lstsq").stats
+    assert st["map_form"] == "normal" and st["map_cost_augmented"] == -1

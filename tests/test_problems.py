@@ -15,7 +15,6 @@ from sparsedyn.models import HUMANOID_URDF, humanoid, random_tree, serial_chain
 from sparsedyn.problems import compile, forward_dynamics, inverse_dynamics, load_plan
 
 TOL = 1e-10
-pin_from_model = pin_twin  # kept for test_estimation_compiled.py's import
 
 
 def _robot(name):

@@ -8,6 +8,9 @@ flag the states whose measurements leave a direction undetermined. Those states,
 static pivot breaks down, are re-solved by the reference MAPSolver (CHOLMOD, its refinement step
 and its identifiability probe), which also names the undetermined variables.
 
+compiled_map(..., form) chooses between this normal form and the augmented (quasi-definite) form
+of compiled_augmented.py by counted flops per state ("auto"), or builds the one asked for.
+
 Preconditions: a MAPSolver of the same problem (its weights, prior and NormalEquations).
 """
 from __future__ import annotations
@@ -26,6 +29,37 @@ UNDETERMINED_TOL = 1e-9
 def _lookup(csc, r, c):
     from .solve_map import _lookup as lookup
     return lookup(csc, np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64))
+
+
+MAP_FORMS = ("auto", "normal", "augmented")
+
+
+def compiled_map(problem, reference, ordering="amd", form="auto"):
+    """The compiled MAP route of `form`: "normal" (CompiledMAP, N = A^T W A + P), "augmented"
+    (compiled_augmented.AugmentedMAP, the quasi-definite K), or "auto": the one with fewer counted
+    flops per state among those that match the reference offline. The choice and both costs are
+    in the route's stats (map_form, map_cost_normal, map_cost_augmented)."""
+    from .compiled_augmented import AugmentedMAP, AugmentedUnavailable
+    if form not in MAP_FORMS:
+        raise ValueError(f"map_form: expected one of {MAP_FORMS}, got {form!r}")
+    routes, costs = {}, {}
+    if form in ("auto", "normal"):
+        routes["normal"] = CompiledMAP(problem, reference, ordering=ordering)
+    if form in ("auto", "augmented"):
+        try:
+            routes["augmented"] = AugmentedMAP(problem, reference, ordering=ordering,
+                                               assembly=getattr(routes.get("normal"), "assembly",
+                                                                None))
+        except AugmentedUnavailable:
+            if form == "augmented":
+                raise
+    for name, route in routes.items():
+        costs[name] = route.cost
+    chosen = min(costs, key=costs.get)
+    route = routes[chosen]
+    route.form = chosen
+    route.costs = {"map_cost_" + k: costs.get(k, -1) for k in MAP_FORMS[1:]}
+    return route
 
 
 class CompiledMAP:
@@ -78,6 +112,15 @@ class CompiledMAP:
                        UNDETERMINED_TOL)
         self.lanes = lanes_for(p.n_slots + nA + m)
         self.n = n
+
+    @property
+    def cost(self):
+        """Counted flops per state: N (3 per product pair, 1 per prior term), g (3 per entry of
+        A, 1 per variable), the LU with its first substitution, and the refinement step (residual
+        2 and gradient 3 per entry of A, 2 per variable, one more substitution)."""
+        s, nA = self.factorization.stats, self.problem.pattern.nnz
+        pairs = self.reference.normal.e1.size
+        return int(3 * pairs + 8 * nA + 4 * self.n + s["flops"] + s["solve_flops"])
 
     @property
     def stats(self):

@@ -35,11 +35,16 @@ class SingularStateWarning(RuntimeWarning):
 
 
 def compile_estimation(problem, method="auto", covariances=None, ordering="auto", backend="auto",
-                       map_backend="cholmod", check=True, compiled="auto"):
+                       map_backend="cholmod", check=True, compiled="auto", map_form="auto"):
     """Plan an EstimationProblem once (offline). `check` runs problem.check() first (raises
     IllPosedError naming undetermined variables). map_backend ("cholmod" or "lu") is the
     reference MAP route's factorization. compiled: "auto" also builds the compiled online route
-    when numba imports and every sensor has a compiled form, True requires it, False skips it."""
+    when numba imports and every sensor has a compiled form, True requires it, False skips it.
+    map_form: the compiled MAP / lstsq route's system, "normal" (N = A^T W A + P), "augmented"
+    (the quasi-definite [[W^-1, A], [A^T, -P]]) or "auto" (fewer counted flops; stats["map_form"])."""
+    from .compiled_map import MAP_FORMS
+    if map_form not in MAP_FORMS:
+        raise ValueError(f"map_form: expected one of {MAP_FORMS}, got {map_form!r}")
     if check:
         problem.check()
     if compiled not in ("auto", True, False):
@@ -57,7 +62,7 @@ def compile_estimation(problem, method="auto", covariances=None, ordering="auto"
     fast = None
     if compiled is True or (compiled == "auto" and _numba_available() and backend != "numpy"):
         try:
-            fast = _compiled_route(problem, solver, ordering)
+            fast = _compiled_route(problem, solver, ordering, map_form)
         except NotImplementedError:
             if compiled is True:
                 raise
@@ -69,13 +74,14 @@ def _numba_available():
     return importlib.util.find_spec("numba") is not None
 
 
-def _compiled_route(problem, solver, ordering):
+def _compiled_route(problem, solver, ordering, map_form="auto"):
     """The compiled online route of a planned solver (NotImplementedError naming a sensor whose
     rows have no compiled form)."""
     if solver.method == "exact":
         return solver.compiled(problem)
-    from .compiled_map import CompiledMAP
-    return CompiledMAP(problem, solver, ordering="amd" if ordering == "auto" else ordering)
+    from .compiled_map import compiled_map
+    return compiled_map(problem, solver, ordering="amd" if ordering == "auto" else ordering,
+                        form=map_form)
 
 
 class EstimationPlan:
@@ -96,6 +102,7 @@ class EstimationPlan:
         out = dict(self.solver.stats)
         if self.compiled is not None and self.method != "exact":
             out.update({"compiled_" + k: v for k, v in self.compiled.stats.items()})
+            out.update(map_form=self.compiled.form, **self.compiled.costs)
         out.update(n_rows=self.problem.shape[0], n_cols=self.problem.shape[1],
                    nnz=self.problem.pattern.nnz, method=self.method, backend=self.backend)
         return out

@@ -18,7 +18,6 @@ Preconditions: a tree model (sparsedyn.Model); sensors from sparsedyn.sensors.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from ..batch import as_batch, state
@@ -26,6 +25,7 @@ from ..errors import IllPosedError
 from ..kinematics import forward_kinematics
 from ..sensors import Sensor, SensorError, UnactuatedBase
 from ..system import NewtonEulerSystem
+from ..system.combine import combine_parts
 from .rows import MeasurementRows
 
 
@@ -83,24 +83,20 @@ class EstimationProblem:
         return out
 
     def _combine(self):
-        """One CSC pattern for [D; D_Y]: entries of both parts in CSC order, `_gather` maps the
-        concatenated per-part values into it."""
+        """One CSC pattern for [D; D_Y] (system.combine.combine_parts: the Newton-Euler rows, then
+        the sensor rows below them); `_gather` maps the concatenated per-part values into it."""
         P = self.system.pattern
-        sys_cols = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))
         n_sys = P.shape[0]
-        R = np.concatenate((P.indices, n_sys + self.rows.rows))
-        C = np.concatenate((sys_cols, self.rows.cols))
-        K = np.concatenate((self.system.constant_values, self.rows.constant_values))
-        order = np.lexsort((R, C))
+        sys_cols = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))
         self.n_dynamics_rows = n_sys
         self.shape = (n_sys + self.rows.n_rows, P.shape[1])
-        self.pattern = sp.csc_matrix((np.ones(len(R)), (R[order], C[order])), shape=self.shape)
-        self.pattern.sort_indices()
-        if self.pattern.nnz != len(R):
-            raise AssertionError("a sensor row overlaps a Newton-Euler entry")  # disjoint rows
-        self._gather = order
-        self.constant_values = K[order]
-        self.always_nonzero = ~np.isnan(self.constant_values)
+        combined = combine_parts(self.shape, [
+            (P.indices, sys_cols, self.system.constant_values),
+            (n_sys + self.rows.rows, self.rows.cols, self.rows.constant_values)])
+        self.pattern = combined.pattern
+        self._gather = combined.gather
+        self.constant_values = combined.constant_values
+        self.always_nonzero = combined.always_nonzero
 
     # ------------------------------------------------------------------ names
     @property
