@@ -6,7 +6,7 @@ below spsolve).
   MAP   fixed-base iCub, qdd + six F/T, unknown l_foot wrench, Sigma_y 1e-6, Sigma_D 1e-8,
         Sigma_d 1e4 (tests/test_estimation.py::test_map_matches_berdy_on_icub_fixed_base):
         ours end-to-end plan.solve on the compiled route in the form map_form="auto" picks
-        (normal: assembly + N + one static-pivot LU of N + one refinement substitution + the
+        (normal: assembly + N + one static-pivot L D L^T of N + one refinement substitution + the
         pivot test for undetermined states, one kernel) with 1 thread and all threads, the
         augmented (quasi-definite K) form with 1 thread; the reference route ("cholmod":
         NumPy assembly, per-state CHOLMOD, refinement, separate singularity probe); BERDY;
@@ -74,7 +74,8 @@ def main(argv=None):
     st, sa = plan.stats, aug.stats
     print(f"  map_form auto -> {st['map_form']!r}; counted flops/state: normal "
           f"{st['map_cost_normal']}, augmented {st['map_cost_augmented']}")
-    print(f"  N: n {st['n']}, nnz {st['nnz_P']}; static-pivot LU of N: {st['compiled_lu_flops']} "
+    kind = "L D L^T" if st.get("compiled_lu_symmetric") else "LU"
+    print(f"  N: n {st['n']}, nnz {st['nnz_P']}; static-pivot {kind} of N: {st['compiled_lu_flops']} "
           f"flops ({st['compiled_lu_ordering']}), substitution {st['compiled_lu_solve_flops']}")
     print(f"  K: n {sa['compiled_K_n']}, nnz {sa['compiled_K_nnz']}; static-pivot LU of K: "
           f"{sa['compiled_lu_flops']} flops ({sa['compiled_lu_ordering']}, nnz_LU "

@@ -105,6 +105,31 @@ def _rot_z(q):
     return E
 
 
+#: newton_euler_chain's layout: (offset, size) of each variable / row block within a link's 20
+_NE_VAR = {"a": (0, 6), "f": (6, 6), "tau": (12, 1), "fx": (13, 6), "qdd": (19, 1)}
+_NE_ROW = {"ca": (0, 6), "cf": (6, 6), "ctau": (12, 1), "mfx": (13, 6), "m1": (19, 1)}
+
+
+def _ne_ids(i, table, name):
+    off, size = table[name]
+    return list(range(20 * i + off, 20 * i + off + size))
+
+
+def chain_aba_order(n_links):
+    """Appendix B's elimination order on newton_euler_chain's "fd" layout, as (rows, cols): the
+    measured fx_i, tau_i first, then for i = N..1 the pivot blocks (c_f_i, f_i), (c_a_i, a_i) and
+    (c_tau_i, qdd_i); the last is a structural zero that the first two fill with S^T I^A S."""
+    rows, cols = [], []
+    for i in range(n_links):
+        rows += _ne_ids(i, _NE_ROW, "mfx") + _ne_ids(i, _NE_ROW, "m1")
+        cols += _ne_ids(i, _NE_VAR, "fx") + _ne_ids(i, _NE_VAR, "tau")
+    for i in range(n_links - 1, -1, -1):
+        for r, c in (("cf", "f"), ("ca", "a"), ("ctau", "qdd")):
+            rows += _ne_ids(i, _NE_ROW, r)
+            cols += _ne_ids(i, _NE_VAR, c)
+    return np.array(rows), np.array(cols)
+
+
 def newton_euler_chain(n_links, problem, seed=0):
     """Nori's Newton-Euler system (eq. 5) of a serial chain of revolute-z joints, angular-first,
     with the measurement rows of inverse ("id": qdd, fx) or forward ("fd": tau, fx) dynamics.
@@ -115,8 +140,7 @@ def newton_euler_chain(n_links, problem, seed=0):
     Returns (System, rnea_order) with rnea_order the lower-triangular ID order of eq. 11-12.
     """
     rng = np.random.default_rng(seed)
-    VAR = {"a": (0, 6), "f": (6, 6), "tau": (12, 1), "fx": (13, 6), "qdd": (19, 1)}
-    ROW = {"ca": (0, 6), "cf": (6, 6), "ctau": (12, 1), "mfx": (13, 6), "m1": (19, 1)}
+    VAR, ROW = _NE_VAR, _NE_ROW
     R0 = np.linalg.qr(rng.normal(size=(n_links, 3, 3)))[0]
     r_off = rng.normal(size=(n_links, 3)) * 0.3
     skew = np.zeros((n_links, 3, 3))
@@ -178,9 +202,7 @@ def newton_euler_chain(n_links, problem, seed=0):
         return v
 
     # eq. 11-12: qdd, fx known; a forward (root to tip); f backward; tau last
-    def ids(i, table, name):
-        off, size = table[name]
-        return list(range(20 * i + off, 20 * i + off + size))
+    ids = _ne_ids
     links, back = range(n_links), range(n_links - 1, -1, -1)
     cols = ([k for i in links for k in ids(i, VAR, "qdd")] + [k for i in links for k in ids(i, VAR, "fx")]
             + [k for i in links for k in ids(i, VAR, "a")] + [k for i in back for k in ids(i, VAR, "f")]
@@ -334,6 +356,237 @@ def test_unsafe_structural_order_is_rejected():
     row = next(r for r in fact.table if r["name"] == "rnea")
     assert row["pivot_safe"] is False and "always-nonzero" in row["note"]
     assert fact.stats["ordering"] != "rnea"
+
+
+def test_trusted_structural_order_accepts_fill_created_pivots():
+    """Nori's ABA order on the hand-built FD chain: its qdd pivots are structural zeros of D.
+    As a plain (rows, cols) pair it is refused; declared trusted it is planned, every
+    state-dependent fill-created pivot is divided out through a checked reciprocal, "auto" takes
+    it when it is the cheapest, and both backends solve like dense NumPy."""
+    from sparsedyn.kernels.lu_numpy import RECIP
+    from sparsedyn.planner import TRUSTED
+    n_links = 6
+    system, _ = newton_euler_chain(n_links, "fd", seed=4)
+    order = chain_aba_order(n_links)
+    with pytest.raises(ValueError, match="always-nonzero.*trusted"):
+        plan(system, ordering="aba", structural_orders={"aba": order})
+    fact = plan(system, ordering="aba", structural_orders={"aba": (*order, TRUSTED)})
+    prog, stored = fact.program, system.pattern.tocsr()
+    fill = [k for k in range(system.n) if stored[prog.row_perm[k], prog.col_perm[k]] == 0]
+    qdd_cols = {k for i in range(n_links) for k in _ne_ids(i, _NE_VAR, "qdd")}
+    assert {int(prog.col_perm[k]) for k in fill} == qdd_cols
+    # the first pivot eliminated is the tip's S^T I S: a known constant, folded offline
+    checked = set(prog.op_b[prog.op_code == RECIP].tolist())
+    assert [k for k in fill if k not in checked] == [fill[0]]
+    auto = plan(system, structural_orders={"aba": (*order, TRUSTED)})
+    row = next(r for r in auto.table if r["name"] == "aba")
+    assert row["pivot_safe"] and row["note"].startswith(TRUSTED) and str(n_links) in row["note"]
+    assert auto.stats["flops"] == min(r["flops"] for r in auto.table if r["pivot_safe"])
+    rng = np.random.default_rng(5)
+    values, rhs = system.sample(7, rng), rng.normal(size=(7, system.n))
+    for backend in ("numpy", "numba"):
+        assert rel_err(fact.solve(values, rhs, backend=backend),
+                       dense_solve(system, values, rhs)) <= 1e-10
+
+
+def test_trusted_fill_pivot_that_vanishes_is_caught():
+    """D = [[1, 0, x1], [0, 1, x2], [y1, y2, .]]: the last pivot -(y1 x1 + y2 x2) exists only
+    through fill. A state where it vanishes (exactly, or to round-off) fails the online check and
+    splu finds D singular too: SingularModelError naming the state, on both backends."""
+    from sparsedyn.planner import TRUSTED
+    pattern = sp.csc_matrix(np.array([[1, 0, 1], [0, 1, 1], [1, 1, 0.0]]))
+    always = np.isin(np.arange(pattern.nnz), [0, 2])               # CSC order: D[0, 0], D[1, 1]
+    natural = (np.arange(3), np.arange(3))
+    with pytest.raises(ValueError, match="always-nonzero"):
+        plan_factorization(pattern, always, ordering="nat", structural_orders={"nat": natural})
+    fact = plan_factorization(pattern, always, ordering="nat",
+                              structural_orders={"nat": (*natural, TRUSTED)})
+    assert fact.stats["fill"] == 1
+    good = np.array([[1.0, 0, 2], [0, 1, 3], [0.5, -1, 0]])
+    eps = np.finfo(float).eps
+    dense = [good, np.array([[1.0, 0, 1], [0, 1, 1], [1, -1, 0]]),
+             np.array([[1.0, 0, 1], [0, 1, 1 + eps], [1, -1, 0]])]
+    values = np.stack([np.array([d[0, 0], d[2, 0], d[1, 1], d[2, 1], d[0, 2], d[1, 2]])
+                       for d in dense])
+    assert np.array_equal(sp.csc_matrix(good).data, values[0])
+    rhs = np.ones((3, 3))
+    for backend in ("numpy", "numba"):
+        with pytest.raises(SingularModelError, match=r"\[1, 2\]") as info:
+            fact.solve(values, rhs, backend=backend)
+        assert info.value.batch_indices == (1, 2)
+        x, ok = fact.solve(values, rhs, return_status=True, backend=backend)
+        assert ok.tolist() == [True, False, False]
+        assert rel_err(x[0], np.linalg.solve(good, rhs[0])) <= 1e-14
+
+
+def test_structural_order_must_be_a_pair_or_a_trusted_triple():
+    system, order = newton_euler_chain(2, "id")
+    for bad in ((*order, True), (*order, "sure"), (order[0],), "rnea"):
+        with pytest.raises(ValueError, match=r"structural_orders\['rnea'\]"):
+            plan(system, ordering="rnea", structural_orders={"rnea": bad})
+
+
+# ---------------------------------------------------------------- symmetric (L D L^T) plans
+def spd_system(n=50, seed=0):
+    """Random SPD matrices G G^T + I on the fixed pattern of G G^T (no constants)."""
+    G = sp.random(n, n, density=0.05, random_state=seed) + sp.identity(n)
+    r, c = sp.csc_matrix((G @ G.T) != 0, dtype=float).nonzero()
+
+    def sample(B, rng):
+        out = np.empty((B, r.size))
+        for b in range(B):
+            Gb = G.copy()
+            Gb.data = rng.normal(size=Gb.nnz)
+            out[b] = (Gb @ Gb.T + sp.identity(n)).toarray()[r, c]
+        return out
+
+    return System(r, c, n, r == c, np.full(r.size, np.nan), sample)
+
+
+def quasi_definite(m=30, k=20, seed=0):
+    """K = [[I, B], [B^T, -diag(c)]]: constant diagonal blocks (folded offline), B state-dependent;
+    symmetric indefinite, yet factorizable with diagonal pivots in any order."""
+    rng = np.random.default_rng(seed)
+    Bp = sp.random(m, k, density=0.15, random_state=seed).tocoo()
+    nb = Bp.nnz
+    r = np.concatenate([np.arange(m), Bp.row, m + Bp.col, m + np.arange(k)])
+    c = np.concatenate([np.arange(m), m + Bp.col, Bp.row, m + np.arange(k)])
+    const = np.concatenate([np.ones(m), np.full(2 * nb, np.nan), -rng.uniform(0.5, 2.0, k)])
+
+    def sample(B, rng):
+        v = np.tile(np.nan_to_num(const), (B, 1))
+        v[:, m:m + nb] = v[:, m + nb:m + 2 * nb] = rng.normal(size=(B, nb))
+        return v
+
+    return System(r, c, m + k, r == c, const, sample)
+
+
+SYMMETRIC = {"spd": spd_system, "quasi_definite": quasi_definite}
+
+
+def run_factorization(program, values):
+    """The factorization part of a program for one state, op by op as lu_numpy's docstring
+    defines the op codes (no kernel involved): the work vector after it."""
+    from sparsedyn.kernels import lu_numpy as K
+    w = np.zeros(program.n_slots)
+    w[program.init_slots] = program.init_values
+    w[program.load_entries] = values[program.load_entries]
+    for o in range(program.n_factor_ops):
+        c, t, a, b = (int(x[o]) for x in (program.op_code, program.op_t, program.op_a, program.op_b))
+        w[t] = {K.RECIP: lambda: 1.0 / w[a], K.MUL: lambda: w[a] * w[b],
+                K.FMS: lambda: w[t] - w[a] * w[b], K.FMA: lambda: w[t] + w[a] * w[b],
+                K.SUB: lambda: w[t] - w[a], K.ADD: lambda: w[t] + w[a], K.NEG: lambda: -w[t],
+                K.MOV: lambda: w[a], K.ABSFMA: lambda: w[t] + abs(w[a] * w[b]),
+                K.ABSADD: lambda: w[t] + abs(w[a])}[c]()
+    return w
+
+
+@pytest.mark.parametrize("name", sorted(SYMMETRIC))
+@pytest.mark.parametrize("ordering", ["natural", "amd", "rcm", "metis"])
+def test_symmetric_plan_computes_l_d_lt(name, ordering):
+    """symmetric=True: the program's factors (run op by op) satisfy L D L^T == P N P^T (dense
+    NumPy); the solutions equal numpy.linalg.solve on both kernels, for one and several
+    right-hand sides; and the factorization costs less than the LU of the same order."""
+    from sparsedyn.planner.symbolic_ldlt import symbolic_ldlt
+    system = SYMMETRIC[name]()
+    fact = plan(system, ordering=ordering, symmetric=True)
+    assert fact.stats["symmetric"] and np.array_equal(fact.row_perm, fact.col_perm)
+    sym = symbolic_ldlt(system.pattern, fact.col_perm, system.const)
+    assert all(np.array_equal(v, getattr(fact.program, k)) for k, v in sym.program.arrays().items())
+    rng = np.random.default_rng(8)
+    values = system.sample(4, rng)
+    n, perm = system.n, fact.col_perm
+    for b in range(2):
+        w = run_factorization(fact.program, values[b])
+        val = lambda op: op[0] if op[0] == op[0] else op[2] * w[op[1]]   # noqa: E731
+        L, d = np.eye(n), np.array([1.0 / val(inv) for inv in sym.ldlt[1]])
+        for i, k, op in sym.ldlt[0]:
+            L[i, k] = val(op)
+        N = system.dense(values[b:b + 1])[0][np.ix_(perm, perm)]
+        assert np.abs(L @ np.diag(d) @ L.T - N).max() <= 1e-12 * np.abs(N).max()
+    rhs = rng.normal(size=(4, n, 3))
+    ref = np.linalg.solve(system.dense(values), rhs)
+    for backend in ("numpy", "numba"):
+        assert rel_err(fact.solve(values, rhs, backend=backend), ref) <= 1e-10
+        assert rel_err(fact.solve(values, rhs[:, :, 0], backend=backend), ref[:, :, 0]) <= 1e-10
+    lu = plan(system, ordering=ordering)
+    factor = lambda f: f.stats["flops"] - f.stats["solve_flops"]        # noqa: E731
+    assert factor(fact) < factor(lu) and fact.stats["solve_flops"] <= lu.stats["solve_flops"]
+
+
+def test_symmetric_plan_flops_match_dense_cholesky_pattern():
+    """Exact count without constants, from the pattern of the dense Cholesky factor of the
+    permuted matrix: per pivot 1 reciprocal, |L_k| scalings, |L_k| (|L_k| + 1) / 2 multiply-adds
+    (the first into a fill entry a product only); solves 2 per entry of L and 1 per pivot."""
+    system = spd_system(60, seed=2)
+    fact = plan(system, ordering="amd", symmetric=True)
+    perm, n = fact.col_perm, system.n
+    N = system.dense(system.sample(1, np.random.default_rng(0)))[0][np.ix_(perm, perm)]
+    Lnz = np.abs(np.tril(np.linalg.cholesky(N), -1)) > 0
+    counts = Lnz.sum(axis=0)
+    updates = int((counts * (counts + 1) // 2).sum())
+    fill = int(Lnz.sum()) - int((np.tril(N, -1) != 0).sum())
+    nnzL = int(Lnz.sum())
+    assert fact.stats["nnz_LU"] == 2 * nnzL + n and fact.stats["fill"] == 2 * fill
+    assert fact.stats["div"] == n
+    assert fact.stats["mul"] == nnzL + updates + 2 * nnzL + n
+    assert fact.stats["add"] == updates - fill + 2 * nnzL
+
+
+def test_auto_symmetric_plan_is_the_cheapest_and_round_trips(tmp_path):
+    system = quasi_definite(seed=3)
+    fact = plan(system, symmetric=True)
+    assert fact.stats["flops"] == min(r["flops"] for r in fact.table if r["pivot_safe"])
+    np.savez(tmp_path / "plan.npz", **fact.to_dict())
+    with np.load(tmp_path / "plan.npz") as f:
+        loaded = Factorization.from_dict(dict(f))
+    assert loaded.program.symmetric and loaded.stats == fact.stats
+    rng = np.random.default_rng(2)
+    values, rhs = system.sample(3, rng), rng.normal(size=(3, system.n))
+    assert np.array_equal(loaded.solve(values, rhs), fact.solve(values, rhs))
+
+
+def test_symmetric_plan_bad_input_names_the_argument():
+    system = spd_system(20, seed=1)
+    with pytest.raises(ValueError, match="pattern.*structurally symmetric"):
+        plan(hidden_diagonal(10), symmetric=True)
+    always = system.always.copy()
+    always[np.flatnonzero(system.always)[3]] = False
+    with pytest.raises(ValueError, match=r"always_nonzero.*\[3\]"):
+        plan_factorization(system.pattern, always, symmetric=True)
+    const = system.const.copy()
+    off = np.flatnonzero(system.rows != system.cols)[0]
+    const[off] = 2.0                                      # its transpose stays state-dependent
+    with pytest.raises(ValueError, match="constant_values"):
+        plan_factorization(system.pattern, system.always, const, symmetric=True)
+    n = system.n
+    with pytest.raises(ValueError, match="same permutation"):
+        plan(system, ordering="rev", symmetric=True,
+             structural_orders={"rev": (np.arange(n)[::-1], np.arange(n))})
+    fact = plan(system, symmetric=True)
+    values = system.sample(3, np.random.default_rng(0))
+    values[2, off] += 1e-6 * np.abs(values[2]).max()     # no longer symmetric
+    with pytest.raises(ValueError, match=r"values.*symmetric.*\[2\]"):
+        fact.solve(values, np.ones((3, n)))
+
+
+def test_symmetric_plan_catches_a_cancelled_pivot():
+    """N = [[1, 0, x1], [0, 1, x2], [x1, x2, x1^2 + x2^2]] is singular (rank 2): its last pivot
+    cancels to round-off and fails the check; splu agrees: SingularModelError, both backends."""
+    pattern = sp.csc_matrix(np.array([[1, 0, 1], [0, 1, 1], [1, 1, 1.0]]))
+    always = pattern.indices == np.repeat(np.arange(3), np.diff(pattern.indptr))
+    fact = plan_factorization(pattern, always, ordering="natural", symmetric=True)
+    x1, x2 = 1.0 + 2.0 ** -30, 3.0 - 2.0 ** -28
+    singular = np.array([[1, 0, x1], [0, 1, x2], [x1, x2, x1 * x1 + x2 * x2]])
+    good = np.array([[2.0, 0, 1], [0, 3, 1], [1, 1, 4]])
+    values = np.stack([sp.csc_matrix(good).data, sp.csc_matrix(singular).data])
+    for backend in ("numpy", "numba"):
+        with pytest.raises(SingularModelError, match=r"\[1\]") as info:
+            fact.solve(values, np.ones((2, 3)), backend=backend)
+        assert info.value.batch_indices == (1,)
+        x, ok = fact.solve(values, np.ones((2, 3)), return_status=True, backend=backend)
+        assert ok.tolist() == [True, False] and np.isnan(x[1]).all()
+        assert rel_err(x[0], np.linalg.solve(good, np.ones(3))) <= 1e-14
 
 
 # ---------------------------------------------------------------- breakdown and singular states

@@ -221,7 +221,8 @@ def test_aba_order_is_a_valid_pivot_sequence(model):
     a random state (pivots -1, -1 and S^T I^A S) and solves the system (dense oracle)."""
     s = _fd_system(model)
     assert set(s.structural_orders) == {"aba"}
-    rp, cp = s.structural_orders["aba"]
+    rp, cp, trust = s.structural_orders["aba"]
+    assert trust == "trusted"                   # its pivots S^T I^A S are fill, not entries of D
     rng = np.random.default_rng(3)
     q, qd, blocks = _rnea_variables(model, rng, 1)
     values, rhs = s.assemble(q, qd, {key: blocks[key] for key in s.measured})

@@ -1,7 +1,8 @@
 """The compiled online route of MAP / weighted least-squares estimation (solve_map.py's equations,
 kernels/normal_numba.py's kernel): offline, N's pattern and the product program (the entry pairs
-of solve_map.NormalEquations), a static-pivot LU plan of N (sparsedyn.planner, diagonal pivots:
-N = A^T W A + diag(p) is SPD) and the sensor rows' assembly program; online, one pass per batch.
+of solve_map.NormalEquations, retargeted to the plan's permuted lower triangle), a static-pivot
+L D L^T plan of N (sparsedyn.planner, symmetric=True: N = A^T W A + diag(p) is SPD, diagonal
+pivots) and the sensor rows' assembly program; online, one pass per batch.
 
 One factorization per state: the refinement step reuses it (a substitution), and its pivots
 flag the states whose measurements leave a direction undetermined. Those states, and any whose
@@ -63,7 +64,7 @@ def compiled_map(problem, reference, ordering="amd", form="auto"):
 
 
 class CompiledMAP:
-    """Fused assembly + normal equations + static-pivot LU of N for a batch of states."""
+    """Fused assembly + normal equations + static-pivot L D L^T of N for a batch of states."""
 
     def __init__(self, problem, reference, ordering="amd"):
         from ..kernels.assemble_numba import lanes_for
@@ -76,36 +77,37 @@ class CompiledMAP:
         n = Np.shape[0]
         is_diag = np.zeros(Np.nnz, dtype=bool)
         is_diag[normal.diag] = True
-        self.factorization = plan_factorization(Np, is_diag, ordering=ordering)
+        self.factorization = plan_factorization(Np, is_diag, ordering=ordering, symmetric=True)
         p = self.factorization.program
-        if not np.array_equal(np.sort(p.load_entries), np.arange(Np.nnz)):
-            raise AssertionError("the LU plan of N must load every entry (no constants)")
+        cols = np.repeat(np.arange(n), np.diff(Np.indptr))
+        inv = np.empty(n, dtype=np.int64)
+        inv[p.row_perm] = np.arange(n)
+        in_lower = inv[Np.indices] >= inv[cols]       # the part of N the program reads
+        if not (p.symmetric and np.array_equal(np.sort(p.load_entries), np.flatnonzero(in_lower))):
+            raise AssertionError("the L D L^T plan of N must load its whole lower triangle "
+                                 "(no constants)")
         if not p.split:
-            raise AssertionError("the LU plan of N must split factorization and substitution")
-        if not np.array_equal(p.row_perm, p.col_perm):
-            raise AssertionError("the LU plan of N must pivot on the diagonal")
+            raise AssertionError("the plan of N must split factorization and substitution")
         recips = np.flatnonzero(p.op_code == RECIP)
         piv_slot = np.full(n, -1, dtype=np.int64)
         piv_slot[p.row_perm[p.op_b[recips]]] = p.op_t[recips]
         if (piv_slot < 0).any() or recips.size != n:
-            raise AssertionError("the LU plan of N must have one reciprocal pivot per variable")
+            raise AssertionError("the plan of N must have one reciprocal pivot per variable")
+        # each pair's product goes to whichever of N_ij, N_ji the program reads
+        readable = np.where(in_lower, np.arange(Np.nnz), _lookup(Np, cols, Np.indices))
         self.assembly = sensor_assembly(problem)
         m, nA = problem.shape[0], problem.pattern.nnz
         rows = nA + np.arange(m)
         a_dest, f_dest, zero_dest, y_dest = self.assembly.bind(rows, [])
         xr = self.assembly.bind_extra(rows)
         a_const = np.setdiff1d(np.arange(nA), self.assembly.dynamic_index)
-        cols = np.repeat(np.arange(n), np.diff(Np.indptr))
-        lower = np.flatnonzero(Np.indices > cols)
-        inv = np.empty(n, dtype=np.int64)
-        inv[p.row_perm] = np.arange(n)
         self._bound = (y_dest, *self.assembly.model_arrays(), *xr, a_dest, f_dest, zero_dest,
                        a_const, self.assembly.template[a_const], normal.rows, normal.cols,
                        np.ascontiguousarray(reference.weights),
                        np.ascontiguousarray(reference.prior_precision),
                        np.ascontiguousarray(reference.prior_precision * reference.prior_mean),
                        normal.e1, normal.e2, np.ascontiguousarray(reference.weights[normal.prow]),
-                       normal.t1, lower, _lookup(Np, cols[lower], Np.indices[lower]), normal.diag,
+                       readable[normal.t1], normal.diag,
                        (p.rhs0 + inv).astype(np.int64), p.n_slots, p.rhs0, p.col_perm,
                        *split_runs(p),
                        p.op_t, p.op_a, p.op_b, *lane_checks(p), p.tol, piv_slot,
@@ -116,7 +118,7 @@ class CompiledMAP:
     @property
     def cost(self):
         """Counted flops per state: N (3 per product pair, 1 per prior term), g (3 per entry of
-        A, 1 per variable), the LU with its first substitution, and the refinement step (residual
+        A, 1 per variable), the L D L^T with its first substitution, and the refinement step (residual
         2 and gradient 3 per entry of A, 2 per variable, one more substitution)."""
         s, nA = self.factorization.stats, self.problem.pattern.nnz
         pairs = self.reference.normal.e1.size

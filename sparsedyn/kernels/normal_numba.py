@@ -3,12 +3,12 @@ BERDY's Gaussian form): per group of `lanes` states, in one pass that stays in c
   1. assemble A = [D; D_Y] and r = [b; y - b_Y] with the assembly kernel (assemble_numba's
      _assemble_lanes driven by an embedded AssemblyProgram) into wA (slots: A's CSC entries, then
      A's rows);
-  2. form the normal matrix N = A^T W A + diag(p) and g = A^T W r + p mu straight into the LU
+  2. form the normal matrix N = A^T W A + diag(p) and g = A^T W r + p mu straight into the
      program's work array wN (slot e = N's CSC entry e) from the offline product program: for
-     each pair k, N[pt_k] += pw_k A[pe1_k] A[pe2_k] (upper triangle), then the lower triangle is
-     mirrored; g by the column sums of A;
-  3. run the static-pivot LU program of N (lu_numba.run_lanes; diagonal pivots in a symmetric
-     fill-reducing order, safe since N is SPD);
+     each pair k, N[pt_k] += pw_k A[pe1_k] A[pe2_k], pt_k in the permuted lower triangle (the
+     only part the L D L^T program reads); g by the column sums of A;
+  3. run the static-pivot L D L^T program of N (planner/symbolic_ldlt.py, lu_numba.run_lanes;
+     diagonal pivots in a symmetric fill-reducing order, safe since N is SPD);
   4. one refinement step on the un-squared residual, dx = N^-1 (A^T W (r - A x) + p (mu - x)),
      by the program's substitution part only (as the reference MAPSolver's step);
   5. flag states for the caller's reference route: a failed pivot check or a non-finite x (1);
@@ -20,8 +20,8 @@ static-pivot LU of K = [[W^-1, A], [A^T, -diag(p)]], a probe substitution and re
 
 Preconditions: the extra rows' section (AssemblyProgram.bind_extra) passed as 9 flat arrays; the
 AssemblyProgram's rows bound to slots nnz_A + row (assemble_batch's layout);
-the LU program planned on N's pattern with all entries loaded (no constant values), split
-into factorization and substitution (runs_f, runs_s: lu_numpy.split_runs); arrays
+the L D L^T program planned on N's pattern with its lower triangle loaded (no constant values),
+split into factorization and substitution (runs_f, runs_s: lu_numpy.split_runs); arrays
 C-contiguous.
 """
 from __future__ import annotations
@@ -40,8 +40,7 @@ def _map_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
                rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
                gravity, x_ptr, x_dest, x_src, t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l,
                q_coef, q_dest, a_dest, f_dest, zero_dest, a_const, a_tpl,
-               a_rows, a_cols, row_w, prior_p, prior_pmu, pe1, pe2, pw, pt, mir_dst, mir_src,
-               diag, g_slot, n_slots, rhs0, col_perm, runs_f, runs_s, t, a, b, check_of, chk_ptr,
+               a_rows, a_cols, row_w, prior_p, prior_pmu, pe1, pe2, pw, pt, diag, g_slot, n_slots, rhs0, col_perm, runs_f, runs_s, t, a, b, check_of, chk_ptr,
                chk_entries, chk_const, tol, piv_slot, sing_tol, x, flag):
     N, nA, m, n = parent.shape[0], a_rows.shape[0], row_w.shape[0], prior_p.shape[0]
     # the extra rows' arrays arrive flat: parallel regions take no nested tuples
@@ -69,7 +68,7 @@ def _map_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
                         rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
                         i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, wA,
                         vel, E, r, tmp, vj, qT)
-        # ---- N = A^T W A + diag(p): upper triangle from the pairs, then the mirror
+        # ---- N = A^T W A + diag(p): the program's (permuted lower) triangle from the pairs
         for k in range(n_slots):
             for s in range(lanes):
                 w[k, s] = 0.0
@@ -82,10 +81,6 @@ def _map_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
             for s in range(lanes):
                 ldiag[j, s] = w[d, s]                 # the likelihood's diagonal (for the test)
                 w[d, s] += p0
-        for k in range(mir_dst.shape[0]):
-            d, src = mir_dst[k], mir_src[k]
-            for s in range(lanes):
-                w[d, s] = w[src, s]
         # ---- g = A^T W r + p mu, in the program's permuted rhs slots
         for e in range(nA):
             row = a_rows[e]
@@ -96,7 +91,7 @@ def _map_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
             d, c = g_slot[j], prior_pmu[j]
             for s in range(lanes):
                 w[d, s] += c
-        # ---- static-pivot LU of N and both substitutions
+        # ---- static-pivot L D L^T of N and the substitutions
         lane_scales(w, chk_ptr, chk_entries, chk_const, scale)
         for s in range(lanes):
             bad[s] = False

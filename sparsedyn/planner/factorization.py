@@ -2,8 +2,11 @@
 
 plan_factorization tries the candidate orderings (sparsedyn.planner.orderings, plus any structural
 orders the system offers), computes each one's exact symbolic factorization and kernel flop count,
-and keeps the cheapest pivot-safe one. Factorization.solve runs the compiled program for a batch
-of states, with one or several right-hand sides per state (one factorization each); states whose
+and keeps the cheapest pivot-safe one (a structural order may declare its pivots trusted: see
+plan_factorization). With symmetric=True the program is an L D L^T of a structurally symmetric
+pattern with diagonal pivots (symbolic_ldlt.py), e.g. for an SPD normal matrix.
+Factorization.solve runs the compiled program for a batch of states, with one or several
+right-hand sides per state (one factorization each); states whose
 static pivot breaks down (the program's cancellation-aware check, symbolic.py) are re-solved with
 partial pivoting (splu), with a PivotBreakdownWarning; states that splu finds numerically singular
 too (a tiny pivot, a non-finite solution or a large backward error) raise SingularModelError
@@ -33,12 +36,20 @@ from .orderings import (
     safe_matching,
 )
 from .symbolic import LUProgram, UnsafePivot, symbolic_lu
+from .symbolic_ldlt import symbolic_ldlt
 
 FORMAT = "sparsedyn.lu_plan"
 FORMAT_VERSION = 1
 BACKENDS = ("auto", "numba", "numpy")
 _TABLE_COLUMNS = ("name", "nnz_LU", "fill", "flops", "time_s", "pivot_safe", "note")
 
+
+#: the optional third element of a structural order (row_perm, col_perm, TRUSTED): its pivots need
+#: not be always-nonzero entries (plan_factorization)
+TRUSTED = "trusted"
+
+#: largest |D_ij - D_ji| / max |D| a symmetric (L D L^T) plan accepts as round-off
+SYMMETRY_TOL = 1e-12
 
 #: normwise backward error |D x - rhs| / (|D| |x| + |rhs|) (infinity norms) above which a
 #: fallback solution is not trusted: a backward-stable solve of a nonsingular D stays near eps
@@ -69,28 +80,80 @@ def _check_mask(mask, nnz, name, dtype):
     return arr
 
 
-def _structural_pair(pattern, always_nonzero, name, pair):
+def _structural_order(pattern, always_nonzero, name, order):
+    """(row_perm, col_perm, n_unsafe, trusted) of structural_orders[name]; n_unsafe counts the
+    pivots that are not always-nonzero entries of D (structural zeros filled in by the
+    elimination, or entries that vanish for some states)."""
     n = pattern.shape[0]
+    label = f"structural_orders[{name!r}]"
+    items = tuple(order) if isinstance(order, (tuple, list)) else ()
+    if len(items) not in (2, 3) or (len(items) == 3 and not (isinstance(items[2], str)
+                                                             and items[2] == TRUSTED)):
+        raise ValueError(f"{label}: expected (row_perm, col_perm) or "
+                         f"(row_perm, col_perm, {TRUSTED!r})")
     try:
-        row_perm, col_perm = (np.asarray(p, dtype=np.int64) for p in pair)
+        row_perm, col_perm = (np.asarray(p, dtype=np.int64) for p in items[:2])
     except (TypeError, ValueError):
-        raise ValueError(f"structural_orders[{name!r}]: expected (row_perm, col_perm)") from None
-    for label, perm in (("row_perm", row_perm), ("col_perm", col_perm)):
+        raise ValueError(f"{label}: row_perm and col_perm must be integer arrays") from None
+    for which, perm in (("row_perm", row_perm), ("col_perm", col_perm)):
         if perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
-            raise ValueError(f"structural_orders[{name!r}]: {label} is not a permutation of 0..{n - 1}")
+            raise ValueError(f"{label}: {which} is not a permutation of 0..{n - 1}")
     entry_id = pattern.copy()
     entry_id.data = np.arange(1, pattern.nnz + 1, dtype=float)
     diag = np.asarray(entry_id.tocsr()[row_perm, col_perm]).ravel().astype(np.int64) - 1
-    safe = bool((diag >= 0).all() and always_nonzero[diag[diag >= 0]].all())
-    return row_perm, col_perm, safe
+    stored = diag >= 0
+    n_unsafe = int((~stored).sum() + (~always_nonzero[diag[stored]]).sum())
+    return row_perm, col_perm, n_unsafe, len(items) == 3
+
+
+def _transpose_map(pattern):
+    """Index of the transpose of each stored entry; ValueError unless the pattern is
+    structurally symmetric."""
+    ids = pattern.copy()
+    ids.data = np.arange(1, pattern.nnz + 1, dtype=float)
+    t = sp.csc_matrix(ids.T)
+    t.sort_indices()
+    if not (np.array_equal(t.indptr, pattern.indptr) and np.array_equal(t.indices, pattern.indices)):
+        raise ValueError("pattern: symmetric=True needs a structurally symmetric pattern")
+    return t.data.astype(np.int64) - 1
+
+
+def _check_symmetric_plan(pattern, always_nonzero, constant_values):
+    """The conditions of an L D L^T plan (symmetric=True): symmetric pattern and constants, and
+    an always-nonzero diagonal (its pivots)."""
+    mirror = _transpose_map(pattern)
+    rows = pattern.indices
+    cols = np.repeat(np.arange(pattern.shape[0]), np.diff(pattern.indptr))
+    diag = rows == cols
+    missing = np.setdiff1d(np.arange(pattern.shape[0]), rows[diag & always_nonzero])
+    if missing.size:
+        raise ValueError(f"always_nonzero: symmetric=True pivots on the diagonal, but diagonal "
+                         f"entries {missing[:20].tolist()} are not stored always-nonzero entries")
+    if constant_values is not None:
+        c, ct = constant_values, constant_values[mirror]
+        if not ((c == ct) | (np.isnan(c) & np.isnan(ct))).all():
+            raise ValueError("constant_values: symmetric=True needs symmetric constants")
 
 
 def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="auto",
-                       structural_orders=None, backend="auto", progress=None):
+                       structural_orders=None, backend="auto", progress=None, symmetric=False):
     """Choose permutations for the static-pivot LU of `pattern` and compile its online program.
 
-    ordering: "auto" (fewest kernel flops among the pivot-safe candidates), a name in
-    KNOWN_ORDERINGS, or a key of structural_orders ({name: (row_perm, col_perm)}).
+    symmetric: plan an L D L^T instead (planner/symbolic_ldlt.py: about half the LU's
+    factorization work) for a structurally symmetric pattern whose values are symmetric in
+    every state, e.g. an SPD normal matrix: one permutation on both sides, diagonal pivots (which
+    must be always-nonzero entries); solve() then checks that the values are symmetric.
+
+    ordering: "auto" (fewest kernel flops among the usable candidates; at equal cost an order
+    whose pivots are all always-nonzero entries wins), a name in KNOWN_ORDERINGS, or a key of
+    structural_orders.
+    structural_orders: {name: (row_perm, col_perm)}, an order whose pivots must be always-nonzero
+    entries of the pattern, or {name: (row_perm, col_perm, TRUSTED)}, an order whose provider
+    vouches that its pivots, including those only fill creates (structural zeros of D), are
+    nonzero for every state where D is nonsingular (e.g. Nori's ABA order, Appendix B: the
+    articulated joint inertias S^T I^A S, positive when the mass matrix is positive definite).
+    Every state-dependent pivot gets the cancellation-aware check either way, so a state
+    breaking that promise takes the splu fallback or raises SingularModelError.
     progress: optional callable(name, index, total), called before each ordering is tried.
     """
     pattern = _check_pattern(pattern)
@@ -102,6 +165,8 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
             raise ValueError("constant_values: must be finite or NaN (state-dependent)")
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    if symmetric:
+        _check_symmetric_plan(pattern, always_nonzero, constant_values)
     structural_orders = dict(structural_orders or {})
     for name in structural_orders:
         if name in KNOWN_ORDERINGS or name == "auto":
@@ -123,16 +188,25 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
         row = {"name": name, "nnz_LU": -1, "fill": -1, "flops": -1, "pivot_safe": False, "note": ""}
         try:
             if name in structural_orders:
-                row_perm, col_perm, safe = _structural_pair(pattern, always_nonzero, name,
-                                                            structural_orders[name])
-                if not safe:
-                    raise UnsafePivot("a pivot is not an always-nonzero entry")
+                row_perm, col_perm, n_unsafe, trusted = _structural_order(
+                    pattern, always_nonzero, name, structural_orders[name])
+                if symmetric and not np.array_equal(row_perm, col_perm):
+                    raise UnsafePivot("symmetric=True needs the same permutation of rows and "
+                                      "columns")
+                if n_unsafe and not trusted:
+                    raise UnsafePivot(f"a pivot is not an always-nonzero entry ({n_unsafe} such "
+                                      f"pivots; an order may declare them {TRUSTED!r})")
+                if n_unsafe:
+                    row["note"] = (f"{TRUSTED}: {n_unsafe} pivots are not always-nonzero "
+                                   f"entries (checked online)")
             else:
-                if match is None:
-                    match = safe_matching(pattern, always_nonzero)
+                if match is None:   # the diagonal itself when symmetric (checked above)
+                    match = (np.arange(pattern.shape[0], dtype=np.int64) if symmetric
+                             else safe_matching(pattern, always_nonzero))
                 matched = pattern[match, :]
                 row_perm, col_perm = matched_pair(match, column_order(name, matched))
-            sym = symbolic_lu(pattern, row_perm, col_perm, constant_values)
+            sym = (symbolic_ldlt(pattern, col_perm, constant_values) if symmetric
+                   else symbolic_lu(pattern, row_perm, col_perm, constant_values))
         except (OrderingUnavailable, UnsafePivot) as exc:
             row["note"] = str(exc)
             if ordering != "auto":
@@ -143,7 +217,8 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
             plans[name] = sym
         row["time_s"] = time.perf_counter() - t0
         table.append(row)
-    best = min((r for r in table if r["pivot_safe"]), key=lambda r: (r["flops"], r["nnz_LU"]))
+    best = min((r for r in table if r["pivot_safe"]),
+               key=lambda r: (r["flops"], r["nnz_LU"], r["note"].startswith(TRUSTED)))
     sym = plans[best["name"]]
     return Factorization(pattern, always_nonzero, constant_values, sym.program,
                          ordering=best["name"], nnz_LU=sym.nnz_LU, table=table, backend=backend)
@@ -162,10 +237,12 @@ class Factorization:
         self.table = list(table)
         self.backend = backend
         self._groups = None
+        self._mirror = None
         self.stats = {"n": program.n, "nnz_D": pattern.nnz, "nnz_LU": int(nnz_LU),
                       "fill": int(nnz_LU) - pattern.nnz, **program.costs(),
                       "n_ops": int(program.op_code.size), "ordering": ordering,
-                      "backend": self._resolved_backend(backend)}
+                      "backend": self._resolved_backend(backend),
+                      "symmetric": bool(program.symmetric)}
 
     @staticmethod
     def _resolved_backend(backend):
@@ -242,6 +319,8 @@ class Factorization:
     def _run(self, values, rhs, return_status, backend):
         """(x, ok) for batched values (B, nnz) and rhs (B, n) or (B, n, k)."""
         B = values.shape[0]
+        if self.program.symmetric:
+            self._check_symmetric_values(values)
         if backend == "numba":
             from ..kernels.lu_numba import solve_numba
             x, broken = solve_numba(self.program, values, rhs)
@@ -259,6 +338,21 @@ class Factorization:
         if broken.any():
             ok = self._resolve_broken(values, rhs, x, np.flatnonzero(broken), return_status)
         return x, ok
+
+    def _check_symmetric_values(self, values):
+        """An L D L^T program reads only the lower triangle: values that are not symmetric
+        (beyond round-off) would silently solve another matrix."""
+        if self._mirror is None:
+            self._mirror = _transpose_map(self.pattern)
+        dyn = np.flatnonzero(np.isnan(self.constant_values))
+        if dyn.size == 0:
+            return
+        v = values[:, dyn]
+        gap = np.abs(v - values[:, self._mirror[dyn]]).max(axis=1)
+        bad = np.flatnonzero(gap > SYMMETRY_TOL * np.abs(v).max(axis=1))
+        if bad.size:
+            raise ValueError(f"values: this L D L^T plan needs symmetric values; not symmetric "
+                             f"for batch indices {_short(bad.tolist())}")
 
     def assemble(self, values):
         """D for one state as CSC (known constants taken from constant_values)."""
@@ -321,7 +415,8 @@ class Factorization:
         d = check_format(d, FORMAT, FORMAT_VERSION)
         required = (["shape", "pattern_indptr", "pattern_indices", "always_nonzero",
                      "constant_values", "nnz_LU", "ordering", "backend", "checksum"]
-                    + ["program_" + k for k in LUProgram.__dataclass_fields__ if k != "n_factor_ops"]
+                    + ["program_" + k for k in LUProgram.__dataclass_fields__
+                       if k not in ("n_factor_ops", "symmetric")]
                     + ["table_" + c for c in _TABLE_COLUMNS])
         missing = [k for k in required if k not in d]
         if missing:
@@ -359,6 +454,7 @@ def _program_from_dict(d, n, nnz):
     for k in ints:
         kw[k] = int(np.asarray(kw[k]))
     kw["tol"] = float(np.asarray(kw["tol"]))
+    kw["symmetric"] = bool(np.asarray(kw.get("symmetric", False)))   # LU before L D L^T existed
     for k in ("row_perm", "col_perm", "op_t", "op_a", "op_b", "init_slots", "load_entries",
               "scale_ptr", "scale_entries"):
         kw[k] = np.asarray(kw[k], dtype=np.int64)

@@ -28,7 +28,12 @@ numerically singular D whose original entries are all large, e.g. a link without
 its joint axis) then fails the check instead of producing a huge, meaningless reciprocal. These
 safeguard ops are reported apart as `check` (like NEG/MOV, not in flops).
 
-Preconditions: the permuted diagonal consists of stored entries (pivot-safe order).
+A pivot may also be a fill entry (a structural zero of D that the elimination fills in, as the
+qdd pivots S^T I^A S of Nori's ABA order): symbolically it is just another entry, and an unknown
+one gets the same checked RECIP as any state-dependent pivot.
+
+Preconditions: every permuted diagonal entry is stored or created by fill (the caller decides
+whether such pivots are acceptable: sparsedyn.planner.factorization, pivot-safe or trusted orders).
 """
 from __future__ import annotations
 
@@ -69,6 +74,9 @@ class LUProgram:
     #: ops [0, n_factor_ops) factorise, the rest substitute; -1: one undivided program (plans
     #: stored before the split, whose RECIP slots sparsedyn.planner initialises to 0 on loading)
     n_factor_ops: int = -1
+    #: an L D L^T program (planner/symbolic_ldlt.py): it reads only the permuted lower triangle,
+    #: so the values it is given must be symmetric
+    symmetric: bool = False
 
     @property
     def has_checks(self):
@@ -106,6 +114,9 @@ class SymbolicLU:
     L: sp.csc_matrix   # pattern of the strictly lower part of L (permuted coordinates)
     U: sp.csc_matrix   # pattern of U including its diagonal
     nnz_LU: int
+    #: an L D L^T's factors as program operands (known value, slot, sign), for inspection:
+    #: ([(i, k, l_ik)], [1 / d_k]); None for an LU
+    ldlt: tuple | None = None
 
 
 class _Emitter:
@@ -241,6 +252,28 @@ class _Emitter:
             self.sign[slot] = x[2] * inv[2]
         return self.operand(slot)
 
+    def scaled(self, slot, inv):
+        """Operand for true[slot] * inv in a new slot, leaving `slot` as it is (L D L^T keeps
+        both a column and its scaled copy; no operation when a factor is known 0 or +-1)."""
+        x = self.operand(slot)
+        if x[0] == x[0] and inv[0] == inv[0]:
+            return (x[0] * inv[0], -1, 0.0)
+        if not self.needs_mul(x, inv):
+            if x[0] == x[0]:          # known 0 or +-1 times an unknown reciprocal
+                return (0.0, -1, 0.0) if x[0] == 0.0 else (np.nan, inv[1], x[0] * inv[2])
+            return (np.nan, x[1], x[2] * inv[0])
+        out = self.new_slot()
+        if x[0] == x[0]:
+            self.op(MUL, out, self.constant(x[0]), inv[1])
+            self.sign[out] = inv[2]
+        elif inv[0] == inv[0]:
+            self.op(MUL, out, x[1], self.constant(inv[0]))
+            self.sign[out] = x[2]
+        else:
+            self.op(MUL, out, x[1], inv[1])
+            self.sign[out] = x[2] * inv[2]
+        return self.operand(out)
+
     def scale_solution(self, slot, inv):
         """true[slot] *= inv for an unknown solution slot."""
         if inv[0] == inv[0]:
@@ -253,63 +286,107 @@ class _Emitter:
             self.sign[slot] = self.sign.get(slot, 1.0) * inv[2]
 
 
+class _Setup:
+    """What an elimination starts from: the permutations and their inverses, every stored entry's
+    permuted coordinates (pr, pc), its known initial value (NaN: loaded online), each permuted
+    row's largest known |entry| (the constant part of the pivot checks' yardstick) and the
+    emitter with the known entries registered."""
+
+    def __init__(self, pattern, row_perm, col_perm, constant_values):
+        n = self.n = pattern.shape[0]
+        self.nnz = pattern.nnz
+        self.row_perm = np.asarray(row_perm, dtype=np.int64)
+        self.col_perm = np.asarray(col_perm, dtype=np.int64)
+        new_row = np.empty(n, dtype=np.int64)
+        new_row[self.row_perm] = np.arange(n)
+        new_col = np.empty(n, dtype=np.int64)
+        new_col[self.col_perm] = np.arange(n)
+        coo_rows = pattern.indices.astype(np.int64)
+        coo_cols = np.repeat(np.arange(n), np.diff(pattern.indptr))
+        self.pr, self.pc = new_row[coo_rows], new_col[coo_cols]
+        self.known_init = (np.full(self.nnz, np.nan) if constant_values is None
+                           else np.asarray(constant_values, dtype=float))
+        consts = ~np.isnan(self.known_init)
+        self.const_scale = np.zeros(n)
+        np.maximum.at(self.const_scale, self.pr[consts], np.abs(self.known_init[consts]))
+        self.rhs0 = self.nnz
+        self.em = _Emitter(first_free_slot=self.nnz + n)
+        for e in np.flatnonzero(consts):
+            self.em.known[int(e)] = float(self.known_init[e])
+
+
+def _invert_pivot(em, k, slot, const_scale, tol):
+    """Operand for 1 / (pivot of permuted row k, held in `slot`): folded offline when the pivot
+    is a known constant that did not cancel, else a checked RECIP (cancellation-aware)."""
+    pivot = em.operand(slot)
+    if pivot[0] == pivot[0]:
+        if pivot[0] == 0.0:
+            raise UnsafePivot(f"pivot {k}: folds to the known constant 0")
+        _, folded = em.magnitude.get(k, (None, 0.0))
+        if abs(pivot[0]) <= tol * (const_scale[k] + folded):
+            # the constants cancelled to round-off (a mass matrix singular for every state,
+            # e.g. a link without inertia about its joint axis): check it online like any
+            # pivot, so that every state is reported instead of dividing by the round-off
+            em.materialize(slot)
+            pivot = em.operand(slot)
+        else:
+            em.magnitude.pop(k, None)
+    if pivot[0] == pivot[0]:
+        return (1.0 / pivot[0], -1, 0.0)
+    # the reciprocal overwrites the pivot's magnitude slot (0: a pivot nothing updated)
+    r, const = em.magnitude.pop(k, (None, 0.0))
+    r = em.new_slot() if r is None else r
+    em.init[r] = const
+    em.op(RECIP, r, pivot[1], k)
+    return (np.nan, r, pivot[2])
+
+
+def _program(setup, n_factor_ops, tol, loaded, scale_rows, scale_slots, symmetric=False):
+    """The LUProgram of what setup.em emitted: `loaded` the stored entries read online (a mask),
+    (scale_rows, scale_slots) the loaded entries that make up each permuted row's check scale."""
+    em, n = setup.em, setup.n
+    for k in range(n):
+        if em.sign.get(setup.rhs0 + k, 1.0) < 0:
+            em.op(NEG, setup.rhs0 + k)
+    order_rows = np.argsort(scale_rows, kind="stable")
+    scale_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(scale_ptr, scale_rows + 1, 1)
+    scale_ptr = np.cumsum(scale_ptr)
+    init_slots = np.fromiter(em.init.keys(), dtype=np.int64, count=len(em.init))
+    init_values = np.fromiter(em.init.values(), dtype=float, count=len(em.init))
+    code, t, a, b = (np.asarray(em.code, dtype=np.int8), np.asarray(em.t, dtype=np.int64),
+                     np.asarray(em.a, dtype=np.int64), np.asarray(em.b, dtype=np.int64))
+    # each part in its own level order: the substitution part then runs after the whole
+    # factorization, once per right-hand side (per slot the op order is unchanged)
+    order = np.concatenate([
+        part[level_order(code[part], t[part], a[part], b[part], em.next_slot)]
+        for part in (np.arange(n_factor_ops), np.arange(n_factor_ops, code.size))])
+    return LUProgram(
+        n=n, nnz=setup.nnz, n_slots=em.next_slot, rhs0=setup.rhs0, row_perm=setup.row_perm,
+        col_perm=setup.col_perm, op_code=code[order], op_t=t[order], op_a=a[order],
+        op_b=b[order], init_slots=init_slots, init_values=init_values,
+        load_entries=np.flatnonzero(loaded).astype(np.int64), scale_ptr=scale_ptr,
+        scale_entries=np.asarray(scale_slots, dtype=np.int64)[order_rows],
+        scale_const=setup.const_scale, tol=float(tol), n_factor_ops=int(n_factor_ops),
+        symmetric=bool(symmetric))
+
+
 def symbolic_lu(pattern, row_perm, col_perm, constant_values=None, tol=PIVOT_TOL):
     """Symbolic factorization + program for the static-pivot LU of pattern[row_perm][:, col_perm]."""
-    n = pattern.shape[0]
-    nnz = pattern.nnz
-    row_perm = np.asarray(row_perm, dtype=np.int64)
-    col_perm = np.asarray(col_perm, dtype=np.int64)
-    new_row = np.empty(n, dtype=np.int64)
-    new_row[row_perm] = np.arange(n)
-    new_col = np.empty(n, dtype=np.int64)
-    new_col[col_perm] = np.arange(n)
-    coo_rows = pattern.indices.astype(np.int64)
-    coo_cols = np.repeat(np.arange(n), np.diff(pattern.indptr))
-    pr, pc = new_row[coo_rows], new_col[coo_cols]
-    known_init = (np.full(nnz, np.nan) if constant_values is None
-                  else np.asarray(constant_values, dtype=float))
-
-    consts = ~np.isnan(known_init)
-    const_scale = np.zeros(n)           # per permuted row: the largest known |entry|
-    np.maximum.at(const_scale, pr[consts], np.abs(known_init[consts]))
-
-    rhs0 = nnz
-    em = _Emitter(first_free_slot=nnz + n)
+    setup = _Setup(pattern, row_perm, col_perm, constant_values)
+    n, em, rhs0, pr, pc = setup.n, setup.em, setup.rhs0, setup.pr, setup.pc
     row_cols = [dict() for _ in range(n)]   # permuted row -> {permuted col: slot}
     col_rows = [set() for _ in range(n)]    # permuted col -> {permuted rows}
-    for e in range(nnz):
+    for e in range(setup.nnz):
         row_cols[pr[e]][pc[e]] = e
         col_rows[pc[e]].add(pr[e])
-        if known_init[e] == known_init[e]:
-            em.known[e] = float(known_init[e])
 
     factor_L, factor_U, inverses, scaled_L = [], [], [], []
     L_cols, U_rows = [], []
     for k in range(n):
         if k not in row_cols[k]:
-            raise UnsafePivot(f"pivot {k}: no stored entry on the diagonal of the permuted pattern")
-        pivot = em.operand(row_cols[k][k])
-        if pivot[0] == pivot[0]:
-            if pivot[0] == 0.0:
-                raise UnsafePivot(f"pivot {k}: folds to the known constant 0")
-            _, folded = em.magnitude.get(k, (None, 0.0))
-            if abs(pivot[0]) <= tol * (const_scale[k] + folded):
-                # the constants cancelled to round-off (a mass matrix singular for every state,
-                # e.g. a link without inertia about its joint axis): check it online like any
-                # pivot, so that every state is reported instead of dividing by the round-off
-                em.materialize(row_cols[k][k])
-                pivot = em.operand(row_cols[k][k])
-            else:
-                em.magnitude.pop(k, None)
-        if pivot[0] == pivot[0]:
-            inv = (1.0 / pivot[0], -1, 0.0)
-        else:
-            # the reciprocal overwrites the pivot's magnitude slot (0: a pivot nothing updated)
-            r, const = em.magnitude.pop(k, (None, 0.0))
-            r = em.new_slot() if r is None else r
-            em.init[r] = const
-            em.op(RECIP, r, pivot[1], k)
-            inv = (np.nan, r, pivot[2])
+            raise UnsafePivot(f"pivot {k}: structurally zero (neither stored nor created by fill)")
+        inv = _invert_pivot(em, k, row_cols[k][k], setup.const_scale, tol)
         Lk = sorted(i for i in col_rows[k] if i > k)
         Uk = sorted(j for j in row_cols[k] if j > k)
         l_slots = [row_cols[i][k] for i in Lk]
@@ -356,34 +433,9 @@ def symbolic_lu(pattern, row_perm, col_perm, constant_values=None, tol=PIVOT_TOL
             em.update(rhs0 + k, uj, em.operand(rhs0 + j))
         if scaled_L[k]:
             em.scale_solution(rhs0 + k, inverses[k])
-    for k in range(n):
-        if em.sign.get(rhs0 + k, 1.0) < 0:
-            em.op(NEG, rhs0 + k)
 
-    dynamic = np.isnan(known_init)
-    by_row = np.argsort(pr, kind="stable")
-    dyn_by_row = by_row[dynamic[by_row]]
-    scale_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(scale_ptr, pr[dyn_by_row] + 1, 1)
-    scale_ptr = np.cumsum(scale_ptr)
-    scale_const = const_scale
-
-    init_slots = np.fromiter(em.init.keys(), dtype=np.int64, count=len(em.init))
-    init_values = np.fromiter(em.init.values(), dtype=float, count=len(em.init))
-    code, t, a, b = (np.asarray(em.code, dtype=np.int8), np.asarray(em.t, dtype=np.int64),
-                     np.asarray(em.a, dtype=np.int64), np.asarray(em.b, dtype=np.int64))
-    # each part in its own level order: the substitution part then runs after the whole
-    # factorization, once per right-hand side (per slot the op order is unchanged)
-    order = np.concatenate([
-        part[level_order(code[part], t[part], a[part], b[part], em.next_slot)]
-        for part in (np.arange(n_factor_ops), np.arange(n_factor_ops, code.size))])
-    program = LUProgram(
-        n=n, nnz=nnz, n_slots=em.next_slot, rhs0=rhs0, row_perm=row_perm, col_perm=col_perm,
-        op_code=code[order], op_t=t[order], op_a=a[order], op_b=b[order],
-        init_slots=init_slots, init_values=init_values,
-        load_entries=np.flatnonzero(dynamic).astype(np.int64),
-        scale_ptr=scale_ptr, scale_entries=dyn_by_row.astype(np.int64), scale_const=scale_const,
-        tol=float(tol), n_factor_ops=int(n_factor_ops))
+    dynamic = np.isnan(setup.known_init)
+    program = _program(setup, n_factor_ops, tol, dynamic, pr[dynamic], np.flatnonzero(dynamic))
     L = _pattern_matrix(n, [(i, k) for k in range(n) for i in L_cols[k]])
     U = _pattern_matrix(n, [(k, j) for k in range(n) for j in [k] + U_rows[k]])
     return SymbolicLU(program=program, L=L, U=U, nnz_LU=L.nnz + U.nnz)

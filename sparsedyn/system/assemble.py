@@ -19,6 +19,7 @@ import numpy as np
 from ..kinematics import body_velocities, joint_transforms
 from ..model.model import WORLD
 from ..opcount import charge, count_operations
+from ..planner.factorization import TRUSTED
 from ..recursive._common import S_times, gravity_acceleration, inertia_times
 from ..spatial import cross3, cross_force, cross_motion
 from .blocks import CONSTRAINT_KINDS, ROW_KINDS, VARIABLE_KINDS, BlockLayout, aba_order, rnea_order
@@ -125,7 +126,11 @@ class NewtonEulerSystem:
     @property
     def structural_orders(self):
         """Nori's permutations, offered to the planner as candidates: "rnea" (eq. 11-12) when
-        qdd and every fx are measured, "aba" (Appendix B) when tau and every fx are."""
+        qdd and every fx are measured, (row_perm, col_perm); "aba" (Appendix B) when tau and
+        every fx are, (row_perm, col_perm, TRUSTED). The ABA order's qdd pivots S_i^T I^A_i S_i
+        are structural zeros of D that fill creates, not always-nonzero entries; they are the
+        ABA's D_i, positive whenever the mass matrix is positive definite, so the order is
+        declared trusted (the planner's online pivot checks catch the singular states)."""
         N = self.model.nbodies
         measured = set(self.measured)
         fx = {("fx", i) for i in self.fx_bodies}
@@ -135,7 +140,7 @@ class NewtonEulerSystem:
         if measured == {("qdd", i) for i in range(N)} | fx:
             orders["rnea"] = rnea_order(N, self.rows, self.columns)
         if measured == {("tau", i) for i in range(N)} | fx:
-            orders["aba"] = aba_order(N, self.rows, self.columns)
+            orders["aba"] = (*aba_order(N, self.rows, self.columns), TRUSTED)
         return orders
 
     # ------------------------------------------------------------------ online assembly
