@@ -150,3 +150,22 @@ def robot_and_pin(name):
             _ROBOTS[name] = (sd.load_urdf(robot_urdf(name), floating_base=True),
                              pin_model(robot_urdf(name), True))
     return _ROBOTS[name]
+
+
+def singular_chain_setting(seed):
+    """A 6-link chain, joint accelerations and all torques measured, unknown tip wrench, three
+    Pinocchio truth states of which the first (q[0] = 0: the two x axes aligned) is singular.
+    Returns (model, checked EstimationProblem, truth)."""
+    from oracles import pin_twin
+    from sparsedyn import sensors as S
+    from sparsedyn.estimation import EstimationProblem
+    from sparsedyn.models import serial_chain
+    model = serial_chain(6)
+    pm = pin_twin(model)
+    truth = PinTruth.random(model, pm, np.random.default_rng(seed), 3, ["link6"], scale=5.0)
+    q = truth.q.copy()
+    q[0] = 0.0
+    truth = PinTruth(model, pm, q, truth.v, truth.tau, truth.f_ext)
+    problem = EstimationProblem(model, [S.JointAccelerations(), S.JointTorques()],
+                                unknown_wrenches=["link6"]).check()
+    return model, problem, truth

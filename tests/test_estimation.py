@@ -7,11 +7,10 @@ import pytest
 
 import sparsedyn as sd
 from oracles import pin_model, rel_err, robot_urdf
-from pin_sensors import PinTruth, robot_and_pin
+from pin_sensors import PinTruth, robot_and_pin, singular_chain_setting
 from sparsedyn import IllPosedError
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, SingularStateWarning, compile_estimation
-from sparsedyn.models import serial_chain
 
 TOL = 1e-8
 FEET = ["l_sole", "r_sole"]
@@ -194,16 +193,7 @@ def test_slippery_floor_solves_and_flags_flat_parallel_feet():
 def test_exact_plan_reports_singular_states():
     """Six joint torques measured, unknown tip wrench: square, J^T fx = tau - ID(q, v, qdd) is
     singular where the chain's Jacobian is (q = 0: the two x axes are aligned)."""
-    from oracles import pin_twin
-    model = serial_chain(6)
-    pm = pin_twin(model)
-    rng = np.random.default_rng(7)
-    truth = PinTruth.random(model, pm, rng, 3, ["link6"], scale=5.0)
-    q = truth.q.copy()
-    q[0] = 0.0
-    truth = PinTruth(model, pm, q, truth.v, truth.tau, truth.f_ext)
-    problem = EstimationProblem(model, [S.JointAccelerations(), S.JointTorques()],
-                                unknown_wrenches=["link6"]).check()
+    model, problem, truth = singular_chain_setting(7)
     plan = compile_estimation(problem)
     assert plan.method == "exact"
     readings = {"qdd": truth.qdd, "tau": truth.tau}

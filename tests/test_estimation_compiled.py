@@ -9,10 +9,9 @@ import pytest
 
 import sparsedyn as sd
 from oracles import pin_model, rel_err, robot_urdf
-from pin_sensors import PinTruth, robot_and_pin
+from pin_sensors import PinTruth, robot_and_pin, singular_chain_setting
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, SingularStateWarning, compile_estimation
-from sparsedyn.models import serial_chain
 from test_estimation import FEET, TOL, _assert_truth, _overdetermined, _readings, _slippery
 
 SAME = 1e-12          # compiled against the reference route: same equations, other rounding
@@ -116,18 +115,23 @@ def test_icub_exact_compiled_with_its_six_ft_sensors():
     assert rel_err(one["tau"], truth.tau[1]) < TOL
 
 
-def test_icub_fixed_base_map_compiled():
-    """The BERDY comparison's setting (tests/test_estimation.py) and weighted least squares on
-    the compiled route."""
+def _icub_berdy_setting(seed, B):
+    """Fixed-base iCub, joint accelerations + its F/T sensors, unknown l_foot wrench, BERDY's
+    covariances (tests/test_estimation.py's BERDY comparison): (model, problem, truth, readings, cov)."""
     path = robot_urdf("icub")
     model = sd.load_urdf(path)
-    pm = pin_model(path)
     fts = _icub_fts(model)
     problem = EstimationProblem(model, [S.JointAccelerations()] + [S.ForceTorque(j) for j in fts],
                                 unknown_wrenches=["l_foot"])
-    truth = PinTruth.random(model, pm, np.random.default_rng(13), 5, ["l_foot"], scale=10.0)
-    readings = _readings(problem, truth)
+    truth = PinTruth.random(model, pin_model(path), np.random.default_rng(seed), B, ["l_foot"], scale=10.0)
     cov = {"dynamics": 1e-8, "qdd": 1e-6, "prior": 1e4, **{j: 1e-6 for j in fts}}
+    return model, problem, truth, _readings(problem, truth), cov
+
+
+def test_icub_fixed_base_map_compiled():
+    """The BERDY comparison's setting (tests/test_estimation.py) and weighted least squares on
+    the compiled route."""
+    model, problem, truth, readings, cov = _icub_berdy_setting(13, 5)
     est_map = _both_routes(compile_estimation(problem, method="map", covariances=cov), truth,
                            readings)[0]
     assert est_map.ok.all()        # (its distance to the truth is the prior's bias: BERDY test)
@@ -167,15 +171,7 @@ def test_compiled_map_flags_flat_parallel_feet(method):
 
 def test_compiled_exact_reports_singular_states():
     """Serial chain, six torques measured, unknown tip wrench: singular at q[0] = 0."""
-    from oracles import pin_twin
-    model = serial_chain(6)
-    pm = pin_twin(model)
-    truth = PinTruth.random(model, pm, np.random.default_rng(15), 3, ["link6"], scale=5.0)
-    q = truth.q.copy()
-    q[0] = 0.0
-    truth = PinTruth(model, pm, q, truth.v, truth.tau, truth.f_ext)
-    problem = EstimationProblem(model, [S.JointAccelerations(), S.JointTorques()],
-                                unknown_wrenches=["link6"]).check()
+    model, problem, truth = singular_chain_setting(15)
     plan = compile_estimation(problem)
     assert plan.backend == "numba"
     readings = {"qdd": truth.qdd, "tau": truth.tau}
@@ -254,15 +250,7 @@ def test_icub_map_augmented_in_the_berdy_setting():
     """BERDY's covariances on fixed-base iCub (test_icub_fixed_base_map_compiled): the augmented
     form against the dense posterior mean and the reference route; "auto" keeps the form with
     fewer counted flops."""
-    path = robot_urdf("icub")
-    model = sd.load_urdf(path)
-    pm = pin_model(path)
-    fts = _icub_fts(model)
-    problem = EstimationProblem(model, [S.JointAccelerations()] + [S.ForceTorque(j) for j in fts],
-                                unknown_wrenches=["l_foot"])
-    truth = PinTruth.random(model, pm, np.random.default_rng(20), 3, ["l_foot"], scale=10.0)
-    readings = _readings(problem, truth)
-    cov = {"dynamics": 1e-8, "qdd": 1e-6, "prior": 1e4, **{j: 1e-6 for j in fts}}
+    model, problem, truth, readings, cov = _icub_berdy_setting(20, 3)
     plan = compile_estimation(problem, method="map", covariances=cov, map_form="augmented")
     values, rhs, _, _ = problem.assemble(truth.q, truth.v, readings)
     var = np.full(problem.shape[0], 1e-8)
