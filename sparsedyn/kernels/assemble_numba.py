@@ -298,6 +298,16 @@ def lanes_for(n_slots, budget=LANE_BYTES):
 # ------------------------------------------------------------------------- assembly only
 
 
+@njit(cache=True)
+def lane_scratch(N, n_qv, n_checks, lanes):
+    """Per-lane-group scratch of _assemble_lanes and the pivot checks: body velocities (N, 6, .),
+    the joint transform's E (9, .), r (3, .), tmp (9, .), vj (6, .), the check scales, the lane
+    state indices, q and qd as rows (n_qv, .), and the breakdown flags."""
+    return (np.zeros((N, 6, lanes)), np.zeros((9, lanes)), np.zeros((3, lanes)), np.zeros((9, lanes)),
+            np.zeros((6, lanes)), np.zeros((n_checks, lanes)), np.zeros(lanes, dtype=np.int64),
+            np.zeros((n_qv, lanes)), np.zeros(lanes, dtype=np.bool_))
+
+
 @njit(cache=True, error_model="numpy")
 def _assemble_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                     rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
@@ -305,11 +315,7 @@ def _assemble_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_
                     rhs):
     N, nnz, n_rows = parent.shape[0], values.shape[1], rhs.shape[1]
     w = np.zeros((nnz + n_rows, lanes))            # slots: values entries, then nnz + rhs row
-    vel = np.zeros((N, 6, lanes))
-    E, r, tmp, vj = (np.zeros((9, lanes)), np.zeros((3, lanes)), np.zeros((9, lanes)),
-                     np.zeros((6, lanes)))
-    idx = np.zeros(lanes, dtype=np.int64)
-    qT = np.zeros((q.shape[1] + qd.shape[1], lanes))
+    vel, E, r, tmp, vj, _, idx, qT, _ = lane_scratch(N, q.shape[1] + qd.shape[1], 0, lanes)
     for first in range(lo, hi, lanes):
         m = _lane_indices(first, hi, idx)
         _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
@@ -358,13 +364,8 @@ def _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_tra
     N, n = parent.shape[0], col_perm.shape[0]
     full = x.shape[0] > 0
     w = np.zeros((n_slots, lanes))
-    vel = np.zeros((N, 6, lanes))
-    E, r, tmp, vj = (np.zeros((9, lanes)), np.zeros((3, lanes)), np.zeros((9, lanes)),
-                     np.zeros((6, lanes)))
-    scale = np.zeros((chk_const.shape[0], lanes))
-    idx = np.zeros(lanes, dtype=np.int64)
-    qT = np.zeros((q.shape[1] + qd.shape[1], lanes))
-    bad = np.zeros(lanes, dtype=np.bool_)
+    vel, E, r, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
+                                                          chk_const.shape[0], lanes)
     acc = np.zeros(lanes)
     # optional backward-error check (FusedSolver residual_tol): copies of D's state-dependent
     # entries and of b, taken before the program overwrites them

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .assemble_numba import _assemble_lanes, _lane_indices
+from .assemble_numba import _assemble_lanes, _lane_indices, lane_scratch
 from .lu_numba import lane_scales, run_lanes
 
 OK, BROKEN, UNDETERMINED = 0, 1, 2
@@ -51,13 +51,8 @@ def _map_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
         for s in range(lanes):
             wA[a_const[k], s] = v0
     w = np.zeros((n_slots, lanes))
-    vel = np.zeros((N, 6, lanes))
-    E, r, tmp, vj = (np.zeros((9, lanes)), np.zeros((3, lanes)), np.zeros((9, lanes)),
-                     np.zeros((6, lanes)))
-    scale = np.zeros((chk_const.shape[0], lanes))
-    idx = np.zeros(lanes, dtype=np.int64)
-    qT = np.zeros((q.shape[1] + qd.shape[1], lanes))
-    bad = np.zeros(lanes, dtype=np.bool_)
+    vel, E, r, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
+                                                          chk_const.shape[0], lanes)
     ldiag = np.zeros((n, lanes))
     xs = np.zeros((n, lanes))
     res = np.zeros((m, lanes))
@@ -210,13 +205,8 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
         for s in range(lanes):
             wA[a_const[k], s] = v0
     w = np.zeros((n_slots, lanes))
-    vel = np.zeros((N, 6, lanes))
-    E, r, tmp, vj = (np.zeros((9, lanes)), np.zeros((3, lanes)), np.zeros((9, lanes)),
-                     np.zeros((6, lanes)))
-    scale = np.zeros((chk_const.shape[0], lanes))
-    idx = np.zeros(lanes, dtype=np.int64)
-    qT = np.zeros((q.shape[1] + qd.shape[1], lanes))
-    bad = np.zeros(lanes, dtype=np.bool_)
+    vel, E, r, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
+                                                          chk_const.shape[0], lanes)
     und = np.zeros(lanes, dtype=np.bool_)
     z = np.zeros((m + n, lanes))
     res = np.zeros((m + n, lanes))

@@ -120,7 +120,7 @@ def build_program(model, rc):
     pair = {}                                           # (c, e) -> K storage index, eq. (19)
     kc = []
     for k, e in enumerate(top.end_effectors):
-        c, src = top.A[e], -1
+        c, src, prev = top.A[e], -1, -1
         while c != WORLD:                               # lines 20-22: walk A up to the root
             pair[(c, e)] = len(pair)
             rslot = slot[e] if src < 0 else slot[prev]
