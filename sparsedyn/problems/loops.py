@@ -23,7 +23,7 @@ from ..opcount import count_operations
 from ..recursive._common import external_forces
 from ..system.loop_rows import LoopSystem
 from .dynamics import _fx_links
-from .plan import Result, _numba_available, _planner
+from .plan import Result, _numba_available, plan_system
 
 
 class LoopProblem:
@@ -47,13 +47,8 @@ class LoopProblem:
 
     def compile(self, ordering="auto", backend="auto", progress=None):
         """Plan the static-pivot LU of the loop system once (sparsedyn.planner)."""
-        plan_factorization, _ = _planner()
         system = self.system()
-        fact = plan_factorization(system.pattern, system.pivot_candidates,
-                                  constant_values=system.constant_values, ordering=ordering,
-                                  structural_orders=system.structural_orders, backend=backend,
-                                  progress=progress)
-        return LoopPlan(self, fact)
+        return LoopPlan(self, plan_system(system, system.pivot_candidates, ordering, backend, progress))
 
     def __repr__(self):
         fx = f", f_ext on {len(self.fx_links)} links" if self.fx_links else ""

@@ -73,13 +73,18 @@ def compile(problem, ordering="auto", backend="auto", progress=None):
         raise TypeError(f"compile: expected a Problem (inverse_dynamics(model) / "
                         f"forward_dynamics(model) / loop_forward_dynamics(cluster_model)) or an "
                         f"EstimationProblem, got {type(problem).__name__}")
-    plan_factorization, _ = _planner()
     system = problem.system()
-    fact = plan_factorization(system.pattern, system.always_nonzero,
+    return Plan(problem, plan_system(system, system.always_nonzero, ordering, backend, progress))
+
+
+def plan_system(system, pivot_candidates, ordering="auto", backend="auto", progress=None):
+    """The planner on a block system (pattern, constants, Nori's structural orders), with the
+    entries allowed as static pivots."""
+    plan_factorization, _ = _planner()
+    return plan_factorization(system.pattern, pivot_candidates,
                               constant_values=system.constant_values, ordering=ordering,
                               structural_orders=system.structural_orders, backend=backend,
                               progress=progress)
-    return Plan(problem, fact)
 
 
 class Plan:
