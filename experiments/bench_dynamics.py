@@ -11,9 +11,12 @@ B = 1, 64, 1024, 4096 states per call:
     and rhs, one state at a time (64 states; the assembly is excluded on its side).
 Ratios ours / pinocchio < 1 mean ours is faster.
 
-Part 2, serial revolute chains of N = 10 ... 1000 links (fixed orderings: "rnea" for ID, Nori's
-eq. 11-12, and "markowitz" for FD, so that only N changes): compiled per-state time at B = 1024
-and the time per state and link, which is flat if the online phase is linear in N.
+Part 2, serial revolute chains of N = 10 ... 1000 links (fixed orderings, so that only N changes:
+"rnea" for ID, Nori's eq. 11-12, and "aba" for FD, his Appendix B order, which "auto" picks from
+N ~ 20 on): compiled per-state time at B = 1024 and the time per state and link, which is flat
+if the online phase is linear in N. The compiled kernels run the plan in its sweep layout
+(sparsedyn/kernels/layout.py: one sweep per elimination direction, slots shared by values whose
+lives do not overlap, each body's rows assembled just before the elimination reaches them).
 
 Timings are the best of --repeat runs; the machine load (os.getloadavg) is printed with them.
 
@@ -134,7 +137,7 @@ def chain_table(repeat, threads, rng, B=1024):
         pq = q                              # chains have bounded revolute joints: same layout
         for kind, make, given, pin_fn, ordering in (
                 ("ID", inverse_dynamics, "qdd", pin.rnea, "rnea"),
-                ("FD", forward_dynamics, "tau", pin.aba, "markowitz")):
+                ("FD", forward_dynamics, "tau", pin.aba, "aba")):
             plan = compile(make(model), ordering=ordering)
             plan.solve(q[:8], v[:8], **{given: x[:8]})
             t1 = per_state(lambda: plan.solve(q, v, threads=1, **{given: x}), B, repeat)
@@ -180,7 +183,8 @@ def write_markdown(path, hum, chains, threads, load_before, load_after, command)
                   f"FD <= 1.0 x pin.aba (measured {rfd[2] / rfd[5]:.2f} / {rfd[3] / rfd[5]:.2f})."]
     lines += ["", "Plans: " + "; ".join(notes) + ".", "",
               "## Serial chains, compiled, B = 1024, per-state time", "",
-              "ID ordered by Nori's eq. (11)-(12) (zero fill), FD by 'markowitz' for every N. "
+              "ID ordered by Nori's eq. (11)-(12) (zero fill), FD by his Appendix B ('aba') for "
+              "every N. "
               "'ns per link' (1 thread) is flat when the online time is linear in N. No Pinocchio "
               f"peer beyond N = {PIN_MAX_CHAIN}: its Data for a 1000-joint chain does not fit in "
               "memory here.", "",

@@ -86,10 +86,15 @@ def _parts(program):
 def runs(program):
     """Boundaries of the maximal runs of one opcode that stay within one part of the program:
     (code, start, stop) rows, int64."""
-    code = program.op_code
+    return opcode_runs(program.op_code, (program.n_factor_ops,))
+
+
+def opcode_runs(code, cuts=()):
+    """(code, start, stop) rows (int64) of the maximal runs of one opcode in `code`, also cut at
+    the op indices `cuts`."""
     if code.size == 0:
         return np.zeros((0, 3), dtype=np.int64)
-    cut = [k for k in (program.n_factor_ops,) if 0 < k < code.size]
+    cut = [k for k in cuts if 0 < k < code.size]
     starts = np.union1d(np.concatenate([[0], np.flatnonzero(np.diff(code)) + 1]),
                         np.asarray(cut, dtype=np.int64)).astype(np.int64)
     stops = np.concatenate([starts[1:], [code.size]])

@@ -416,7 +416,7 @@ class Factorization:
         required = (["shape", "pattern_indptr", "pattern_indices", "always_nonzero",
                      "constant_values", "nnz_LU", "ordering", "backend", "checksum"]
                     + ["program_" + k for k in LUProgram.__dataclass_fields__
-                       if k not in ("n_factor_ops", "symmetric")]
+                       if k not in ("n_factor_ops", "symmetric", "op_stage")]
                     + ["table_" + c for c in _TABLE_COLUMNS])
         missing = [k for k in required if k not in d]
         if missing:
@@ -459,6 +459,7 @@ def _program_from_dict(d, n, nnz):
               "scale_ptr", "scale_entries"):
         kw[k] = np.asarray(kw[k], dtype=np.int64)
     kw["op_code"] = np.asarray(kw["op_code"], dtype=np.int8)
+    kw["op_stage"] = np.asarray(kw.get("op_stage", np.zeros(0)), dtype=np.int64)  # older plans
     kw["init_values"] = np.asarray(kw["init_values"], dtype=float)
     kw["scale_const"] = np.asarray(kw["scale_const"], dtype=float)
     if legacy:
@@ -488,6 +489,8 @@ def _program_from_dict(d, n, nnz):
             problems.append(f"{label} out of range")
     if p.init_values.shape != p.init_slots.shape:
         problems.append("init_values/init_slots differ in length")
+    if p.op_stage.size not in (0, m):
+        problems.append("op_stage does not match the ops")
     if p.load_entries.size and (p.load_entries.min() < 0 or p.load_entries.max() >= nnz):
         problems.append("load_entries out of range")
     if (p.scale_ptr.shape != (n + 1,) or p.scale_const.shape != (n,)

@@ -37,7 +37,7 @@ whether such pivots are acceptable: sparsedyn.planner.factorization, pivot-safe 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import scipy.sparse as sp
@@ -77,6 +77,11 @@ class LUProgram:
     #: an L D L^T program (planner/symbolic_ldlt.py): it reads only the permuted lower triangle,
     #: so the values it is given must be symmetric
     symmetric: bool = False
+    #: per op, the step of the elimination that emitted it (STAGE_* below): factorization of
+    #: pivot k 2k, forward substitution of column k 2k + 1, back substitution of row k
+    #: 3n - 1 - k, final sign flips 3n. Sorting by it is a valid single-right-hand-side order that
+    #: visits the matrix once per sweep (kernels/layout.py); empty: not recorded (older plans)
+    op_stage: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def has_checks(self):
@@ -129,7 +134,8 @@ class _Emitter:
     """
 
     def __init__(self, first_free_slot):
-        self.code, self.t, self.a, self.b = [], [], [], []
+        self.code, self.t, self.a, self.b, self.stage = [], [], [], [], []
+        self.current_stage = 0       # set by the elimination loops (LUProgram.op_stage)
         self.next_slot = first_free_slot
         self.const_slot = {}
         self.init = {}
@@ -150,6 +156,7 @@ class _Emitter:
 
     def op(self, code, t, a=0, b=0):
         self.code.append(code)
+        self.stage.append(self.current_stage)
         self.t.append(t)
         self.a.append(a)
         self.b.append(b)
@@ -345,6 +352,7 @@ def _program(setup, n_factor_ops, tol, loaded, scale_rows, scale_slots, symmetri
     """The LUProgram of what setup.em emitted: `loaded` the stored entries read online (a mask),
     (scale_rows, scale_slots) the loaded entries that make up each permuted row's check scale."""
     em, n = setup.em, setup.n
+    em.current_stage = 3 * n
     for k in range(n):
         if em.sign.get(setup.rhs0 + k, 1.0) < 0:
             em.op(NEG, setup.rhs0 + k)
@@ -364,7 +372,8 @@ def _program(setup, n_factor_ops, tol, loaded, scale_rows, scale_slots, symmetri
     return LUProgram(
         n=n, nnz=setup.nnz, n_slots=em.next_slot, rhs0=setup.rhs0, row_perm=setup.row_perm,
         col_perm=setup.col_perm, op_code=code[order], op_t=t[order], op_a=a[order],
-        op_b=b[order], init_slots=init_slots, init_values=init_values,
+        op_b=b[order], op_stage=np.asarray(em.stage, dtype=np.int64)[order],
+        init_slots=init_slots, init_values=init_values,
         load_entries=np.flatnonzero(loaded).astype(np.int64), scale_ptr=scale_ptr,
         scale_entries=np.asarray(scale_slots, dtype=np.int64)[order_rows],
         scale_const=setup.const_scale, tol=float(tol), n_factor_ops=int(n_factor_ops),
@@ -386,6 +395,7 @@ def symbolic_lu(pattern, row_perm, col_perm, constant_values=None, tol=PIVOT_TOL
     for k in range(n):
         if k not in row_cols[k]:
             raise UnsafePivot(f"pivot {k}: structurally zero (neither stored nor created by fill)")
+        em.current_stage = 2 * k
         inv = _invert_pivot(em, k, row_cols[k][k], setup.const_scale, tol)
         Lk = sorted(i for i in col_rows[k] if i > k)
         Uk = sorted(j for j in row_cols[k] if j > k)
@@ -423,12 +433,14 @@ def symbolic_lu(pattern, row_perm, col_perm, constant_values=None, tol=PIVOT_TOL
     # forward substitution (column-oriented), then back substitution (row-oriented)
     n_factor_ops = len(em.code)
     for k in range(n):
+        em.current_stage = 2 * k + 1
         if not scaled_L[k]:
             em.scale_solution(rhs0 + k, inverses[k])
         yk = em.operand(rhs0 + k)
         for i, li in factor_L[k]:
             em.update(rhs0 + i, li, yk)
     for k in range(n - 1, -1, -1):
+        em.current_stage = 3 * n - 1 - k
         for j, uj in factor_U[k]:
             em.update(rhs0 + k, uj, em.operand(rhs0 + j))
         if scaled_L[k]:

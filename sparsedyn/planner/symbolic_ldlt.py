@@ -39,6 +39,7 @@ def symbolic_ldlt(pattern, perm, constant_values=None, tol=PIVOT_TOL):
     for k in range(n):
         if k not in col_rows[k]:
             raise UnsafePivot(f"pivot {k}: no stored diagonal entry")
+        em.current_stage = 2 * k
         inv = _invert_pivot(em, k, col_rows[k][k], setup.const_scale, tol)
         Lk = sorted(i for i in col_rows[k] if i > k)
         cs = [em.operand(col_rows[k][i]) for i in Lk]
@@ -60,11 +61,13 @@ def symbolic_ldlt(pattern, perm, constant_values=None, tol=PIVOT_TOL):
     # 1/d_k), back substitution with L^T (row-oriented)
     n_factor_ops = len(em.code)
     for k in range(n):
+        em.current_stage = 2 * k + 1
         yk = em.operand(rhs0 + k)
         for i, li in factor[k][0]:
             em.update(rhs0 + i, li, yk)
         em.scale_solution(rhs0 + k, factor[k][1])
     for k in range(n - 1, -1, -1):
+        em.current_stage = 3 * n - 1 - k
         for i, li in factor[k][0]:
             em.update(rhs0 + k, li, em.operand(rhs0 + i))
 

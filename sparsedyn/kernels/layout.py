@@ -1,0 +1,89 @@
+"""Sweep layout of an LU program for the fused single-right-hand-side kernels: the same operations
+on the same values, in an order that crosses the matrix once per elimination sweep, on slots
+renumbered in the order that sweep first touches them.
+
+Why: a stored program is in dependency-level order (planner/symbolic.py), which gives long runs of
+one opcode but interleaves independent operations of distant bodies: on a 1000-link chain every
+early level touches the whole (n_slots, lanes) work array, which no longer fits in cache, and the
+online time per link grows with N (experiments/bench_dynamics.py). Here the operations are sorted
+by the elimination step that emitted them (LUProgram.op_stage: pivot k's factorization, then the
+forward substitution of its column, then the back substitution from the last row up), and by
+dependency level and opcode within a step; with one right-hand side known before the
+factorization (the fused kernels assemble it with D), the forward substitution rides along with
+the factorization. Slots are then numbered by first touch, so each sweep walks the work array
+almost sequentially and the cache holds what the next steps need.
+
+Every slot sees its writes in the same order relative to all of its other accesses as in the
+stored program (steps only depend on earlier steps; within a step the global dependency levels
+are respected), so results are bit-identical to the stored order.
+
+Preconditions: program.op_stage recorded (plans made by this version); otherwise only the slot
+renumbering applies (the stored order is kept).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .lu_numpy import _READS_A, _READS_B, dependency_levels
+
+
+@dataclass(frozen=True)
+class SweepLayout:
+    """op_code, op_t, op_a, op_b: the reordered program on renumbered slots (op_b of a RECIP stays
+    its permuted row); order[j]: the stored op at position j; slot_of[s]: new number of slot s."""
+
+    op_code: np.ndarray
+    op_t: np.ndarray
+    op_a: np.ndarray
+    op_b: np.ndarray
+    order: np.ndarray
+    slot_of: np.ndarray
+
+    def slots(self, stored):
+        """New numbers of stored slot indices (any shape)."""
+        return self.slot_of[np.asarray(stored, dtype=np.int64)]
+
+
+def sweep_layout(program):
+    """The SweepLayout of an LUProgram (see the module docstring)."""
+    p = program
+    code = p.op_code
+    if p.op_stage.size == code.size and code.size:
+        level = dependency_levels(code, p.op_t, p.op_a, p.op_b, p.n_slots)
+        order = np.lexsort((code, level, p.op_stage))
+    else:
+        order = np.arange(code.size)
+    code, t, a, b = code[order], p.op_t[order], p.op_a[order], p.op_b[order]
+    reads_a, reads_b = _READS_A[code], _READS_B[code]
+    # first touch of each slot along the new order: operands before the target of each op
+    touched = np.stack([np.where(reads_a, a, -1), np.where(reads_b, b, -1), t], axis=1).ravel()
+    touched = touched[touched >= 0]
+    slots, first = np.unique(touched, return_index=True)
+    ranked = slots[np.argsort(first, kind="stable")]
+    rest = np.setdiff1d(np.arange(p.n_slots), ranked, assume_unique=True)
+    slot_of = np.empty(p.n_slots, dtype=np.int64)
+    slot_of[np.concatenate((ranked, rest))] = np.arange(p.n_slots)
+    return SweepLayout(op_code=code, op_t=slot_of[t], op_a=np.where(reads_a, slot_of[a], a),
+                       op_b=np.where(reads_b, slot_of[b], b), order=order, slot_of=slot_of)
+
+
+def reuse_slots(start, end):
+    """Physical slots for values live over [start[s], end[s]] (integer times; s unused where
+    start < 0): a value takes a slot freed strictly before it starts, the most recently freed
+    first (still in cache). Returns (physical slot per s (-1 where unused), number of slots)."""
+    import heapq
+    phys = np.full(start.size, -1, dtype=np.int64)
+    live = np.flatnonzero(start >= 0)
+    active, free, count = [], [], 0
+    for s in live[np.lexsort((live, start[live]))]:
+        while active and active[0][0] < start[s]:
+            free.append(heapq.heappop(active)[1])
+        if free:
+            p = free.pop()
+        else:
+            p, count = count, count + 1
+        phys[s] = p
+        heapq.heappush(active, (int(end[s]), p))
+    return phys, count

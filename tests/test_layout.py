@@ -1,0 +1,225 @@
+"""The fused kernels' sweep layout (sparsedyn.kernels.layout, FusedSolver's schedule): reordered
+operations, slots renumbered and shared by values whose lives do not overlap, bodies assembled
+just before their first use. Checked independently of the kernels: a plain-Python replay of the
+schedule tracks which value every physical slot holds, and the compiled result must equal the
+stored program run by the reference interpreter bit for bit, on the same assembled D and b."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import numpy as np
+import pytest
+
+from sparsedyn.kernels.assemble_numba import assemble_batch
+from sparsedyn.kernels.layout import reuse_slots, sweep_layout
+from sparsedyn.kernels.lu_numba import solve_numba
+from sparsedyn.kernels.lu_numpy import _READS_A, _READS_B, _READS_T
+from sparsedyn.models import humanoid, random_tree, serial_chain
+from sparsedyn.planner import plan_factorization
+from sparsedyn.problems import compile, forward_dynamics, inverse_dynamics
+
+CASES = [("chain", 40, "aba"), ("chain", 40, "markowitz"), ("chain", 40, "rnea"),
+         ("tree", 25, "auto"), ("humanoid", None, "auto")]
+
+
+def _model(kind, size):
+    if kind == "chain":
+        return serial_chain(size)
+    if kind == "tree":
+        return random_tree(size, seed=5)
+    return humanoid()
+
+
+def _plans(kind, size, ordering):
+    model = _model(kind, size)
+    plans = []
+    for make in (forward_dynamics, inverse_dynamics):
+        order = ordering
+        if (ordering == "rnea") != (make is inverse_dynamics):
+            order = "auto"
+        plans.append(compile(make(model), ordering=order))
+    return model, plans
+
+
+def _accesses(code, t, a, b):
+    """Per op: the slots it reads and the slot it writes."""
+    reads = []
+    for o in range(code.size):
+        r = [a[o]] if _READS_A[code[o]] else []
+        if _READS_B[code[o]]:
+            r.append(b[o])
+        if _READS_T[code[o]]:
+            r.append(t[o])
+        reads.append(r)
+    return reads
+
+
+def _sources(program, order):
+    """For each op: which op wrote each slot it reads (-1: its initial value), running the ops
+    in `order`; and the last writer of every slot."""
+    p = program
+    reads = _accesses(p.op_code, p.op_t, p.op_a, p.op_b)
+    writer, seen = {}, {}
+    for o in order:
+        seen[o] = tuple(writer.get(s, -1) for s in reads[o])
+        writer[p.op_t[o]] = o
+    return seen, writer
+
+
+def _check_layout(program):
+    p = program
+    lay = sweep_layout(p)
+    assert np.array_equal(np.sort(lay.order), np.arange(p.op_code.size))
+    assert _sources(p, lay.order) == _sources(p, np.arange(p.op_code.size))
+    # the layout's own arrays are the stored ops on renumbered slots
+    assert np.array_equal(lay.op_code, p.op_code[lay.order])
+    assert np.array_equal(lay.op_t, lay.slot_of[p.op_t[lay.order]])
+    assert np.array_equal(np.sort(lay.slot_of), np.arange(p.n_slots))
+
+
+@pytest.mark.parametrize("kind,size,ordering", CASES)
+def test_sweep_order_keeps_every_slot_history(kind, size, ordering):
+    """Every read sees the value of the same writing op as in the stored order."""
+    _, plans = _plans(kind, size, ordering)
+    for plan in plans:
+        assert plan.factorization.program.op_stage.size == plan.factorization.program.op_code.size
+        _check_layout(plan.factorization.program)
+
+
+def test_sweep_order_of_a_symmetric_program():
+    """The L D L^T programs (planner/symbolic_ldlt.py) record their steps too."""
+    import scipy.sparse as sp
+    rng = np.random.default_rng(2)
+    n = 30
+    A = np.zeros((n, n))
+    for i in range(n):
+        for j in rng.choice(n, 3):
+            A[i, j] = A[j, i] = 1.0
+    A += n * np.eye(n)
+    pattern = sp.csc_matrix(A)
+    diagonal = pattern.indices == np.repeat(np.arange(n), np.diff(pattern.indptr))
+    p = plan_factorization(pattern, diagonal, ordering="amd", symmetric=True).program
+    assert p.symmetric and p.op_stage.size == p.op_code.size
+    _check_layout(p)
+
+
+def test_reuse_slots_never_overlaps_two_lives():
+    rng = np.random.default_rng(0)
+    start = rng.integers(0, 200, 500)
+    end = start + rng.integers(0, 40, 500)
+    start[rng.random(500) < 0.1] = -1                   # unused
+    phys, count = reuse_slots(start, end)
+    assert (phys[start < 0] == -1).all() and (phys[start >= 0] >= 0).all()
+    assert count == phys.max() + 1
+    for s in range(count):
+        lives = sorted((start[v], end[v]) for v in np.flatnonzero(phys == s))
+        for (_, e0), (s1, _) in zip(lives, lives[1:]):
+            assert e0 < s1
+    # as few slots as the most lives at one time
+    times = np.arange(0, 241)
+    used = start >= 0
+    live = ((start[used][:, None] <= times) & (times <= end[used][:, None])).sum(axis=0)
+    assert count == live.max()
+
+
+def _replay(fs):
+    """Walk the fused schedule in plain Python: which value (('op', o) in layout order, or a
+    write by the assembly / the constants) each physical slot holds; returns the number of reads
+    that find another value than the layout's op expects."""
+    lay = fs.layout
+    code = lay.op_code
+    runs, t, a, b = fs.prog[:4]
+    seg_run, seg_ptr, seg_body = fs.prog[6:9]
+    expect = {}                                        # physical slot -> layout slot held
+    for arrays in (fs.init_slots, fs.zero_dest, fs.y_dest):
+        for s in arrays:
+            expect[int(s)] = "start"
+    x_ptr, x_dest = fs.model_arrays[-3], fs.model_arrays[-2]
+    t_ptr, t_dest = fs.xr[0], fs.xr[1]
+    phys_of = {}
+    for o in range(code.size):
+        phys_of[int(lay.op_t[o])] = int(t[o])
+        if _READS_A[code[o]]:
+            phys_of[int(lay.op_a[o])] = int(a[o])
+        if _READS_B[code[o]]:
+            phys_of[int(lay.op_b[o])] = int(b[o])
+    logical_of = {}
+    for logical, phys in phys_of.items():
+        logical_of.setdefault(phys, set()).add(logical)
+    holder = {}
+    for s in expect:
+        holder[s] = "start"
+    wrong = 0
+    bounds = [runs[r, 1] if r < len(runs) else code.size for r in seg_run]
+
+    def run_ops(lo, hi):
+        nonlocal wrong
+        for o in range(lo, hi):
+            for ok, logical, phys in ((_READS_A[code[o]], lay.op_a[o], a[o]),
+                                      (_READS_B[code[o]], lay.op_b[o], b[o]),
+                                      (_READS_T[code[o]], lay.op_t[o], t[o])):
+                if not ok:
+                    continue
+                h = holder.get(int(phys))
+                if h is None or (h != "start" and h != ("body",) and h != int(logical)):
+                    wrong += 1
+            holder[int(t[o])] = int(lay.op_t[o])
+    done = 0
+    for g in range(len(seg_run)):
+        run_ops(done, bounds[g])
+        done = bounds[g]
+        for k in range(seg_ptr[g], seg_ptr[g + 1]):
+            i = seg_body[k]
+            for s in np.concatenate((x_dest[x_ptr[i]:x_ptr[i + 1]], t_dest[t_ptr[i]:t_ptr[i + 1]],
+                                     fs.a_dest[i], fs.f_dest[i])):
+                holder[int(s)] = ("body",)
+    run_ops(done, code.size)
+    return wrong
+
+
+@pytest.mark.parametrize("kind,size,ordering", CASES)
+def test_fused_schedule_replays_and_equals_the_stored_program(kind, size, ordering):
+    model, plans = _plans(kind, size, ordering)
+    rng = np.random.default_rng(7)
+    B = 20
+    q = model.random_configuration(rng, batch=B)
+    v, x = rng.normal(size=(2, B, model.nv))
+    for plan in plans:
+        fs = plan._fused_solver()
+        assert _replay(fs) == 0
+        p = plan.factorization.program
+        assert fs.n_slots <= p.n_slots
+        _, xfull, broken = fs.run(q, v, x, full=True, threads=1)
+        order = [(plan.problem.given, i) for i in range(model.nbodies)]
+        values, rhs = assemble_batch(fs.assembly, q, v, x, order)
+        ref, ref_broken = solve_numba(p, values, rhs)
+        assert not broken.any() and not ref_broken.any()
+        assert np.array_equal(xfull, ref)                 # same operations on the same values
+
+
+def test_stored_plans_keep_their_steps_and_older_plans_still_run(tmp_path):
+    """plan.save / load_plan round-trips op_stage; a plan stored before it existed runs in its
+    stored order with the same results."""
+    from sparsedyn.planner import Factorization
+    from sparsedyn.planner.factorization import _checksum
+    from sparsedyn.problems import load_plan
+    model, (fd, _) = _plans("chain", 12, "aba")
+    fd.save(tmp_path / "fd.npz")
+    loaded = load_plan(tmp_path / "fd.npz", model)
+    assert np.array_equal(loaded.factorization.program.op_stage,
+                          fd.factorization.program.op_stage)
+    d = fd.factorization.to_dict()
+    del d["program_op_stage"]
+    d["checksum"] = _checksum(d)
+    old = Factorization.from_dict(d)
+    assert old.program.op_stage.size == 0
+    lay = sweep_layout(old.program)
+    assert np.array_equal(lay.order, np.arange(old.program.op_code.size))
+    rng = np.random.default_rng(3)
+    q = model.random_configuration(rng, batch=9)
+    v, tau = rng.normal(size=(2, 9, model.nv))
+    loaded.factorization = old
+    loaded._fused = None
+    assert np.array_equal(loaded.solve(q, v, tau=tau, threads=1)["qdd"],
+                          fd.solve(q, v, tau=tau, threads=1)["qdd"])
