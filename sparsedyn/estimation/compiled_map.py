@@ -1,8 +1,8 @@
 """The compiled online route of MAP / weighted least-squares estimation (solve_map.py's equations,
-kernels/normal_numba.py's kernel): offline, N's pattern and the product program (the entry pairs
-of solve_map.NormalEquations, retargeted to the plan's permuted lower triangle), a static-pivot
-L D L^T plan of N (sparsedyn.planner, symmetric=True: N = A^T W A + diag(p) is SPD, diagonal
-pivots) and the sensor rows' assembly program; online, one pass per batch.
+kernels/normal_numba.py's kernel): offline, a fill-reducing order of N = A^T W A + diag(p) (SPD:
+diagonal pivots are stable in any order), the pair-chain program of its Crout L D L^T with N
+formed inside the chains (chain_program.py) and the sensor rows' assembly program bound to the
+program's slots; online, one pass per batch.
 
 One factorization per state: the refinement step reuses it (a substitution), and its pivots
 flag the states whose measurements leave a direction undetermined. Those states, and any whose
@@ -27,12 +27,19 @@ from .compiled_rows import sensor_assembly
 UNDETERMINED_TOL = 1e-9
 
 
-def _lookup(csc, r, c):
-    from .solve_map import _lookup as lookup
-    return lookup(csc, np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64))
-
-
 MAP_FORMS = ("auto", "normal", "augmented")
+
+#: the work array's alignment: transparent huge pages (2 MiB) cover it whole where the system
+#: grants them (numpy asks for them on large arrays), which spares the kernel's scattered row
+#: accesses most TLB misses
+WORK_ALIGN = 2 ** 21
+
+
+def _aligned_empty(size):
+    """An uninitialised float64 vector of `size`, WORK_ALIGN-aligned."""
+    buf = np.empty(size + WORK_ALIGN // 8)
+    start = (-buf.ctypes.data % WORK_ALIGN) // 8
+    return buf[start:start + size]
 
 
 def compiled_map(problem, reference, ordering="amd", form="auto"):
@@ -64,78 +71,72 @@ def compiled_map(problem, reference, ordering="amd", form="auto"):
 
 
 class CompiledMAP:
-    """Fused assembly + normal equations + static-pivot L D L^T of N for a batch of states."""
+    """Fused assembly + pair-chain L D L^T of N (chain_program.py) for a batch of states."""
 
     def __init__(self, problem, reference, ordering="amd"):
         from ..kernels.assemble_numba import lanes_for
-        from ..kernels.lu_numba import lane_checks
-        from ..kernels.lu_numpy import RECIP, split_runs
-        from ..planner import plan_factorization
+        from ..planner.orderings import column_order
+        from .chain_program import plan_chains
         self.problem, self.reference = problem, reference
         normal = reference.normal
-        Np = normal.pattern
-        n = Np.shape[0]
-        is_diag = np.zeros(Np.nnz, dtype=bool)
-        is_diag[normal.diag] = True
-        self.factorization = plan_factorization(Np, is_diag, ordering=ordering, symmetric=True)
-        p = self.factorization.program
-        cols = np.repeat(np.arange(n), np.diff(Np.indptr))
-        inv = np.empty(n, dtype=np.int64)
-        inv[p.row_perm] = np.arange(n)
-        in_lower = inv[Np.indices] >= inv[cols]       # the part of N the program reads
-        if not (p.symmetric and np.array_equal(np.sort(p.load_entries), np.flatnonzero(in_lower))):
-            raise AssertionError("the L D L^T plan of N must load its whole lower triangle "
-                                 "(no constants)")
-        if not p.split:
-            raise AssertionError("the plan of N must split factorization and substitution")
-        recips = np.flatnonzero(p.op_code == RECIP)
-        piv_slot = np.full(n, -1, dtype=np.int64)
-        piv_slot[p.row_perm[p.op_b[recips]]] = p.op_t[recips]
-        if (piv_slot < 0).any() or recips.size != n:
-            raise AssertionError("the plan of N must have one reciprocal pivot per variable")
-        # each pair's product goes to whichever of N_ij, N_ji the program reads
-        readable = np.where(in_lower, np.arange(Np.nnz), _lookup(Np, cols, Np.indices))
+        self.ordering = ordering
+        perm = column_order(ordering, normal.pattern)     # N's diagonal is its safe matching
         self.assembly = sensor_assembly(problem)
-        m, nA = problem.shape[0], problem.pattern.nnz
-        rows = nA + np.arange(m)
-        a_dest, f_dest, zero_dest, y_dest = self.assembly.bind(rows, [])
-        xr = self.assembly.bind_extra(rows)
-        a_const = np.setdiff1d(np.arange(nA), self.assembly.dynamic_index)
-        self._bound = (y_dest, *self.assembly.model_arrays(), *xr, a_dest, f_dest, zero_dest,
-                       a_const, self.assembly.template[a_const], normal.rows, normal.cols,
-                       np.ascontiguousarray(reference.weights),
-                       np.ascontiguousarray(reference.prior_precision),
-                       np.ascontiguousarray(reference.prior_precision * reference.prior_mean),
-                       normal.e1, normal.e2, np.ascontiguousarray(reference.weights[normal.prow]),
-                       readable[normal.t1], normal.diag,
-                       (p.rhs0 + inv).astype(np.int64), p.n_slots, p.rhs0, p.col_perm,
-                       *split_runs(p),
-                       p.op_t, p.op_a, p.op_b, *lane_checks(p), p.tol, piv_slot,
-                       UNDETERMINED_TOL)
-        self.lanes = lanes_for(p.n_slots + nA + m)
-        self.n = n
+        A = problem.pattern
+        dynamic = np.zeros(A.nnz, dtype=bool)
+        dynamic[self.assembly.dynamic_index] = True
+        p = reference.prior_precision
+        self.program = prog = plan_chains(A, dynamic, self.assembly.template, reference.weights,
+                                          p, p * reference.prior_mean, perm, normal.pattern)
+        # the assembly writes A's dynamic entries and rows straight into the program's slots
+        slot_of = np.concatenate([prog.entry_slot, prog.row_slot])
+        a_dest, f_dest, zero_dest, y_dest = self.assembly.bind(prog.row_slot, [])
+        xr = list(self.assembly.bind_extra(prog.row_slot))
+        xr[1] = slot_of[xr[1]]                                       # t_dest: entries of A
+        model = list(self.assembly.model_arrays())
+        model[-2] = slot_of[model[-2]]                               # x_dest: entries of A
+        if (xr[1] < 0).any() or (model[-2] < 0).any():
+            raise AssertionError("the assembly writes only A's dynamic entries")
+        self._bound = (y_dest, *model, *xr, a_dest, f_dest, zero_dest, prog.one,
+                       prog.ins_t, prog.ins_src, prog.ins_c0, prog.ins_row, prog.ins_q,
+                       prog.ins_k, prog.ins_kmid, prog.ins_mid, prog.ins_mode, prog.ins_t2,
+                       prog.ins_r2, prog.pa, prog.pb, prog.pc, prog.factor_end, prog.solve_end,
+                       prog.x_slot, prog.d_slot, prog.nkk_slot,
+                       np.ascontiguousarray(p, dtype=float), UNDETERMINED_TOL)
+        self.lanes = lanes_for(prog.n_slots)
+        self.n = problem.shape[1]
+        # the kernel's work arrays, views of one buffer kept between calls: a fresh
+        # multi-megabyte array would cost its page faults on every call
+        self._work = np.zeros(0)
 
     @property
     def cost(self):
-        """Counted flops per state: N (3 per product pair, 1 per prior term), g (3 per entry of
-        A, 1 per variable), the L D L^T with its first substitution, and the refinement step (residual
-        2 and gradient 3 per entry of A, 2 per variable, one more substitution)."""
-        s, nA = self.factorization.stats, self.problem.pattern.nnz
-        pairs = self.reference.normal.e1.size
-        return int(3 * pairs + 8 * nA + 4 * self.n + s["flops"] + s["solve_flops"])
+        """Counted flops per state: the chain program's factor part (N formed inside it), two
+        solves and one residual (chain_program.py)."""
+        f = self.program.flops
+        return int(f["factor"] + 2 * f["solve"] + f["resid"])
 
     @property
     def stats(self):
-        return {"lu_" + k: v for k, v in self.factorization.stats.items()}
+        prog = self.program
+        return {"chain_factor_flops": int(prog.flops["factor"]),
+                "chain_solve_flops": int(prog.flops["solve"]),
+                "chain_resid_flops": int(prog.flops["resid"]), "chain_nnz_L": prog.nnz_L,
+                "chain_pairs": int(prog.pa.size), "chain_instructions": int(prog.ins_t.size),
+                "chain_slots": prog.n_slots, "chain_ordering": self.ordering}
 
     def run(self, q, v, y, threads=1):
         """(x (B, n), flag (B,) int: 0 solved, 1 pivot breakdown, 2 undetermined direction)
         for checked q (B, nq), v (B, nv), readings y (B, n_sensor_rows)."""
-        from ..kernels.normal_numba import run_map
+        from ..kernels.normal_numba import map_lanes, run_map
         q, v, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, v, y))
         B = q.shape[0]
         x = np.empty((B, self.n))
         flag = np.zeros(B, dtype=np.int64)
-        b = self._bound
-        run_map((q, v, y) + b + (x, flag), B, self.lanes, threads)
+        lanes, groups = map_lanes(B, self.lanes, threads)
+        size = groups * self.program.n_slots * lanes
+        if self._work.size < size:
+            self._work = _aligned_empty(size)
+        work = self._work[:size].reshape(groups, self.program.n_slots, lanes)
+        run_map((q, v, y) + self._bound + (x, flag), B, work)
         return x, flag

@@ -1,163 +1,126 @@
 """Compiled online phase of MAP / weighted least-squares estimation (seed 001, Sec. VI, eq. 17 in
 BERDY's Gaussian form): per group of `lanes` states, in one pass that stays in cache,
   1. assemble A = [D; D_Y] and r = [b; y - b_Y] with the assembly kernel (assemble_numba's
-     _assemble_lanes driven by an embedded AssemblyProgram) into wA (slots: A's CSC entries, then
-     A's rows);
-  2. form the normal matrix N = A^T W A + diag(p) and g = A^T W r + p mu straight into the
-     program's work array wN (slot e = N's CSC entry e) from the offline product program: for
-     each pair k, N[pt_k] += pw_k A[pe1_k] A[pe2_k], pt_k in the permuted lower triangle (the
-     only part the L D L^T program reads); g by the column sums of A;
-  3. run the static-pivot L D L^T program of N (planner/symbolic_ldlt.py, lu_numba.run_lanes;
-     diagonal pivots in a symmetric fill-reducing order, safe since N is SPD);
-  4. one refinement step on the un-squared residual, dx = N^-1 (A^T W (r - A x) + p (mu - x)),
-     by the program's substitution part only (as the reference MAPSolver's step);
-  5. flag states for the caller's reference route: a failed pivot check or a non-finite x (1);
-     a pivot that the likelihood hardly contributes to, d_j - p_j <= sing_tol (N_jj - p_j), i.e.
-     a direction the measurements do not determine (2).
+     _assemble_lanes driven by an embedded AssemblyProgram) straight into the chain program's
+     work array w (its destinations bound to the program's slots of A's dynamic entries and rows);
+  2. run the pair-chain program (estimation/chain_program.py: the Crout L D L^T of N = A^T W A +
+     diag(p) with N formed inside its chains; each chain one lane_vectors.chain_block per block
+     of lanes): factor; x = 0; solve (x = N^-1 g); residual r - A x; solve again (one refinement
+     step on the un-squared residual, as the reference MAPSolver's);
+  3. flag states for the caller's reference route: a pivot d_j that is not positive or a
+     non-finite x (1); a pivot that the likelihood hardly contributes to,
+     d_j - p_j <= sing_tol (N_jj - p_j), i.e. a direction the measurements do not determine (2).
 
-The augmented (quasi-definite) form (run_augmented, below) shares step 1 and replaces 2-5 by the
-static-pivot LU of K = [[W^-1, A], [A^T, -diag(p)]], a probe substitution and refinement on K.
+The augmented (quasi-definite) form (run_augmented, below) shares step 1 (into its own array)
+and replaces 2-3 by the static-pivot LU of K = [[W^-1, A], [A^T, -diag(p)]], a probe
+substitution and refinement on K.
 
-Preconditions: the extra rows' section (AssemblyProgram.bind_extra) passed as 9 flat arrays; the
-AssemblyProgram's rows bound to slots nnz_A + row (assemble_batch's layout);
-the L D L^T program planned on N's pattern with its lower triangle loaded (no constant values),
-split into factorization and substitution (runs_f, runs_s: lu_numpy.split_runs); arrays
-C-contiguous.
+Preconditions: the extra rows' section (AssemblyProgram.bind_extra) passed as 9 flat arrays;
+for run_map, every destination of the AssemblyProgram bound to the chain program's slots, x's
+slots consecutive; arrays C-contiguous.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
 
+from ..estimation.lane_vectors import BLOCKS, chain_block_8, chain_block_32, chain_block_64
 from .assemble_numba import _assemble_lanes, _lane_indices, lane_scratch
 from .lu_numba import lane_scales, run_lanes
 
 OK, BROKEN, UNDETERMINED = 0, 1, 2
+_V64, _V32, _V8 = BLOCKS            # the lanes of chain_block_64, _32, _8
 
 
 @njit(cache=True, error_model="numpy")
-def _map_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+def run_chains(w, lo, hi, ins_t, ins_src, ins_c0, ins_row, ins_q, ins_k, ins_kmid, ins_mid,
+               ins_mode, ins_t2, ins_r2, pa, pb, pc):
+    """Instructions lo..hi-1 of a chain program on the lanes of w (lane_vectors.chain_block_V
+    in blocks of the largest V that divides the lane count)."""
+    lanes = w.shape[1]
+    block = _V64 if lanes % _V64 == 0 else (_V32 if lanes % _V32 == 0 else _V8)
+    for i in range(lo, hi):
+        t, src, c0, fr, q, k, kmid = (ins_t[i], ins_src[i], ins_c0[i], ins_row[i], ins_q[i],
+                                      ins_k[i], ins_kmid[i])
+        mid, mode, t2, r2 = ins_mid[i], ins_mode[i], ins_t2[i], ins_r2[i]
+        if block == _V64:
+            for s in range(0, lanes, _V64):
+                chain_block_64(w, t, src, c0, fr, pa, pb, pc, q, k, kmid, mid, mode, t2, r2, s)
+        elif block == _V32:
+            for s in range(0, lanes, _V32):
+                chain_block_32(w, t, src, c0, fr, pa, pb, pc, q, k, kmid, mid, mode, t2, r2, s)
+        else:
+            for s in range(0, lanes, _V8):
+                chain_block_8(w, t, src, c0, fr, pa, pb, pc, q, k, kmid, mid, mode, t2, r2, s)
+
+
+@njit(cache=True, error_model="numpy")
+def _map_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
                gravity, x_ptr, x_dest, x_src, t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l,
-               q_coef, q_dest, a_dest, f_dest, zero_dest, a_const, a_tpl,
-               a_rows, a_cols, row_w, prior_p, prior_pmu, pe1, pe2, pw, pt, diag, g_slot, n_slots, rhs0, col_perm, runs_f, runs_s, t, a, b, check_of, chk_ptr,
-               chk_entries, chk_const, tol, piv_slot, sing_tol, x, flag):
-    N, nA, m, n = parent.shape[0], a_rows.shape[0], row_w.shape[0], prior_p.shape[0]
+               q_coef, q_dest, a_dest, f_dest, zero_dest, one, ins_t, ins_src, ins_c0,
+               ins_row, ins_q, ins_k, ins_kmid, ins_mid, ins_mode, ins_t2, ins_r2, pa, pb, pc,
+               factor_end, solve_end, x_slot, d_slot, nkk_slot, prior_p, sing_tol, x, flag):
+    N, n, n_ins, lanes = parent.shape[0], x_slot.shape[0], ins_t.shape[0], w.shape[1]
     # the extra rows' arrays arrive flat: parallel regions take no nested tuples
     xr = (t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest)
-    wA = np.zeros((nA + m, lanes))
-    for k in range(a_const.shape[0]):              # A's constants: never overwritten
-        v0 = a_tpl[k]
-        for s in range(lanes):
-            wA[a_const[k], s] = v0
-    w = np.zeros((n_slots, lanes))
-    vel, E, r, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
-                                                          chk_const.shape[0], lanes)
-    ldiag = np.zeros((n, lanes))
-    xs = np.zeros((n, lanes))
-    res = np.zeros((m, lanes))
-    grad = np.zeros((n, lanes))
+    prog = (ins_t, ins_src, ins_c0, ins_row, ins_q, ins_k, ins_kmid, ins_mid, ins_mode, ins_t2,
+            ins_r2, pa, pb, pc)
+    for s in range(lanes):
+        w[one, s] = 1.0
+    vel, E, r, tmp, vj, _, idx, qT, _ = lane_scratch(N, q.shape[1] + qd.shape[1], 0, lanes)
+    nbad = np.zeros(lanes)
+    nund = np.zeros(lanes)
     for first in range(lo, hi, lanes):
         cnt = _lane_indices(first, hi, idx)
         _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                         rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                        i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, wA,
+                        i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, w,
                         vel, E, r, tmp, vj, qT)
-        # ---- N = A^T W A + diag(p): the program's (permuted lower) triangle from the pairs
-        for k in range(n_slots):
-            for s in range(lanes):
-                w[k, s] = 0.0
-        for k in range(pe1.shape[0]):
-            d, e1, e2, c = pt[k], pe1[k], pe2[k], pw[k]
-            for s in range(lanes):
-                w[d, s] += c * wA[e1, s] * wA[e2, s]
         for j in range(n):
-            d, p0 = diag[j], prior_p[j]
+            d = x_slot[j]
             for s in range(lanes):
-                ldiag[j, s] = w[d, s]                 # the likelihood's diagonal (for the test)
-                w[d, s] += p0
-        # ---- g = A^T W r + p mu, in the program's permuted rhs slots
-        for e in range(nA):
-            row = a_rows[e]
-            d, c, rr = g_slot[a_cols[e]], row_w[row], nA + row
-            for s in range(lanes):
-                w[d, s] += wA[e, s] * (wA[rr, s] * c)
-        for j in range(n):
-            d, c = g_slot[j], prior_pmu[j]
-            for s in range(lanes):
-                w[d, s] += c
-        # ---- static-pivot L D L^T of N and the substitutions
-        lane_scales(w, chk_ptr, chk_entries, chk_const, scale)
+                w[d, s] = 0.0
+        run_chains(w, 0, factor_end, *prog)
+        run_chains(w, factor_end, solve_end, *prog)
+        run_chains(w, solve_end, n_ins, *prog)         # r -= A x, in place
+        run_chains(w, factor_end, solve_end, *prog)
+        # ---- flags, branch-free over whole rows of w (the lanes are contiguous): counts of
+        # failed pivot / finiteness checks and of undetermined pivots per lane
         for s in range(lanes):
-            bad[s] = False
-        run_lanes(w, runs_f, t, a, b, check_of, scale, tol, bad)
-        run_lanes(w, runs_s, t, a, b, check_of, scale, tol, bad)
-        for k in range(n):
-            j = col_perm[k]
-            for s in range(lanes):
-                v = w[rhs0 + k, s]
-                xs[j, s] = v
-                if not np.isfinite(v):
-                    bad[s] = True
-        # ---- one refinement step on the un-squared residual (as the reference MAPSolver):
-        # dx = N^-1 (A^T W (r - A x) + p (mu - x)); the normal equations square A's condition
-        # number and N x = g's own backward error does not see that loss, so the step is
-        # always taken; the split program makes it one more substitution
-        for i in range(m):
-            for s in range(lanes):
-                res[i, s] = wA[nA + i, s]
-        for e in range(nA):
-            i, j = a_rows[e], a_cols[e]
-            for s in range(lanes):
-                res[i, s] -= wA[e, s] * xs[j, s]
+            nbad[s] = 0.0
+            nund[s] = 0.0
         for j in range(n):
-            c0, c1 = prior_pmu[j], prior_p[j]
+            d, nk, xs, p0 = d_slot[j], nkk_slot[j], x_slot[j], prior_p[j]
             for s in range(lanes):
-                grad[j, s] = c0 - c1 * xs[j, s]
-        for e in range(nA):
-            i, j = a_rows[e], a_cols[e]
-            c = row_w[i]
-            for s in range(lanes):
-                grad[j, s] += wA[e, s] * (res[i, s] * c)
-        for j in range(n):
-            d = g_slot[j]
-            for s in range(lanes):
-                w[d, s] = grad[j, s]
-        run_lanes(w, runs_s, t, a, b, check_of, scale, tol, bad)
-        for k in range(n):
-            j = col_perm[k]
-            for s in range(lanes):
-                xs[j, s] += w[rhs0 + k, s]
+                dj, xj = w[d, s], w[xs, s]
+                nbad[s] += (not dj > 0.0) + (xj - xj != 0.0)      # x - x: NaN unless finite
+                nund[s] += dj - p0 <= sing_tol * (w[nk, s] - p0)
         for s in range(cnt):
-            f = OK
-            if bad[s]:
-                f = BROKEN
-            else:
-                # d_j = 1 / w[piv_slot]: the pivot of variable j (its Schur complement)
-                for j in range(n):
-                    if 1.0 / w[piv_slot[j], s] - prior_p[j] <= sing_tol * ldiag[j, s]:
-                        f = UNDETERMINED
-                        break
-            flag[first + s] = f
-            for j in range(n):
-                x[first + s, j] = xs[j, s]
+            flag[first + s] = BROKEN if nbad[s] > 0 else (UNDETERMINED if nund[s] > 0 else OK)
+        x0 = x_slot[0]                                 # x's rows are consecutive
+        for j in range(n):
+            for s in range(cnt):
+                x[first + s, j] = w[x0 + j, s]
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _map_parallel(groups, B, lanes, *args):
-    # one contiguous range of whole lane groups per thread (as assemble_numba._fused_parallel)
+def _map_parallel(B, work, *args):
+    # one contiguous range of whole lane groups per thread (as assemble_numba._fused_parallel),
+    # each on its own work array
+    groups, lanes = work.shape[0], work.shape[2]
     n_groups = (B + lanes - 1) // lanes
     per = (n_groups + groups - 1) // groups
     for g in prange(groups):
         lo = min(B, g * per * lanes)
         hi = min(B, (g + 1) * per * lanes)
         if lo < hi:
-            _map_range(lo, hi, lanes, *args)
+            _map_range(lo, hi, work[g], *args)
 
 
 @njit(cache=True, error_model="numpy")
-def _map_serial(B, lanes, *args):
-    _map_range(0, B, lanes, *args)
+def _map_serial(B, work, *args):
+    _map_range(0, B, work[0], *args)
 
 
 def _split(B, lanes, threads):
@@ -167,13 +130,25 @@ def _split(B, lanes, threads):
     return lanes, min(threads, (B + lanes - 1) // lanes)
 
 
-def run_map(args, B, lanes, threads):
-    """Run the kernel on a batch of B states: `args` as _map_range takes them after `lanes`."""
-    lanes, groups = _split(B, lanes, threads)
-    if groups > 1:
-        _map_parallel(groups, B, lanes, *args)
+def map_lanes(B, lanes, threads):
+    """(lanes, groups) of run_map: at most `lanes`, a multiple of the largest block of
+    lane_vectors.BLOCKS not above it (small batches: fewer, a multiple of the smallest), one
+    group of lane groups per thread."""
+    lanes, _ = _split(B, lanes, threads)
+    block = next((v for v in BLOCKS if v <= lanes), BLOCKS[-1])
+    lanes = max(block, lanes // block * block)
+    return lanes, min(max(1, int(threads)), (B + lanes - 1) // lanes)
+
+
+def run_map(args, B, work):
+    """Run the kernel on a batch of B states: `args` as _map_range takes them after `w`, work
+    (groups, n_slots, lanes) one work array per thread (map_lanes), kept between calls: its
+    contents need no initialisation (the kernel sets ONE and x; the assembly and the chains
+    write every other slot before reading it, per lane group)."""
+    if work.shape[0] > 1:
+        _map_parallel(B, work, *args)
     else:
-        _map_serial(B, lanes, *args)
+        _map_serial(B, work, *args)
 
 
 # ---------------------------------------------------------------------------------------------

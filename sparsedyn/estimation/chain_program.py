@@ -1,0 +1,291 @@
+"""Offline plan of the pair-chain program of compiled MAP estimation (kernels/normal_numba.py):
+the normal equations N x = g, N = A^T W A + diag(p), g = A^T W r + p mu, solved by a left-looking
+(Crout) static-pivot L D L^T of P N P^T, written as "chains"
+
+    w[t] = (w[src] or c0) + sum_j (w[a_j] * w[b_j]) * c_j      (lane_vectors.chain_block)
+
+on the rows of a lane work array (one slot per value). Every step of the online solve is a chain:
+  factor  per permuted column k: its multipliers c_kj = l_kj d_j into scratch rows (one product
+          list); d_k = N_kk - sum_j l_kj c_kj with N_kk = p_k + sum_r w_r A_rk^2 in the same
+          chain (its value stored on the way, for the undetermined test), r_k = 1 / d_k as its
+          epilogue; per row i of L[:, k]: l_ik = (N_ik - sum_j l_ij c_kj) r_k, N_ik's products of
+          A's entries in the same chain (N is never stored);
+  solve   y_k = p_k mu_k - p_k x_k + sum_r A_rk w_r r_r - sum_j l_kj y_j (the gradient at x and
+          the forward substitution in one chain); dx_k = y_k r_k - sum_i l_ik dx_i (back
+          substitution, last row first, into y_k's row), x_k += dx_k as its epilogue;
+  resid   r_r -= sum_k A_rk x_k (in place: the solve part then reads the residual as r).
+Run as: factor; x = 0; solve (x = N^-1 g); resid; solve (one refinement step on the un-squared
+residual, as the reference MAPSolver). The product of a dynamic entry of A with a constant one
+is a pair (a, ONE, w_r A_const); products of constants are folded into c0 offline.
+
+Compared with the planner's right-looking L D L^T program (planner/symbolic_ldlt.py), the updates
+of one target are consecutive, so the kernel keeps the target in vector registers for its whole
+chain instead of loading and storing it per update, the column's multipliers are read from a few
+cache-resident rows, and N and g are formed inside the chains that consume them. Same L
+structure, same update count. Pivots: N is SPD, so diagonal pivots in any order are stable (no
+growth check is needed); the kernel flags d_k <= 0 (breakdown) and the undetermined test on d_k
+and N_kk.
+
+Slots: ONE, the scratch rows, x in the variables' order, then the others in the order the program
+first touches them (factor, solve, resid), so each sweep walks the work array nearly
+sequentially.
+
+Preconditions: A's CSC pattern with its dynamic entries marked and its constant values; weights
+w > 0 and prior precisions p >= 0; perm a permutation of the columns (fill-reducing).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .lane_vectors import EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE
+
+
+@dataclass(frozen=True)
+class ChainProgram:
+    """Instructions (ins_*: chain_block's arguments; mode EPI_LIST: a product list) over pairs
+    (pa, pb, pc), parts [0, factor_end) factor, [factor_end, solve_end) solve, [solve_end,
+    n_ins) resid; slots of A's dynamic entries (entry_slot, -1 for constants), A's rows
+    (row_slot) and per variable (original numbering) of x (consecutive), d and N_kk; `flops`
+    per part (counted arithmetic per state); nnz_L below the diagonal."""
+
+    n_slots: int
+    one: int
+    ins_t: np.ndarray
+    ins_src: np.ndarray
+    ins_c0: np.ndarray
+    ins_row: np.ndarray
+    ins_q: np.ndarray
+    ins_k: np.ndarray
+    ins_kmid: np.ndarray
+    ins_mid: np.ndarray
+    ins_mode: np.ndarray
+    ins_t2: np.ndarray
+    ins_r2: np.ndarray
+    pa: np.ndarray
+    pb: np.ndarray
+    pc: np.ndarray
+    factor_end: int
+    solve_end: int
+    entry_slot: np.ndarray
+    row_slot: np.ndarray
+    x_slot: np.ndarray
+    d_slot: np.ndarray
+    nkk_slot: np.ndarray
+    flops: dict
+    nnz_L: int
+
+
+def lower_structure(pattern, perm):
+    """Rows i > k of L[:, k] (permuted numbering, sorted) of the L D L^T of P N P^T, N's
+    pattern given (symmetric, CSC)."""
+    n = pattern.shape[0]
+    inv = np.empty(n, dtype=np.int64)
+    inv[perm] = np.arange(n)
+    coo = pattern.tocoo()
+    cols = [set() for _ in range(n)]
+    for i, k in zip(inv[coo.row], inv[coo.col]):
+        if i > k:
+            cols[k].add(int(i))
+    for k in range(n):
+        if cols[k]:                       # fill: column k's rows join its elimination parent's
+            parent = min(cols[k])
+            cols[parent] |= cols[k] - {parent}
+    return [sorted(c) for c in cols]
+
+
+class _Builder:
+    """Chains -> instructions, with symbolic slot names numbered later."""
+
+    def __init__(self):
+        self.names = {}            # name -> slot id (several names may share one)
+        self.n_ids = 0
+        self.ins = []              # (t, src, from_row, q, k, kmid, mid, mode, t2, r2), c0
+        self.c0 = []
+        self.pairs = []            # (a, b, c)
+        self.flops = 0
+
+    def slot(self, name):
+        if name not in self.names:
+            self.names[name] = self.n_ids
+            self.n_ids += 1
+        return self.names[name]
+
+    def products(self, base, pairs):
+        """w[(base, p)] = w[a_p] * w[b_p] for the p-th of `pairs` (name, name): one EPI_LIST
+        instruction; the (base, p) rows are consecutive slots (_numbered)."""
+        if not pairs:
+            return
+        self.ins.append((self.slot((base, 0)), self.slot((base, 0)), 0, len(self.pairs),
+                         len(pairs), 0, self.slot((base, 0)), EPI_LIST, self.slot((base, 0)),
+                         self.slot((base, 0))))
+        self.c0.append(0.0)
+        for p, (a, b_) in enumerate(pairs):
+            self.slot((base, p))
+            self.pairs.append((self.slot(a), self.slot(b_), 1.0))
+        self.flops += len(pairs)
+
+    def chain(self, t, pairs, c0=0.0, src=None, mid=None, kmid=-1, mode=EPI_NONE, t2=None,
+              r2=None):
+        """w[t] = (w[src] or c0) + sum (w[a] w[b]) c over `pairs` (name, name, coefficient), the
+        value before the kmid-th product into `mid`, then the epilogue `mode` into t2
+        (lane_vectors.chain_block). With kmid == len(pairs), `mid` names the same slot as t."""
+        t = self.slot(t)
+        src, from_row = (t, 0) if src is None else (self.slot(src), 1)
+        one = self.slot("one")
+        pairs = [(self.slot(a), self.slot(b), float(c)) for a, b, c in pairs]
+        for a, b, c in pairs:          # products with ONE or by +-1 are free
+            self.flops += 1 + (b != one and a != one) + (abs(c) != 1.0)
+        self.flops -= (not from_row and c0 == 0.0 and len(pairs) > 0)   # 0 + first product
+        self.flops += mode != EPI_NONE
+        if mid is not None and kmid == len(pairs):
+            self.names[mid] = t
+        mid = t if mid is None else self.slot(mid)
+        t2, r2 = (t if x is None else self.slot(x) for x in (t2, r2))
+        self.ins.append((t, src, from_row, len(self.pairs), len(pairs), kmid, mid, mode, t2, r2))
+        self.c0.append(float(c0))
+        self.pairs.extend(pairs)
+
+
+def _normal_products(rows, cols, dyn, values, weights, inv):
+    """N's products per permuted lower entry (i, k): {(i, k): ([pairs], constant part)} from the
+    entries of each row of A (CSC entry numbers e; names ("A", e))."""
+    out = {}
+    by_row = {}
+    for e in np.argsort(rows, kind="stable"):
+        by_row.setdefault(int(rows[e]), []).append(int(e))
+    for r, entries in by_row.items():
+        w = float(weights[r])
+        for x, e1 in enumerate(entries):
+            for e2 in entries[x:]:
+                i, k = int(inv[cols[e1]]), int(inv[cols[e2]])
+                if i < k:
+                    i, k, e1_, e2_ = k, i, e2, e1
+                else:
+                    e1_, e2_ = e1, e2
+                pairs, const = out.setdefault((i, k), ([], [0.0]))
+                if dyn[e1_] and dyn[e2_]:
+                    pairs.append((("A", e1_), ("A", e2_), w))
+                elif dyn[e1_] or dyn[e2_]:
+                    d, c = (e1_, e2_) if dyn[e1_] else (e2_, e1_)
+                    pairs.append((("A", d), "one", w * values[c]))
+                else:
+                    const[0] += w * values[e1_] * values[e2_]
+    return out
+
+
+def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, normal_pattern):
+    """The ChainProgram of the MAP normal equations (module docstring) for A's CSC pattern
+    (m, n), dynamic (nnz,) bool, values (nnz,) A's constants (read where not dynamic), weights
+    (m,), prior (n,), prior_pmu (n,) = p mu, perm (n,) the elimination order (perm[k]: the
+    variable eliminated k-th), normal_pattern N's symmetric pattern (n, n)."""
+    m, n = A_pattern.shape
+    rows = A_pattern.indices.astype(np.int64)
+    cols = np.repeat(np.arange(n), np.diff(A_pattern.indptr))
+    dynamic = np.asarray(dynamic, dtype=bool)
+    inv = np.empty(n, dtype=np.int64)
+    inv[perm] = np.arange(n)
+    L = lower_structure(normal_pattern, perm)
+    Lrows = [[] for _ in range(n)]
+    for k in range(n):
+        for i in L[k]:
+            Lrows[i].append(k)
+    Lrow_set = [set(r) for r in Lrows]
+    prod = _normal_products(rows, cols, dynamic, values, weights, inv)
+    b = _Builder()
+    b.slot("one")
+
+    def normal(i, k):
+        pairs, const = prod.get((i, k), ([], [0.0]))
+        return pairs, const[0]
+
+    for k in range(n):
+        # column k's multipliers c_kj = l_kj d_j, once, into the scratch rows every chain of
+        # the column reads (cache-resident; the unscaled columns are never stored)
+        b.products("cw", [(("l", k, j), ("d", j)) for j in Lrows[k]])
+        cw = {j: ("cw", p) for p, j in enumerate(Lrows[k])}
+        pairs, c0 = normal(k, k)
+        b.chain(("d", k), pairs + [(("l", k, j), cw[j], -1.0) for j in Lrows[k]],
+                c0=c0 + prior[perm[k]], mid=("N", k), kmid=len(pairs), mode=EPI_RECIP,
+                t2=("r", k))
+        for i in L[k]:
+            pairs, c0 = normal(i, k)
+            b.chain(("l", i, k), pairs + [(("l", i, j), cw[j], -1.0) for j in Lrows[k]
+                                          if j in Lrow_set[i]],
+                    c0=c0, mode=EPI_SCALE, t2=("l", i, k), r2=("r", k))
+    factor_end, factor_flops = len(b.ins), b.flops
+
+    entries_of = np.split(np.argsort(cols, kind="stable"), A_pattern.indptr[1:-1])
+    for k in range(n):
+        j = perm[k]
+        pairs = [(("x", k), "one", -prior[j])]
+        for e in entries_of[j]:
+            r = int(rows[e])
+            pairs.append((("A", int(e)), ("row", r), weights[r]) if dynamic[e]
+                         else (("row", r), "one", weights[r] * values[e]))
+        pairs += [(("l", k, jj), ("y", jj), -1.0) for jj in Lrows[k]]
+        b.chain(("y", k), pairs, c0=prior_pmu[j])
+    for k in range(n - 1, -1, -1):      # dx_k overwrites y_k, read only by its own chain
+        b.chain(("y", k), [(("y", k), ("r", k), 1.0)]
+                + [(("l", i, k), ("y", i), -1.0) for i in L[k]], mode=EPI_ADD, t2=("x", k))
+    solve_end, solve_flops = len(b.ins), b.flops - factor_flops
+
+    order = np.argsort(rows, kind="stable")
+    by_row = np.split(order, np.searchsorted(rows[order], np.arange(1, m)))
+    for r, entries in zip(range(m), by_row):
+        b.chain(("row", r), [(("A", int(e)), ("x", int(inv[cols[e]])), -1.0) if dynamic[e]
+                             else (("x", int(inv[cols[e]])), "one", -values[e]) for e in entries],
+                src=("row", r))
+    flops = {"factor": factor_flops, "solve": solve_flops,
+             "resid": b.flops - factor_flops - solve_flops}
+    return _numbered(b, factor_end, solve_end, flops, m, n, rows.size, dynamic, inv, L)
+
+
+def _numbered(b, factor_end, solve_end, flops, m, n, nnz, dynamic, inv, L):
+    """The ChainProgram with slots renumbered: ONE, the scratch rows, x (variable order), then
+    by first touch (operands before targets)."""
+    ins = np.array(b.ins, dtype=np.int64).reshape(-1, 10)
+    pairs = np.array([p[:2] for p in b.pairs], dtype=np.int64).reshape(-1, 2)
+    pc = np.array([p[2] for p in b.pairs], dtype=float)
+    touched = []
+    for (t, src, from_row, q, k, kmid, mid, mode, t2, r2) in ins:
+        if from_row:
+            touched.append(src)
+        touched.extend(pairs[q:q + k].ravel())
+        touched.append(mid)
+        touched.append(t)
+        if mode == EPI_SCALE:
+            touched.append(r2)
+        if mode != EPI_NONE:
+            touched.append(t2)
+    touched = np.asarray(touched, dtype=np.int64)
+    _, first = np.unique(touched, return_index=True)
+    ranked = touched[np.sort(first)]
+    # the scratch rows of EPI_LIST instructions, then x in the original order of the variables:
+    # consecutive blocks after ONE (the kernel copies x out as one block)
+    scratch = sorted((name[1], sid) for name, sid in b.names.items()
+                     if isinstance(name, tuple) and name[0] == "cw")
+    front = np.array([b.names["one"]] + [sid for _, sid in scratch]
+                     + [b.names[("x", int(inv[j]))] for j in range(n)], dtype=np.int64)
+    ranked = np.concatenate((front, ranked[~np.isin(ranked, front)]))
+    new = np.full(b.n_ids, -1, dtype=np.int64)
+    new[ranked] = np.arange(ranked.size)
+    assert (new >= 0).all(), "every slot is touched"
+    name_slot = {name: int(new[s]) for name, s in b.names.items()}
+    entry_slot = np.array([name_slot.get(("A", e), -1) for e in range(nnz)], dtype=np.int64)
+    if not np.array_equal(entry_slot >= 0, dynamic):
+        raise AssertionError("every dynamic entry of A takes part in N")
+
+    def by_var(kind):
+        return np.array([name_slot[(kind, int(inv[j]))] for j in range(n)], dtype=np.int64)
+    return ChainProgram(
+        n_slots=ranked.size, one=name_slot["one"], ins_t=new[ins[:, 0]], ins_src=new[ins[:, 1]],
+        ins_c0=np.array(b.c0, dtype=float), ins_row=ins[:, 2], ins_q=ins[:, 3], ins_k=ins[:, 4],
+        ins_kmid=ins[:, 5], ins_mid=new[ins[:, 6]], ins_mode=ins[:, 7], ins_t2=new[ins[:, 8]],
+        ins_r2=new[ins[:, 9]],
+        pa=new[pairs[:, 0]], pb=new[pairs[:, 1]], pc=pc, factor_end=factor_end,
+        solve_end=solve_end, entry_slot=entry_slot,
+        row_slot=np.array([name_slot[("row", r)] for r in range(m)], dtype=np.int64),
+        x_slot=by_var("x"), d_slot=by_var("d"), nkk_slot=by_var("N"),
+        flops=flops, nnz_L=sum(len(c) for c in L))

@@ -1,0 +1,123 @@
+"""One chain of the pair-chain program (estimation/chain_program.py) on a block of lanes of a
+lane work array w (n_slots, lanes), as explicit LLVM vector code (kernels/normal_numba.py):
+
+    chain_block_V(w, t, src, c0, from_row, pa, pb, pc, q, k, kmid, mid, mode, t2, r2, s) for
+    V in BLOCKS, on lanes s:s+V:
+        acc = w[src] if from_row else c0 (broadcast)
+        acc = acc + (w[pa[j]] * w[pb[j]]) * pc[j]     for j = q .. q+k-1, in this order, and
+                                                      w[mid] = acc before product q + kmid
+        w[t] = acc
+        mode EPI_SCALE: w[t2] = acc * w[r2];  EPI_RECIP: w[t2] = 1 / acc;
+        mode EPI_ADD:   w[t2] = w[t2] + acc;  EPI_NONE: nothing more
+    or, with mode EPI_LIST, the product list w[t + j] = w[pa[q + j]] * w[pb[q + j]], j < k.
+
+Why explicit vectors: a plain `for s in range(lanes)` loop per product is guarded by LLVM's
+run-time overlap checks between the target row and each operand row (rows of one array), which
+for a few products per operation cost more than the arithmetic, and it loads and stores the
+target once per product; with a constant lane count LLVM unrolls the loop first and (numba
+leaves SLP vectorisation off) runs it scalar. Here the accumulator of a whole chain stays in
+vector registers (V lanes: V / 8 AVX-512 registers), the loop over its products reads only
+the operand rows, and the products round exactly as the scalar expressions ((a * b) * c, then the
+sum, left to right: no contraction into fused multiply-adds).
+
+numba's on-disk cache of the kernels that inline these intrinsics (kernels/normal_numba.py) is
+keyed on that file only: after editing this one, touch it (or clear its __pycache__).
+
+Preconditions: w C-contiguous float64; lanes and s multiples of the block (s below lanes);
+pa, pb int64 and pc float64 contiguous; 0 <= kmid < k, or kmid outside (no mid store); every
+row index valid, src, mid, t2 and r2 too when unused (the planner passes t).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+#: lanes per block of chain_block_64, _32, _8 (largest first; the kernel takes the largest
+#: that divides its lane count: 64 measured fastest on iCub, the smaller ones serve small batches)
+BLOCKS = (64, 32, 8)
+EPI_NONE, EPI_SCALE, EPI_RECIP, EPI_ADD = 0, 1, 2, 3
+#: not a chain: the product list w[t + j] = w[pa[q + j]] * w[pb[q + j]] for j < k
+EPI_LIST = 4
+
+
+def _chain_block(vb):
+    """The chain_block intrinsic on blocks of vb lanes."""
+    vec = ir.VectorType(ir.DoubleType(), vb)
+
+    def splat(builder, value):
+        first = builder.insert_element(ir.Constant(vec, ir.Undefined), value,
+                                       ir.Constant(ir.IntType(32), 0))
+        return builder.shuffle_vector(first, ir.Constant(vec, ir.Undefined),
+                                      ir.Constant(ir.VectorType(ir.IntType(32), vb), [0] * vb))
+
+    def chain_block(typingctx, w, t, src, c0, from_row, pa, pb, pc, q, k, kmid, mid, mode, t2,
+                    r2, s):
+        sig = types.void(w, types.intp, types.intp, types.float64, types.intp, pa, pb, pc,
+                         *([types.intp] * 8))
+
+        def codegen(context, builder, signature, args):
+            (w_, t_, src_, c0_, from_row_, pa_, pb_, pc_, q_, k_, kmid_, mid_, mode_, t2_, r2_,
+             s_) = args
+            arr = context.make_array(signature.args[0])(context, builder, w_)
+            lanes = builder.extract_value(arr.shape, 1)
+            a_data, b_data, c_data = (context.make_array(ty)(context, builder, v).data
+                                      for ty, v in zip(signature.args[5:8], (pa_, pb_, pc_)))
+
+            def row(r):
+                ptr = builder.gep(arr.data, [builder.add(builder.mul(r, lanes), s_)])
+                return builder.bitcast(ptr, vec.as_pointer())
+
+            def load(r):
+                return builder.load(row(r), align=8)
+
+            def product(j):
+                a = builder.load(builder.gep(a_data, [j]))
+                b = builder.load(builder.gep(b_data, [j]))
+                return builder.fmul(load(a), load(b))
+
+            def is_mode(code):
+                return builder.icmp_signed("==", mode_, ir.Constant(mode_.type, code))
+
+            def product_list():
+                with cgutils.for_range(builder, k_) as loop:
+                    builder.store(product(builder.add(q_, loop.index)),
+                                  row(builder.add(t_, loop.index)), align=8)
+
+            def chain():
+                use_row = builder.icmp_signed("!=", from_row_, ir.Constant(from_row_.type, 0))
+                acc = cgutils.alloca_once(builder, vec)
+                builder.store(builder.select(use_row, load(src_), splat(builder, c0_)), acc)
+                # one loop over all products (a second loop would cost a second mispredicted
+                # exit per chain); the mid store is a branch taken at most once
+                with cgutils.for_range(builder, k_) as loop:
+                    with builder.if_then(builder.icmp_signed("==", loop.index, kmid_),
+                                         likely=False):
+                        builder.store(builder.load(acc), row(mid_), align=8)
+                    j = builder.add(q_, loop.index)
+                    c = splat(builder, builder.load(builder.gep(c_data, [j])))
+                    builder.store(builder.fadd(builder.load(acc),
+                                               builder.fmul(product(j), c)), acc)
+                value = builder.load(acc)
+                builder.store(value, row(t_), align=8)
+                with builder.if_then(is_mode(EPI_SCALE)):
+                    builder.store(builder.fmul(value, load(r2_)), row(t2_), align=8)
+                with builder.if_then(is_mode(EPI_RECIP)):
+                    one = splat(builder, ir.Constant(ir.DoubleType(), 1.0))
+                    builder.store(builder.fdiv(one, value), row(t2_), align=8)
+                with builder.if_then(is_mode(EPI_ADD)):
+                    builder.store(builder.fadd(load(t2_), value), row(t2_), align=8)
+
+            with builder.if_else(is_mode(EPI_LIST)) as (then, otherwise):
+                with then:
+                    product_list()
+                with otherwise:
+                    chain()
+            return context.get_dummy_value()
+        return sig, codegen
+    chain_block.__name__ = f"chain_block_{vb}"
+    return intrinsic(chain_block)
+
+
+chain_block_64, chain_block_32, chain_block_8 = (_chain_block(v) for v in BLOCKS)
