@@ -1,8 +1,9 @@
-"""The fused kernels' sweep layout (sparsedyn.kernels.layout, FusedSolver's schedule): reordered
-operations, slots renumbered and shared by values whose lives do not overlap, bodies assembled
-just before their first use. Checked independently of the kernels: a plain-Python replay of the
-schedule tracks which value every physical slot holds, and the compiled result must equal the
-stored program run by the reference interpreter bit for bit, on the same assembled D and b."""
+"""The fused kernel's sweep layout (sparsedyn.kernels.layout, FusedSolver's schedule): reordered
+operations on slots renumbered and shared by values whose lives do not overlap. Checked
+independently of the kernels: a plain-Python replay of the schedule tracks which value every
+physical slot holds, and the compiled result must equal the stored program run by the
+reference interpreter bit for bit, on the same assembled D and b."""
+import itertools
 import os
 import sys
 
@@ -114,7 +115,7 @@ def test_reuse_slots_never_overlaps_two_lives():
     assert count == phys.max() + 1
     for s in range(count):
         lives = sorted((start[v], end[v]) for v in np.flatnonzero(phys == s))
-        for (_, e0), (s1, _) in zip(lives, lives[1:]):
+        for (_, e0), (s1, _) in itertools.pairwise(lives):
             assert e0 < s1
     # as few slots as the most lives at one time
     times = np.arange(0, 241)
@@ -124,57 +125,27 @@ def test_reuse_slots_never_overlaps_two_lives():
 
 
 def _replay(fs):
-    """Walk the fused schedule in plain Python: which value (('op', o) in layout order, or a
-    write by the assembly / the constants) each physical slot holds; returns the number of reads
-    that find another value than the layout's op expects."""
+    """Walk the fused schedule in plain Python (the constants and the assembly write, then the
+    ops run in layout order) tracking which value each physical slot holds; returns the number
+    of reads that find another value than the layout's op expects."""
     lay = fs.layout
     code = lay.op_code
-    runs, t, a, b = fs.prog[:4]
-    seg_run, seg_ptr, seg_body = fs.prog[6:9]
-    expect = {}                                        # physical slot -> layout slot held
-    for arrays in (fs.init_slots, fs.zero_dest, fs.y_dest):
-        for s in arrays:
-            expect[int(s)] = "start"
-    x_ptr, x_dest = fs.model_arrays[-3], fs.model_arrays[-2]
-    t_ptr, t_dest = fs.xr[0], fs.xr[1]
-    phys_of = {}
-    for o in range(code.size):
-        phys_of[int(lay.op_t[o])] = int(t[o])
-        if _READS_A[code[o]]:
-            phys_of[int(lay.op_a[o])] = int(a[o])
-        if _READS_B[code[o]]:
-            phys_of[int(lay.op_b[o])] = int(b[o])
-    logical_of = {}
-    for logical, phys in phys_of.items():
-        logical_of.setdefault(phys, set()).add(logical)
-    holder = {}
-    for s in expect:
-        holder[s] = "start"
+    t, a, b = fs.prog[1:4]
+    m = fs.model_arrays
+    holder = {int(s): "assembled" for s in np.concatenate((
+        fs.init_slots, fs.zero_dest, fs.y_dest, fs.a_dest.ravel(), fs.f_dest.ravel(), m[-2],
+        fs.xr[1], fs.xr[8]))}
     wrong = 0
-    bounds = [runs[r, 1] if r < len(runs) else code.size for r in seg_run]
-
-    def run_ops(lo, hi):
-        nonlocal wrong
-        for o in range(lo, hi):
-            for ok, logical, phys in ((_READS_A[code[o]], lay.op_a[o], a[o]),
-                                      (_READS_B[code[o]], lay.op_b[o], b[o]),
-                                      (_READS_T[code[o]], lay.op_t[o], t[o])):
-                if not ok:
-                    continue
-                h = holder.get(int(phys))
-                if h is None or (h != "start" and h != ("body",) and h != int(logical)):
-                    wrong += 1
-            holder[int(t[o])] = int(lay.op_t[o])
-    done = 0
-    for g in range(len(seg_run)):
-        run_ops(done, bounds[g])
-        done = bounds[g]
-        for k in range(seg_ptr[g], seg_ptr[g + 1]):
-            i = seg_body[k]
-            for s in np.concatenate((x_dest[x_ptr[i]:x_ptr[i + 1]], t_dest[t_ptr[i]:t_ptr[i + 1]],
-                                     fs.a_dest[i], fs.f_dest[i])):
-                holder[int(s)] = ("body",)
-    run_ops(done, code.size)
+    for o in range(code.size):
+        for reads, logical, phys in ((_READS_A[code[o]], lay.op_a[o], a[o]),
+                                     (_READS_B[code[o]], lay.op_b[o], b[o]),
+                                     (_READS_T[code[o]], lay.op_t[o], t[o])):
+            if reads and holder.get(int(phys)) not in ("assembled", int(logical)):
+                wrong += 1
+        holder[int(t[o])] = int(lay.op_t[o])
+    for k, phys in enumerate(fs.sol_slot):              # the solution, read after the program
+        if holder.get(int(phys)) not in ("assembled", int(lay.slot_of[fs.program.rhs0 + k])):
+            wrong += 1
     return wrong
 
 

@@ -4,8 +4,11 @@ run the LU program, a group of `lanes` states at a time, in one pass that stays 
 Per group of states (the lanes of its work arrays) the fused kernel
   1. writes the LU program's constants, the state-dependent entries of D (the joint transforms
      iX_lambda(i) and their transposes) and the permuted right-hand side -b, y straight into the
-     program's work array (slot e of the work array is CSC entry e, so no values array exists);
-  2. computes the pivot-check row scales from the fresh entries, runs the LU program (run_lanes);
+     program's work array (no values array exists), body by body;
+  2. computes the pivot-check row scales from the fresh entries, runs the LU program (run_lanes)
+     in its sweep layout (kernels/layout.py: one pass per elimination direction, the forward
+     substitution riding along with the factorization, on slots shared by values whose lives do
+     not overlap, so that long chains keep a work array half the program's size);
   3. copies the requested outputs (e.g. tau in the public layout) and, if asked, the whole
      solution vector, and flags states whose pivot check failed or whose solution is not finite.
 `assemble_batch` runs step 1 alone into (values, rhs) arrays in the layout NewtonEulerSystem.values
@@ -26,14 +29,14 @@ import numpy as np
 from numba import njit, prange
 
 from ..system.assembly_program import ROT_ANGLE, ROT_QUAT
-from .lu_numba import run_lanes
+from .lu_numba import lane_scales, run_lanes
 
 #: lane counts of a work group (see lanes_for) and the budget of its work array. Measured on the
 #: humanoid and on chains of 10..1000 links (experiments/bench_dynamics.py): the interpreter's
 #: cost per operation and the op stream, read once per group, are amortised over the lanes, so
 #: more lanes pay even past L2, up to work arrays of about this size (then memory dominates)
 MIN_LANES, MAX_LANES = 8, 64
-LANE_BYTES = 24 * 2 ** 20
+LANE_BYTES = 16 * 2 ** 20
 
 
 # Cephes (sin.c, cos.c) sine and cosine, branch-free so the lane loop vectorises: numba has no
@@ -90,12 +93,16 @@ def _sincos_lanes(qT, row, out):
 
 
 @njit(cache=True, error_model="numpy")
-def _kinematics_lanes(idx, q, qd, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR, Tp,
-                      tdir, s_ptr, s_row, s_col, s_val, body, tmp, vj, qT):
-    """Root-to-leaf sweep for the states idx (lanes,): body[i] (18, lanes) = [v_i (6); E (9);
-    r (3)], the body velocity and the joint transform iX_lambda(i) = (E, r)
-    (kinematics.joint_transforms, Transform.apply_motion); q, qd as rows into qT (nq + nv, .)."""
-    N, L = parent.shape[0], body.shape[2]
+def _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis,
+                    TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity,
+                    x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, w, vel, E, r, tmp, vj,
+                    qT):
+    """Write D's state-dependent entries and rhs = [-c, -nu, 0, y] for the states idx (lanes,) into
+    w[dest, lane]. vel (N, 6, lanes) body velocities; E (9, .), r (3, .), tmp (9, .), vj (6, .),
+    qT (nq + nv, .) scratch. Spatial vectors angular-first (spatial.py). xr: the program's extra
+    rows (AssemblyProgram.bind_extra; empty for the dynamics plans)."""
+    N, L = parent.shape[0], w.shape[1]
+    t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest = xr
     # this group's coordinates and velocities as contiguous rows (nq + nv, lanes): every loop
     # below then reads whole rows instead of gathering from the (B, nq) / (B, nv) inputs
     nq = q.shape[1]
@@ -106,14 +113,14 @@ def _kinematics_lanes(idx, q, qd, parent, rot_kind, rot_q, n_trans, trans_q, rot
         for s in range(L):
             qT[nq + col, s] = qd[idx[s], col]
     for i in range(N):
-        bi = body[i]
+        # ---- joint transform iX_lambda(i) = (E, r) (kinematics.joint_transforms)
         kind = rot_kind[i]
         if kind == ROT_ANGLE:
             _sincos_lanes(qT, rot_q[i], tmp)
             for e in range(9):
                 b0, b1, b2 = rot_basis[i, 0, e], rot_basis[i, 1, e], rot_basis[i, 2, e]
                 for s in range(L):
-                    bi[6 + e, s] = b0 + tmp[0, s] * b1 + tmp[1, s] * b2
+                    E[e, s] = b0 + tmp[0, s] * b1 + tmp[1, s] * b2
         elif kind == ROT_QUAT:
             col = rot_q[i]
             for s in range(L):
@@ -133,157 +140,129 @@ def _kinematics_lanes(idx, q, qd, parent, rot_kind, rot_q, n_trans, trans_q, rot
                 for b_ in range(3):
                     t0, t1, t2 = TR[i, 3 * b_], TR[i, 3 * b_ + 1], TR[i, 3 * b_ + 2]
                     for s in range(L):
-                        bi[6 + 3 * a_ + b_, s] = (t0 * tmp[a_, s] + t1 * tmp[3 + a_, s]
-                                                  + t2 * tmp[6 + a_, s])
+                        E[3 * a_ + b_, s] = (t0 * tmp[a_, s] + t1 * tmp[3 + a_, s]
+                                             + t2 * tmp[6 + a_, s])
         else:
             for e in range(9):
                 b0 = rot_basis[i, 0, e]
                 for s in range(L):
-                    bi[6 + e, s] = b0
+                    E[e, s] = b0
         for k in range(3):
             p0 = Tp[i, k]
             for s in range(L):
-                bi[15 + k, s] = p0
+                r[k, s] = p0
         for j in range(n_trans[i]):
             col = trans_q[i] + j
             for k in range(3):
                 d = tdir[i, j, k]
                 for s in range(L):
-                    bi[15 + k, s] += qT[col, s] * d
-        _joint_velocity(i, s_ptr, s_row, s_col, s_val, nq, qT, vj)
+                    r[k, s] += qT[col, s] * d
+        # ---- joint velocity S_i qd_i (sparse S)
+        for k in range(6):
+            for s in range(L):
+                vj[k, s] = 0.0
+        for e in range(s_ptr[i], s_ptr[i + 1]):
+            row, col, val = s_row[e], nq + s_col[e], s_val[e]
+            for s in range(L):
+                vj[row, s] += val * qT[col, s]
+        # destination rows in locals: LLVM cannot tell that stores into w leave the index
+        # arrays alone, and would reload them on every lane (and not vectorise)
+        d0, d1, d2, d3, d4, d5 = a_dest[i, 0], a_dest[i, 1], a_dest[i, 2], a_dest[i, 3], \
+            a_dest[i, 4], a_dest[i, 5]
+        vi = vel[i]
         p = parent[i]
         if p >= 0:
-            vp = body[p]
+            vp = vel[p]
             for s in range(L):
                 # v_i = iX_p v_p + S_i qd_i (Transform.apply_motion)
                 w0, w1, w2 = vp[0, s], vp[1, s], vp[2, s]
-                r0, r1, r2 = bi[15, s], bi[16, s], bi[17, s]
+                r0, r1, r2 = r[0, s], r[1, s], r[2, s]
                 u0 = vp[3, s] - (r1 * w2 - r2 * w1)
                 u1 = vp[4, s] - (r2 * w0 - r0 * w2)
                 u2 = vp[5, s] - (r0 * w1 - r1 * w0)
-                bi[0, s] = bi[6, s] * w0 + bi[7, s] * w1 + bi[8, s] * w2 + vj[0, s]
-                bi[1, s] = bi[9, s] * w0 + bi[10, s] * w1 + bi[11, s] * w2 + vj[1, s]
-                bi[2, s] = bi[12, s] * w0 + bi[13, s] * w1 + bi[14, s] * w2 + vj[2, s]
-                bi[3, s] = bi[6, s] * u0 + bi[7, s] * u1 + bi[8, s] * u2 + vj[3, s]
-                bi[4, s] = bi[9, s] * u0 + bi[10, s] * u1 + bi[11, s] * u2 + vj[4, s]
-                bi[5, s] = bi[12, s] * u0 + bi[13, s] * u1 + bi[14, s] * u2 + vj[5, s]
+                vi[0, s] = E[0, s] * w0 + E[1, s] * w1 + E[2, s] * w2 + vj[0, s]
+                vi[1, s] = E[3, s] * w0 + E[4, s] * w1 + E[5, s] * w2 + vj[1, s]
+                vi[2, s] = E[6, s] * w0 + E[7, s] * w1 + E[8, s] * w2 + vj[2, s]
+                vi[3, s] = E[0, s] * u0 + E[1, s] * u1 + E[2, s] * u2 + vj[3, s]
+                vi[4, s] = E[3, s] * u0 + E[4, s] * u1 + E[5, s] * u2 + vj[4, s]
+                vi[5, s] = E[6, s] * u0 + E[7, s] * u1 + E[8, s] * u2 + vj[5, s]
+            for s in range(L):
+                # c_i = v_i x S_i qd_i (spatial.cross_motion: [w x mw; w x mv + vl x mw]); -c
+                a0, a1, a2 = vi[0, s], vi[1, s], vi[2, s]
+                l0, l1, l2 = vi[3, s], vi[4, s], vi[5, s]
+                m0, m1, m2 = vj[0, s], vj[1, s], vj[2, s]
+                n0, n1, n2 = vj[3, s], vj[4, s], vj[5, s]
+                w[d0, s] = -(a1 * m2 - a2 * m1)
+                w[d1, s] = -(a2 * m0 - a0 * m2)
+                w[d2, s] = -(a0 * m1 - a1 * m0)
+                w[d3, s] = -((a1 * n2 - a2 * n1) + (l1 * m2 - l2 * m1))
+                w[d4, s] = -((a2 * n0 - a0 * n2) + (l2 * m0 - l0 * m2))
+                w[d5, s] = -((a0 * n1 - a1 * n0) + (l0 * m1 - l1 * m0))
         else:
+            g0, g1, g2 = gravity[0], gravity[1], gravity[2]
             for k in range(6):
                 for s in range(L):
-                    bi[k, s] = vj[k, s]
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _joint_velocity(i, s_ptr, s_row, s_col, s_val, nq, qT, vj):
-    """vj = S_i qd_i (sparse S; qd_i read from the rows nq + v of qT)."""
-    L = vj.shape[1]
-    for k in range(6):
-        for s in range(L):
-            vj[k, s] = 0.0
-    for e in range(s_ptr[i], s_ptr[i + 1]):
-        row, col, val = s_row[e], nq + s_col[e], s_val[e]
-        for s in range(L):
-            vj[row, s] += val * qT[col, s]
-
-
-@njit(cache=True, error_model="numpy")
-def _body_rows_lanes(i, nq, parent, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
-                     gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, w, body, tmp, vj, qT):
-    """Write body i's part of D and b into w: rhs -c_i (its a rows), -nu_i (its f rows), the
-    state-dependent entries E and -E rx of its joint transform and its extra rows' entries; needs
-    _kinematics_lanes' body array (Nori eq. 3a, 3f; spatial vectors angular-first)."""
-    L = w.shape[1]
-    t_ptr, t_dest, t_src, t_coef = xr[0], xr[1], xr[2], xr[3]
-    bi = body[i]
-    _joint_velocity(i, s_ptr, s_row, s_col, s_val, nq, qT, vj)
-    # destination rows in locals: LLVM cannot tell that stores into w leave the index
-    # arrays alone, and would reload them on every lane (and not vectorise)
-    d0, d1, d2, d3, d4, d5 = a_dest[i, 0], a_dest[i, 1], a_dest[i, 2], a_dest[i, 3], \
-        a_dest[i, 4], a_dest[i, 5]
-    if parent[i] >= 0:
-        for s in range(L):
-            # c_i = v_i x S_i qd_i (spatial.cross_motion: [w x mw; w x mv + vl x mw]); -c
-            a0, a1, a2 = bi[0, s], bi[1, s], bi[2, s]
-            l0, l1, l2 = bi[3, s], bi[4, s], bi[5, s]
-            m0, m1, m2 = vj[0, s], vj[1, s], vj[2, s]
-            n0, n1, n2 = vj[3, s], vj[4, s], vj[5, s]
-            w[d0, s] = -(a1 * m2 - a2 * m1)
-            w[d1, s] = -(a2 * m0 - a0 * m2)
-            w[d2, s] = -(a0 * m1 - a1 * m0)
-            w[d3, s] = -((a1 * n2 - a2 * n1) + (l1 * m2 - l2 * m1))
-            w[d4, s] = -((a2 * n0 - a0 * n2) + (l2 * m0 - l0 * m2))
-            w[d5, s] = -((a0 * n1 - a1 * n0) + (l0 * m1 - l1 * m0))
-    else:
-        g0, g1, g2 = gravity[0], gravity[1], gravity[2]
-        for s in range(L):
-            # root: c_i = iX_0 a_0 with a_0 = [0; -g], i.e. [0; -E g]; rhs = -c
-            w[d0, s] = 0.0
-            w[d1, s] = 0.0
-            w[d2, s] = 0.0
-            w[d3, s] = bi[6, s] * g0 + bi[7, s] * g1 + bi[8, s] * g2
-            w[d4, s] = bi[9, s] * g0 + bi[10, s] * g1 + bi[11, s] * g2
-            w[d5, s] = bi[12, s] * g0 + bi[13, s] * g1 + bi[14, s] * g2
-    # ---- nu_i = v_i x* I_i v_i (sparse I; spatial.cross_force); rhs = -nu
-    for k in range(6):
-        for s in range(L):
-            vj[k, s] = 0.0                                   # vj now holds I_i v_i
-    for e in range(i_ptr[i], i_ptr[i + 1]):
-        row, col, val = i_row[e], i_col[e], i_val[e]
-        for s in range(L):
-            vj[row, s] += val * bi[col, s]
-    d0, d1, d2, d3, d4, d5 = f_dest[i, 0], f_dest[i, 1], f_dest[i, 2], f_dest[i, 3], \
-        f_dest[i, 4], f_dest[i, 5]
-    for s in range(L):
-        a0, a1, a2 = bi[0, s], bi[1, s], bi[2, s]
-        l0, l1, l2 = bi[3, s], bi[4, s], bi[5, s]
-        n0, n1, n2 = vj[0, s], vj[1, s], vj[2, s]
-        f0, f1, f2 = vj[3, s], vj[4, s], vj[5, s]
-        w[d0, s] = -((a1 * n2 - a2 * n1) + (l1 * f2 - l2 * f1))
-        w[d1, s] = -((a2 * n0 - a0 * n2) + (l2 * f0 - l0 * f2))
-        w[d2, s] = -((a0 * n1 - a1 * n0) + (l0 * f1 - l1 * f0))
-        w[d3, s] = -(a1 * f2 - a2 * f1)
-        w[d4, s] = -(a2 * f0 - a0 * f2)
-        w[d5, s] = -(a0 * f1 - a1 * f0)
-    # ---- state-dependent entries of D: E and -E rx (row m of -E rx is r x E[m]); extra
-    # rows' entries are constant combinations of the same 18 components (src 0..8: E,
-    # 9..17: -E rx)
-    if x_ptr[i] < x_ptr[i + 1] or t_ptr[i] < t_ptr[i + 1]:
-        for m in range(3):
+                    vi[k, s] = vj[k, s]
             for s in range(L):
-                r0, r1, r2 = bi[15, s], bi[16, s], bi[17, s]
-                e0, e1, e2 = bi[6 + 3 * m, s], bi[7 + 3 * m, s], bi[8 + 3 * m, s]
-                tmp[3 * m, s] = r1 * e2 - r2 * e1
-                tmp[3 * m + 1, s] = r2 * e0 - r0 * e2
-                tmp[3 * m + 2, s] = r0 * e1 - r1 * e0
-        for e in range(x_ptr[i], x_ptr[i + 1]):
-            dest, src = x_dest[e], x_src[e]
-            if src < 9:
-                for s in range(L):
-                    w[dest, s] = bi[6 + src, s]
-            else:
-                for s in range(L):
-                    w[dest, s] = tmp[src - 9, s]
-        # one destination's terms all belong to this body: zero, then accumulate
-        for e in range(t_ptr[i], t_ptr[i + 1]):
-            dest = t_dest[e]
+                # root: c_i = iX_0 a_0 with a_0 = [0; -g], i.e. [0; -E g]; rhs = -c
+                w[d0, s] = 0.0
+                w[d1, s] = 0.0
+                w[d2, s] = 0.0
+                w[d3, s] = E[0, s] * g0 + E[1, s] * g1 + E[2, s] * g2
+                w[d4, s] = E[3, s] * g0 + E[4, s] * g1 + E[5, s] * g2
+                w[d5, s] = E[6, s] * g0 + E[7, s] * g1 + E[8, s] * g2
+        # ---- nu_i = v_i x* I_i v_i (sparse I; spatial.cross_force); rhs = -nu
+        for k in range(6):
             for s in range(L):
-                w[dest, s] = 0.0
-        for e in range(t_ptr[i], t_ptr[i + 1]):
-            dest, src, c = t_dest[e], t_src[e], t_coef[e]
-            if src < 9:
+                vj[k, s] = 0.0                                   # vj now holds I_i v_i
+        for e in range(i_ptr[i], i_ptr[i + 1]):
+            row, col, val = i_row[e], i_col[e], i_val[e]
+            for s in range(L):
+                vj[row, s] += val * vi[col, s]
+        d0, d1, d2, d3, d4, d5 = f_dest[i, 0], f_dest[i, 1], f_dest[i, 2], f_dest[i, 3], \
+            f_dest[i, 4], f_dest[i, 5]
+        for s in range(L):
+            a0, a1, a2 = vi[0, s], vi[1, s], vi[2, s]
+            l0, l1, l2 = vi[3, s], vi[4, s], vi[5, s]
+            n0, n1, n2 = vj[0, s], vj[1, s], vj[2, s]
+            f0, f1, f2 = vj[3, s], vj[4, s], vj[5, s]
+            w[d0, s] = -((a1 * n2 - a2 * n1) + (l1 * f2 - l2 * f1))
+            w[d1, s] = -((a2 * n0 - a0 * n2) + (l2 * f0 - l0 * f2))
+            w[d2, s] = -((a0 * n1 - a1 * n0) + (l0 * f1 - l1 * f0))
+            w[d3, s] = -(a1 * f2 - a2 * f1)
+            w[d4, s] = -(a2 * f0 - a0 * f2)
+            w[d5, s] = -(a0 * f1 - a1 * f0)
+        # ---- state-dependent entries of D: E and -E rx (row m of -E rx is r x E[m]); extra
+        # rows' entries are constant combinations of the same 18 components
+        if x_ptr[i] < x_ptr[i + 1] or t_ptr[i] < t_ptr[i + 1]:
+            for m in range(3):
                 for s in range(L):
-                    w[dest, s] += c * bi[6 + src, s]
-            else:
+                    r0, r1, r2 = r[0, s], r[1, s], r[2, s]
+                    e0, e1, e2 = E[3 * m, s], E[3 * m + 1, s], E[3 * m + 2, s]
+                    tmp[3 * m, s] = r1 * e2 - r2 * e1
+                    tmp[3 * m + 1, s] = r2 * e0 - r0 * e2
+                    tmp[3 * m + 2, s] = r0 * e1 - r1 * e0
+            for e in range(x_ptr[i], x_ptr[i + 1]):
+                dest, src = x_dest[e], x_src[e]
+                if src < 9:
+                    for s in range(L):
+                        w[dest, s] = E[src, s]
+                else:
+                    for s in range(L):
+                        w[dest, s] = tmp[src - 9, s]
+            # one destination's terms all belong to this body: zero, then accumulate
+            for e in range(t_ptr[i], t_ptr[i + 1]):
+                dest = t_dest[e]
                 for s in range(L):
-                    w[dest, s] += c * tmp[src - 9, s]
-
-
-@njit(cache=True, error_model="numpy")
-def _shared_rows_lanes(idx, y, y_dest, xr, zero_dest, w, body):
-    """Write the rhs rows that belong to no body: zeros, the measured values y and the extra
-    rows' bias, quadratic in one body's velocity (rhs = y - sum c v_b[k] v_b[l])."""
-    L = w.shape[1]
-    q_body, q_k, q_l, q_coef, q_dest = xr[4], xr[5], xr[6], xr[7], xr[8]
+                    w[dest, s] = 0.0
+            for e in range(t_ptr[i], t_ptr[i + 1]):
+                dest, src, c = t_dest[e], t_src[e], t_coef[e]
+                if src < 9:
+                    for s in range(L):
+                        w[dest, s] += c * E[src, s]
+                else:
+                    for s in range(L):
+                        w[dest, s] += c * tmp[src - 9, s]
     for k in range(zero_dest.shape[0]):
         for s in range(L):
             w[zero_dest[k], s] = 0.0
@@ -291,30 +270,12 @@ def _shared_rows_lanes(idx, y, y_dest, xr, zero_dest, w, body):
         d = y_dest[j]
         for s in range(L):
             w[d, s] = y[idx[s], j]
+    # extra rows' bias, quadratic in one body's velocity: rhs = y - sum c v_b[k] v_b[l]
     for e in range(q_dest.shape[0]):
         d, c, k, l_ = q_dest[e], q_coef[e], q_k[e], q_l[e]
-        vb = body[q_body[e]]
+        vb = vel[q_body[e]]
         for s in range(L):
             w[d, s] -= c * vb[k, s] * vb[l_, s]
-
-
-@njit(cache=True, error_model="numpy")
-def _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis,
-                    TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity,
-                    x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, w, body, E, r, tmp, vj,
-                    qT):
-    """Write D's state-dependent entries and rhs = [-c, -nu, 0, y] for the states idx (lanes,) into
-    w[dest, lane]: the kinematics sweep, then every body's rows, then the shared rows. body
-    (N, 18, lanes), tmp (9, .), vj (6, .), qT (nq + nv, .) scratch (E, r: unused, kept for the
-    callers' scratch tuple). xr: the program's extra rows (AssemblyProgram.bind_extra; empty for
-    the dynamics plans)."""
-    _kinematics_lanes(idx, q, qd, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR, Tp,
-                      tdir, s_ptr, s_row, s_col, s_val, body, tmp, vj, qT)
-    nq = q.shape[1]
-    for i in range(parent.shape[0]):
-        _body_rows_lanes(i, nq, parent, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
-                         gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, w, body, tmp, vj, qT)
-    _shared_rows_lanes(idx, y, y_dest, xr, zero_dest, w, body)
 
 
 @njit(cache=True)
@@ -342,10 +303,10 @@ def lanes_for(n_slots, budget=LANE_BYTES):
 
 @njit(cache=True)
 def lane_scratch(N, n_qv, n_checks, lanes):
-    """Per-lane-group scratch of _assemble_lanes and the pivot checks: per body its velocity and
-    joint transform (N, 18, .), E (9, .), r (3, .), tmp (9, .), vj (6, .), the check scales, the
-    lane state indices, q and qd as rows (n_qv, .), and the breakdown flags."""
-    return (np.zeros((N, 18, lanes)), np.zeros((9, lanes)), np.zeros((3, lanes)), np.zeros((9, lanes)),
+    """Per-lane-group scratch of _assemble_lanes and the pivot checks: body velocities (N, 6, .),
+    the joint transform's E (9, .), r (3, .), tmp (9, .), vj (6, .), the check scales, the lane
+    state indices, q and qd as rows (n_qv, .), and the breakdown flags."""
+    return (np.zeros((N, 6, lanes)), np.zeros((9, lanes)), np.zeros((3, lanes)), np.zeros((9, lanes)),
             np.zeros((6, lanes)), np.zeros((n_checks, lanes)), np.zeros(lanes, dtype=np.int64),
             np.zeros((n_qv, lanes)), np.zeros(lanes, dtype=np.bool_))
 
@@ -403,19 +364,18 @@ def _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_tra
                  sol_slot, col_perm, init_slots, init_values, prog, tol, out_slot, out, x,
                  broken, rc):
     N, n = parent.shape[0], col_perm.shape[0]
-    runs, t, a, b, check_of, chk_const, seg_run, seg_ptr, seg_body = prog[:9]
-    snap = prog[9:]      # flat in prog: numba's parfors reject a tuple of equal arrays
-    nq = q.shape[1]
+    runs, t, a, b, check_of, chk_ptr, chk_entries, chk_const = prog
     full = x.shape[0] > 0
     w = np.zeros((n_slots, lanes))
-    body, _, _, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
-                                                           chk_const.shape[0], lanes)
+    vel, E, r, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
+                                                          chk_const.shape[0], lanes)
     acc = np.zeros(lanes)
     # optional backward-error check (FusedSolver residual_tol): copies of D's state-dependent
     # entries and of b, taken before the program overwrites them
     r_slot, r_row, r_col, c_row, c_col, c_val, r_tol = rc
     check_res = r_tol.shape[0] > 0
-    saved = np.zeros((r_slot.shape[0] if check_res else 0, lanes))
+    nr = r_slot.shape[0] if check_res else 0
+    saved = np.zeros((nr, lanes))
     bsave = np.zeros((n if check_res else 0, lanes))
     res = np.zeros((n if check_res else 0, lanes))
     for first in range(lo, hi, lanes):
@@ -425,28 +385,20 @@ def _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_tra
             v0 = init_values[k]
             for s in range(lanes):
                 w[init_slots[k], s] = v0
-        _kinematics_lanes(idx, q, qd, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR,
-                          Tp, tdir, s_ptr, s_row, s_col, s_val, body, tmp, vj, qT)
-        _shared_rows_lanes(idx, y, y_dest, xr, zero_dest, w, body)
-        for c in range(chk_const.shape[0]):
+        _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+                        rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
+                        i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, w, vel,
+                        E, r, tmp, vj, qT)
+        lane_scales(w, chk_ptr, chk_entries, chk_const, scale)
+        for k in range(nr):
             for s in range(lanes):
-                scale[c, s] = chk_const[c]
-        _snapshot(0, snap, w, scale, saved, bsave)
+                saved[k, s] = w[r_slot[k], s]
+        for k in range(bsave.shape[0]):
+            for s in range(lanes):
+                bsave[k, s] = w[sol_slot[k], s]
         for s in range(lanes):
             bad[s] = False
-        # each body's rows are written just before the first operation that reads them, so
-        # they are still in cache when the elimination gets there (FusedSolver: seg_*)
-        done = 0
-        for g in range(seg_run.shape[0]):
-            run_lanes(w, runs[done:seg_run[g]], t, a, b, check_of, scale, tol, bad)
-            done = seg_run[g]
-            for k in range(seg_ptr[g], seg_ptr[g + 1]):
-                i = seg_body[k]
-                _body_rows_lanes(i, nq, parent, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                                 i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, w,
-                                 body, tmp, vj, qT)
-                _snapshot(i + 1, snap, w, scale, saved, bsave)
-        run_lanes(w, runs[done:], t, a, b, check_of, scale, tol, bad)
+        run_lanes(w, runs, t, a, b, check_of, scale, tol, bad)
         if check_res:
             _residual_check(w, sol_slot, saved, r_row, r_col, c_row, c_col, c_val, bsave, res,
                             r_tol[0], acc, bad)
@@ -465,29 +417,6 @@ def _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_tra
                 for k in range(n):
                     x[first + s, col_perm[k]] = w[sol_slot[k], s]
             broken[first + s] = bad[s]
-
-
-@njit(cache=True, error_model="numpy")
-def _snapshot(writer, snap, w, scale, saved, bsave):
-    """What must be read from freshly written slots before the program overwrites them, for the
-    slots of one writer (0: the shared rows and constants, 1 + i: body i): pivot-check scales
-    (kind 0: scale[dst] = max(scale[dst], |w[slot]|), the yardstick of lu_numba.lane_scales) and
-    the residual check's copies of D (kind 1, into saved) and b (kind 2, into bsave)."""
-    ptr, kind, dst, slot = snap
-    lanes = w.shape[1]
-    for e in range(ptr[writer], ptr[writer + 1]):
-        d, sl = dst[e], slot[e]
-        if kind[e] == 0:
-            for s in range(lanes):
-                v = abs(w[sl, s])
-                if v > scale[d, s]:
-                    scale[d, s] = v
-        elif kind[e] == 1:
-            for s in range(lanes):
-                saved[d, s] = w[sl, s]
-        else:
-            for s in range(lanes):
-                bsave[d, s] = w[sl, s]
 
 
 @njit(cache=True, error_model="numpy")
@@ -559,9 +488,7 @@ class FusedSolver:
     """Assembly program + LU program bound together (offline): `run` solves a batch online.
 
     measured_order: the measured blocks in the order of the columns of run's y;
-    out_columns: natural column indices of D whose solution values `run` returns (in order).
-    The program runs in its sweep layout (kernels/layout.py): one right-hand side, assembled
-    with D, lets the forward substitution ride along with the factorization."""
+    out_columns: natural column indices of D whose solution values `run` returns (in order)."""
 
     def __init__(self, assembly, lu_program, measured_order, out_columns, lanes=None,
                  residual=None):
@@ -619,78 +546,53 @@ class FusedSolver:
                 self.assembly.template[const].astype(float), np.array([float(tol)]))
 
     def _schedule(self, check_of, chk_ptr, chk_entries, chk_const):
-        """The kernel's `prog`: the layout's ops and their runs, cut where bodies are due (each
-        body's rows are assembled just before the first op that reads them: seg_run[g] is the
-        first run after group g's bodies seg_body[seg_ptr[g]:seg_ptr[g + 1]]), and what each
-        writer's slots must give the pivot checks and the residual check before they are
-        overwritten (_snapshot)."""
+        """The kernel's `prog` (the layout's ops, their runs and the pivot checks) on physical
+        slots: values share a slot when their lives do not overlap (times: what the constants
+        and the assembly write 0, op j 2j + 1), which shrinks the work array to what is live at
+        once, about half of the program's slots."""
         from .layout import reuse_slots
         from .lu_numpy import _READS_A, _READS_B, opcode_runs
-        lay, n_slots, N = self.layout, self.program.n_slots, self.a_dest.shape[0]
+        lay, n_slots = self.layout, self.program.n_slots
         code = lay.op_code
         n_ops = code.size
-        x_ptr, x_dest, t_ptr, t_dest = self.model_arrays[-3], self.model_arrays[-2], *self.xr[:2]
-        writer = np.zeros(n_slots, dtype=np.int64)          # 0: constants and shared rows
-        writer[x_dest] = 1 + np.repeat(np.arange(N), np.diff(x_ptr))
-        writer[t_dest] = 1 + np.repeat(np.arange(N), np.diff(t_ptr))
-        writer[self.a_dest] = 1 + np.arange(N)[:, None]
-        writer[self.f_dest] = 1 + np.arange(N)[:, None]
+        reads_a, reads_b = _READS_A[code], _READS_B[code]
         pos = np.arange(n_ops)
         first = np.full(n_slots, n_ops)
-        np.minimum.at(first, lay.op_t, pos)
-        for operand, reads in ((lay.op_a, _READS_A[code]), (lay.op_b, _READS_B[code])):
-            np.minimum.at(first, operand[reads], pos[reads])
-        # a RECIP reads its check's entries (the row scale): a touch of each of them
-        n_checks = chk_const.size
-        entry_check = np.repeat(np.arange(n_checks), np.diff(chk_ptr))
-        check_pos = np.full(n_checks, n_ops)
-        recips = check_of >= 0
-        np.minimum.at(check_pos, check_of[recips], pos[recips])
-        np.minimum.at(first, chk_entries, check_pos[entry_check])
-        due = np.full(N + 1, n_ops)
-        np.minimum.at(due, writer, first)
-        seg_body = np.argsort(due[1:], kind="stable")
-        positions, seg_start = np.unique(due[1:][seg_body], return_index=True)
-        seg_ptr = np.append(seg_start, N)
-        runs = opcode_runs(code, positions)
-        seg_run = np.searchsorted(runs[:, 1], positions)
-        # snapshots (_snapshot), grouped by writer
-        r_slot, check_res = self.rc[0], self.rc[6].size > 0
-        kinds = [(np.zeros(chk_entries.size, dtype=np.int64), entry_check, chk_entries)]
-        if check_res:
-            kinds += [(np.ones(r_slot.size, dtype=np.int64), np.arange(r_slot.size), r_slot),
-                      (np.full(self.sol_slot.size, 2), np.arange(self.sol_slot.size),
-                       self.sol_slot)]
-        kind, dst, slot = (np.concatenate(parts).astype(np.int64) for parts in zip(*kinds))
-        by_writer = np.argsort(writer[slot], kind="stable")
-        snap_ptr = np.concatenate(([0], np.cumsum(np.bincount(writer[slot], minlength=N + 1))))
-        # values share physical slots when their lives do not overlap (times: the shared rows
-        # and constants 0, a body's rows 2 due + 1, op j 2j + 2): the work array shrinks to
-        # what is live at once, about half of the program's slots
         last = np.full(n_slots, -1)
-        np.maximum.at(last, lay.op_t, pos)
-        for operand, reads in ((lay.op_a, _READS_A[code]), (lay.op_b, _READS_B[code])):
+        for operand, reads in ((lay.op_t, np.ones(n_ops, dtype=bool)), (lay.op_a, reads_a),
+                               (lay.op_b, reads_b)):
+            np.minimum.at(first, operand[reads], pos[reads])
             np.maximum.at(last, operand[reads], pos[reads])
-        start = np.where(last >= 0, 2 * first + 2, -1)
-        body_written = writer > 0
-        start[body_written] = 2 * due[writer[body_written]] + 1
-        at_start = np.concatenate((self.init_slots, self.zero_dest, self.y_dest, self.xr[8]))
-        start[at_start] = 0
-        end = np.maximum(2 * last + 2, start)
-        end[self.sol_slot] = 2 * n_ops + 3                    # read after the program
-        phys, self.n_slots = reuse_slots(start, end)
-        reads = np.concatenate((lay.op_t, lay.op_a[_READS_A[code]], lay.op_b[_READS_B[code]]))
-        assert (phys[reads] >= 0).all() and (phys[at_start] >= 0).all(), "a live slot unplaced"
+        start = np.where(last >= 0, 2 * first + 1, -1)
+        written = self._written_slots()
+        start[written] = 0
+        end = np.maximum(2 * last + 1, start)
+        end[self.sol_slot] = 2 * n_ops + 1                    # read after the program
+        # what the assembly writes is laid out in the order it writes it (body by body)
+        rank = n_slots + np.arange(n_slots)
+        rank[written[::-1]] = np.arange(written.size)[::-1]    # first write wins
+        phys, self.n_slots = reuse_slots(start, end, rank)
+        assert (phys[lay.op_t] >= 0).all() and (phys[written] >= 0).all(), "a live slot unplaced"
         self._relabel(phys)
-        snap = (snap_ptr.astype(np.int64), kind[by_writer], dst[by_writer], phys[slot[by_writer]])
-        # the op stream is read once per lane group: 32-bit indices, and a RECIP's check index
-        # in its (otherwise unread) b operand, keep it small next to the work array
-        reads_a, reads_b = _READS_A[code], _READS_B[code]
+        # the op stream is read once per lane group: 32-bit indices keep it small next to the
+        # work array (check_of: the RECIPs' pivot checks)
         t = phys[lay.op_t].astype(np.int32)
         a = np.where(reads_a, phys[lay.op_a], 0).astype(np.int32)
-        b = np.where(reads_b, phys[lay.op_b], np.maximum(check_of, 0)).astype(np.int32)
-        return (runs, t, a, b, b, chk_const, seg_run.astype(np.int64), seg_ptr.astype(np.int64),
-                seg_body.astype(np.int64), *snap)
+        b = np.where(reads_b, phys[lay.op_b], 0).astype(np.int32)
+        return (opcode_runs(code), t, a, b, check_of.astype(np.int32), chk_ptr,
+                phys[chk_entries], chk_const)
+
+    def _written_slots(self):
+        """Slots written before the program runs, in the order they are written: the constants,
+        then body by body its rhs rows and its entries of D (_assemble_lanes), then the shared
+        rows."""
+        N = self.a_dest.shape[0]
+        x_ptr, x_dest = self.model_arrays[-3], self.model_arrays[-2]
+        t_ptr, t_dest = self.xr[0], self.xr[1]
+        bodies = [np.concatenate((self.a_dest[i], self.f_dest[i], x_dest[x_ptr[i]:x_ptr[i + 1]],
+                                  t_dest[t_ptr[i]:t_ptr[i + 1]])) for i in range(N)]
+        return np.concatenate([self.init_slots] + bodies
+                              + [self.zero_dest, self.y_dest, self.xr[8]]).astype(np.int64)
 
     def _relabel(self, phys):
         """Map every slot index the kernel reads from layout numbers to physical slots."""

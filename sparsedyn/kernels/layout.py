@@ -69,15 +69,17 @@ def sweep_layout(program):
                        op_b=np.where(reads_b, slot_of[b], b), order=order, slot_of=slot_of)
 
 
-def reuse_slots(start, end):
+def reuse_slots(start, end, rank=None):
     """Physical slots for values live over [start[s], end[s]] (integer times; s unused where
     start < 0): a value takes a slot freed strictly before it starts, the most recently freed
-    first (still in cache). Returns (physical slot per s (-1 where unused), number of slots)."""
+    first (still in cache); values starting together are placed in `rank` order (default: s).
+    Returns (physical slot per s (-1 where unused), number of slots)."""
     import heapq
     phys = np.full(start.size, -1, dtype=np.int64)
     live = np.flatnonzero(start >= 0)
+    rank = np.arange(start.size) if rank is None else np.asarray(rank)
     active, free, count = [], [], 0
-    for s in live[np.lexsort((live, start[live]))]:
+    for s in live[np.lexsort((rank[live], start[live]))]:
         while active and active[0][0] < start[s]:
             free.append(heapq.heappop(active)[1])
         if free:
