@@ -126,8 +126,11 @@ def humanoid_table(repeat, threads, rng):
     return rows
 
 
-def chain_table(repeat, threads, rng, B=1024):
-    rows = []
+def chain_table(repeat, threads, rng, B=1024, seconds=0.0):
+    """Chain sweep. seconds > 0: every (N, problem) case and its peers run in turn, round after
+    round, for that long, and each keeps its fastest round: on a shared machine this is steadier
+    than back-to-back repeats of one case (another process's burst hits every case alike)."""
+    cases = []
     for N in CHAINS:
         model = serial_chain(N)
         pmodel = pin_chain(model) if N <= PIN_MAX_CHAIN else None
@@ -135,20 +138,36 @@ def chain_table(repeat, threads, rng, B=1024):
         q = model.random_configuration(rng, batch=B)
         v, x = rng.normal(size=(2, B, model.nv))
         pq = q                              # chains have bounded revolute joints: same layout
+        n_pin = min(B, 256)
         for kind, make, given, pin_fn, ordering in (
                 ("ID", inverse_dynamics, "qdd", pin.rnea, "rnea"),
                 ("FD", forward_dynamics, "tau", pin.aba, "aba")):
             plan = compile(make(model), ordering=ordering)
             plan.solve(q[:8], v[:8], **{given: x[:8]})
-            t1 = per_state(lambda: plan.solve(q, v, threads=1, **{given: x}), B, repeat)
-            tn = per_state(lambda: plan.solve(q, v, threads=threads, **{given: x}), B, repeat)
-            n_pin = min(B, 256)
-            t_pin = np.nan if pmodel is None else per_state(
-                lambda: [pin_fn(pmodel, pdata, pq[b], v[b], x[b]) for b in range(n_pin)], n_pin, repeat)
-            rows.append((kind, N, plan.stats["flops"], t1, tn, t_pin))
-            print(f"chain {N:5d} {kind}: {plan.stats['flops']:7d} flops, compiled {t1:9.2f} us "
-                  f"(1 thr) {tn:9.2f} us ({threads} thr) = {1e3 * t1 / N:6.1f} ns/link, "
-                  f"pinocchio {t_pin:8.2f} us  (load {load()})", flush=True)
+
+            def ours(plan=plan, q=q, v=v, x=x, given=given, t=1):
+                return plan.solve(q, v, threads=t, **{given: x})
+
+            def peer(pin_fn=pin_fn, pmodel=pmodel, pdata=pdata, pq=pq, v=v, x=x):
+                return [pin_fn(pmodel, pdata, pq[b], v[b], x[b]) for b in range(n_pin)]
+            fns = (ours, lambda ours=ours: ours(t=threads), None if pmodel is None else peer)
+            cases.append(((kind, N, plan.stats["flops"]), fns, (B, B, n_pin)))
+    best = {key: [np.inf] * 3 for key, _, _ in cases}
+    rounds, t_end = 0, time.time() + seconds
+    while rounds < repeat or time.time() < t_end:
+        for key, fns, counts in cases:
+            for j, (fn, n) in enumerate(zip(fns, counts)):
+                if fn is not None:
+                    best[key][j] = min(best[key][j], per_state(fn, n, 1))
+        rounds += 1
+    rows = []
+    for key, _, _ in cases:
+        kind, N, flops = key
+        t1, tn, t_pin = (np.nan if t == np.inf else t for t in best[key])
+        rows.append((kind, N, flops, t1, tn, t_pin))
+        print(f"chain {N:5d} {kind}: {flops:7d} flops, compiled {t1:9.2f} us (1 thr) {tn:9.2f} us "
+              f"({threads} thr) = {1e3 * t1 / N:6.1f} ns/link, pinocchio {t_pin:8.2f} us  "
+              f"(load {load()})", flush=True)
     return rows
 
 
@@ -204,15 +223,21 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out",
                                                   "bench_dynamics.md"))
     ap.add_argument("--skip-chains", action="store_true")
+    ap.add_argument("--chain-seconds", type=float, default=0.0,
+                    help="run the chain cases in turn for this long, fastest round each "
+                         "(steadier on a shared machine; default: --repeat rounds)")
     args = ap.parse_args(argv)
     threads = numba.get_num_threads()
     rng = np.random.default_rng(0)
     before = load()
     print(f"numba threads: {threads}; load average {before}")
     hum = humanoid_table(args.repeat, threads, rng)
-    chains = [] if args.skip_chains else chain_table(args.repeat, threads, rng)
+    chains = [] if args.skip_chains else chain_table(args.repeat, threads, rng,
+                                                      seconds=args.chain_seconds)
     after = load()
     command = "python experiments/bench_dynamics.py" + (" --skip-chains" if args.skip_chains else "")
+    if args.chain_seconds:
+        command += f" --chain-seconds {args.chain_seconds:g}"
     write_markdown(args.out, hum, chains, threads, before, after, command)
     print(f"written {args.out}; load average {after}")
 
