@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -226,10 +227,15 @@ def _demo_pinocchio(model, q, v, a, tau, qdd_fd, f_ext, t_id, t_fd):
 
 def cmd_warmup(args):
     """Compile every numba kernel once into numba's on-disk cache (run.sh does this after
-    installing), so that later runs, the demo included, start in seconds."""
+    installing), so that later runs, the demo included, start in seconds. It starts from an
+    empty cache: numba keys each cached kernel on its own source file only, so a kernel that
+    compiles in another module's functions would keep their old code after that module
+    changed (an upgrade, an edit)."""
     import sparsedyn as sd
     from . import models
     from .sensors import ForceTorque, JointAccelerations
+    for cached in Path(sd.__file__).parent.rglob("__pycache__/*.nb[ic]"):
+        cached.unlink(missing_ok=True)
     t0 = time.perf_counter()
     model = models.humanoid()
     rng = np.random.default_rng(0)
