@@ -144,27 +144,41 @@ def test_icub_fixed_base_map_compiled():
     assert rel_err(one.vector, est.vector[3]) < SAME
 
 
-@pytest.mark.parametrize("method", ["lstsq", "map"])
-def test_compiled_map_flags_flat_parallel_feet(method):
-    """Slippery floor with both soles flat and parallel (tests/test_estimation.py's states): the
-    pivots of N flag state 0; the reference route then names the undetermined wrenches."""
+def _flat_parallel_feet(**options):
+    """Humanoid on a slippery floor, state 0 with both soles flat and parallel: (plan compiled
+    with `options`, truth, readings, the compiled kernel's flags)."""
     model, pm = robot_and_pin("humanoid")
     truth = PinTruth.random(model, pm, np.random.default_rng(5), 4, FEET, tangential_free=FEET)
     q = truth.q.copy()
     q[0] = model.neutral_configuration()
     truth = PinTruth(model, pm, q, truth.v, truth.tau, truth.f_ext)
     problem = _slippery(model)
-    plan = compile_estimation(problem, method=method)
+    plan = compile_estimation(problem, **options)
     readings = _readings(problem, truth)
     y = problem.rows.readings_vector(problem.check_readings(readings, 4), 4)
     _, flag = plan.compiled.run(truth.q, truth.v, y)
-    assert (flag != 0).tolist() == [True, False, False, False]    # pivot breakdown or test
+    return plan, truth, readings, flag
+
+
+def _state_0_undetermined(plan, truth, readings):
+    """plan.solve warns about state 0, names its undetermined foot wrenches and equals the
+    reference route."""
     with pytest.warns(SingularStateWarning, match="batch indices \\[0\\]"):
         est = plan.solve(truth.q, truth.v, readings)
     assert est.ok.tolist() == [False, True, True, True]
     assert {"fx[l_sole]", "fx[r_sole]"} <= set(est.undetermined(0))
     ref = plan.solve(truth.q, truth.v, readings, backend="numpy")
     assert rel_err(est.vector, ref.vector) < SAME
+    return est
+
+
+@pytest.mark.parametrize("method", ["lstsq", "map"])
+def test_compiled_map_flags_flat_parallel_feet(method):
+    """Slippery floor with both soles flat and parallel (tests/test_estimation.py's states): the
+    pivots of N flag state 0; the reference route then names the undetermined wrenches."""
+    plan, truth, readings, flag = _flat_parallel_feet(method=method)
+    assert (flag != 0).tolist() == [True, False, False, False]    # pivot breakdown or test
+    est = _state_0_undetermined(plan, truth, readings)
     if method == "lstsq":         # (MAP with the default covariances carries the prior's bias)
         assert rel_err(est["tau"][1:], truth.tau[1:]) < TOL
 
@@ -269,23 +283,9 @@ def test_icub_map_augmented_in_the_berdy_setting():
 def test_compiled_map_augmented_flags_flat_parallel_feet():
     """The flat-parallel-feet state (test_compiled_map_flags_flat_parallel_feet) on the augmented
     form: its probe flags state 0 only; the reference route names the undetermined wrenches."""
-    model, pm = robot_and_pin("humanoid")
-    truth = PinTruth.random(model, pm, np.random.default_rng(5), 4, FEET, tangential_free=FEET)
-    q = truth.q.copy()
-    q[0] = model.neutral_configuration()
-    truth = PinTruth(model, pm, q, truth.v, truth.tau, truth.f_ext)
-    problem = _slippery(model)
-    plan = compile_estimation(problem, method="map", map_form="augmented")
-    readings = _readings(problem, truth)
-    y = problem.rows.readings_vector(problem.check_readings(readings, 4), 4)
-    _, flag = plan.compiled.run(truth.q, truth.v, y)
+    plan, truth, readings, flag = _flat_parallel_feet(method="map", map_form="augmented")
     assert flag.tolist() == [2, 0, 0, 0]
-    with pytest.warns(SingularStateWarning, match="batch indices \\[0\\]"):
-        est = plan.solve(truth.q, truth.v, readings)
-    assert est.ok.tolist() == [False, True, True, True]
-    assert {"fx[l_sole]", "fx[r_sole]"} <= set(est.undetermined(0))
-    ref = plan.solve(truth.q, truth.v, readings, backend="numpy")
-    assert rel_err(est.vector, ref.vector) < SAME
+    _state_0_undetermined(plan, truth, readings)
 
 
 def test_map_form_bad_input_and_unavailable():

@@ -452,18 +452,22 @@ def _residual_check(w, sol_slot, saved, r_row, r_col, c_row, c_col, c_val, bsave
             bad[s] = True
 
 
+@njit(cache=True, inline="always")
+def thread_range(g, groups, B, lanes):
+    """States [lo, hi) of thread g of `groups`: one contiguous range of whole lane groups per
+    thread, so that each thread allocates its work arrays once."""
+    per = ((B + lanes - 1) // lanes + groups - 1) // groups
+    return min(B, g * per * lanes), min(B, (g + 1) * per * lanes)
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def _fused_parallel(groups, B, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                     rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
                     i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, n_slots,
                     sol_slot,
                     col_perm, init_slots, init_values, prog, tol, out_slot, out, x, broken, rc):
-    # one contiguous range of whole lane groups per thread: work arrays are allocated once each
-    n_groups = (B + lanes - 1) // lanes
-    per = (n_groups + groups - 1) // groups
     for g in prange(groups):
-        lo = min(B, g * per * lanes)
-        hi = min(B, (g + 1) * per * lanes)
+        lo, hi = thread_range(g, groups, B, lanes)
         if lo < hi:
             _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans,
                          trans_q, rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr,

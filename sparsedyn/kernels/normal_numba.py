@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..estimation.lane_vectors import BLOCKS, chain_block_8, chain_block_32, chain_block_64
-from .assemble_numba import _assemble_lanes, _lane_indices, lane_scratch
+from .assemble_numba import _assemble_lanes, _lane_indices, lane_scratch, thread_range
 from .lu_numba import lane_scales, run_lanes
 
 OK, BROKEN, UNDETERMINED = 0, 1, 2
@@ -106,14 +106,10 @@ def _map_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, tr
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def _map_parallel(B, work, *args):
-    # one contiguous range of whole lane groups per thread (as assemble_numba._fused_parallel),
-    # each on its own work array
+    # each thread on its own work array
     groups, lanes = work.shape[0], work.shape[2]
-    n_groups = (B + lanes - 1) // lanes
-    per = (n_groups + groups - 1) // groups
     for g in prange(groups):
-        lo = min(B, g * per * lanes)
-        hi = min(B, (g + 1) * per * lanes)
+        lo, hi = thread_range(g, groups, B, lanes)
         if lo < hi:
             _map_range(lo, hi, work[g], *args)
 
@@ -271,11 +267,8 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def _aug_parallel(groups, B, lanes, *args):
-    n_groups = (B + lanes - 1) // lanes
-    per = (n_groups + groups - 1) // groups
     for g in prange(groups):
-        lo = min(B, g * per * lanes)
-        hi = min(B, (g + 1) * per * lanes)
+        lo, hi = thread_range(g, groups, B, lanes)
         if lo < hi:
             _aug_range(lo, hi, lanes, *args)
 
