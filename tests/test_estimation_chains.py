@@ -1,5 +1,5 @@
 """The pair-chain kernel of the compiled MAP route (estimation/chain_program.py,
-estimation/lane_vectors.py, kernels/normal_numba.py) against independent oracles: its vector
+kernels/lane_vectors.py, kernels/normal_numba.py) against independent oracles: its vector
 chains against the same arithmetic in NumPy, and whole batches, large enough for every lane block
 (64, 32 and 8 lanes, one and two threads), against dense NumPy weighted least squares on the
 whitened un-squared system."""
@@ -10,7 +10,7 @@ from oracles import robot_urdf
 import sparsedyn as sd
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, compile_estimation
-from sparsedyn.estimation.lane_vectors import EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE
+from sparsedyn.kernels.lane_vectors import EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE
 from sparsedyn.kernels.normal_numba import run_chains
 
 

@@ -15,7 +15,8 @@ import pytest
 from sparsedyn.kernels.assemble_numba import assemble_batch
 from sparsedyn.kernels.layout import reuse_slots, sweep_layout
 from sparsedyn.kernels.lu_numba import solve_numba
-from sparsedyn.kernels.lu_numpy import _READS_A, _READS_B, _READS_T
+from sparsedyn.kernels.lu_numpy import (_READS_A, _READS_B, _READS_T, ABSADD, ABSFMA, ADD, FMA,
+                                        FMS, MOV, MUL, NEG, RECIP, SUB)
 from sparsedyn.models import humanoid, random_tree, serial_chain
 from sparsedyn.planner import plan_factorization
 from sparsedyn.problems import compile, forward_dynamics, inverse_dynamics
@@ -124,29 +125,60 @@ def test_reuse_slots_never_overlaps_two_lives():
     assert count == live.max()
 
 
-def _replay(fs):
-    """Walk the fused schedule in plain Python (the constants and the assembly write, then the
+def _replay(fs, sch):
+    """Walk a fused schedule in plain Python (the constants and the assembly write, then its live
     ops run in layout order) tracking which value each physical slot holds; returns the number
     of reads that find another value than the layout's op expects."""
     lay = fs.layout
-    code = lay.op_code
-    t, a, b = fs.prog[1:4]
-    m = fs.model_arrays
+    code = lay.op_code[sch.live]
+    op_t, op_a, op_b = lay.op_t[sch.live], lay.op_a[sch.live], lay.op_b[sch.live]
+    t, a, b = sch.prog[1:4]
+    m = sch.model_arrays
     holder = {int(s): "assembled" for s in np.concatenate((
-        fs.init_slots, fs.zero_dest, fs.y_dest, fs.a_dest.ravel(), fs.f_dest.ravel(), m[-2],
-        fs.xr[1], fs.xr[8]))}
+        sch.init_slots, sch.zero_dest, sch.y_dest, sch.a_dest.ravel(), sch.f_dest.ravel(), m[-2],
+        sch.xr[1], sch.xr[8]))}
     wrong = 0
     for o in range(code.size):
-        for reads, logical, phys in ((_READS_A[code[o]], lay.op_a[o], a[o]),
-                                     (_READS_B[code[o]], lay.op_b[o], b[o]),
-                                     (_READS_T[code[o]], lay.op_t[o], t[o])):
+        for reads, logical, phys in ((_READS_A[code[o]], op_a[o], a[o]),
+                                     (_READS_B[code[o]], op_b[o], b[o]),
+                                     (_READS_T[code[o]], op_t[o], t[o])):
             if reads and holder.get(int(phys)) not in ("assembled", int(logical)):
                 wrong += 1
-        holder[int(t[o])] = int(lay.op_t[o])
-    for k, phys in enumerate(fs.sol_slot):              # the solution, read after the program
-        if holder.get(int(phys)) not in ("assembled", int(lay.slot_of[fs.program.rhs0 + k])):
+        holder[int(t[o])] = int(op_t[o])
+    p = fs.program
+    inv_col = np.empty(p.n, dtype=np.int64)
+    inv_col[p.col_perm] = np.arange(p.n)
+    unknowns = (np.arange(p.n) if sch.sol_slot.size == p.n else inv_col[fs.out_columns])
+    for k, phys in zip(unknowns, sch.sol_slot):      # the solution, read after the program
+        if holder.get(int(phys)) not in ("assembled", int(lay.slot_of[p.rhs0 + k])):
             wrong += 1
     return wrong
+
+
+def _poisoned_run(fs, sch, values, rhs):
+    """One state through the stored program's ops in layout order in plain Python, with every op
+    the schedule skips writing NaN instead of its result: returns the solution (natural column
+    order). The outputs must come out exactly as without poison (the skipped ops reach none)."""
+    p, lay = fs.program, fs.layout
+    w = np.zeros(p.n_slots)
+    w[p.init_slots] = p.init_values
+    w[p.load_entries] = values[p.load_entries]
+    w[p.rhs0 + np.arange(p.n)] = rhs[p.row_perm]
+    for j, o in enumerate(lay.order):
+        c, t, a, b = p.op_code[o], p.op_t[o], p.op_a[o], p.op_b[o]
+        if not sch.live[j]:
+            assert c != RECIP                         # every pivot check stays
+            w[t] = np.nan
+        elif c == RECIP:
+            w[t] = 1.0 / w[a]
+        else:
+            w[t] = {MUL: lambda: w[a] * w[b], FMS: lambda: w[t] - w[a] * w[b],
+                    FMA: lambda: w[t] + w[a] * w[b], SUB: lambda: w[t] - w[a],
+                    ADD: lambda: w[t] + w[a], NEG: lambda: -w[t], MOV: lambda: w[a],
+                    ABSFMA: lambda: w[t] + abs(w[a] * w[b]), ABSADD: lambda: w[t] + abs(w[a])}[c]()
+    x = np.empty(p.n)
+    x[p.col_perm] = w[p.rhs0 + np.arange(p.n)]
+    return x
 
 
 @pytest.mark.parametrize("kind,size,ordering", CASES)
@@ -158,15 +190,24 @@ def test_fused_schedule_replays_and_equals_the_stored_program(kind, size, orderi
     v, x = rng.normal(size=(2, B, model.nv))
     for plan in plans:
         fs = plan._fused_solver()
-        assert _replay(fs) == 0
+        full, outputs = fs.schedule(True), fs.schedule(False)
+        assert full.live.all()
+        assert _replay(fs, full) == 0 and _replay(fs, outputs) == 0
         p = plan.factorization.program
-        assert fs.n_slots <= p.n_slots
-        _, xfull, broken = fs.run(q, v, x, full=True, threads=1)
+        assert outputs.n_slots <= full.n_slots <= p.n_slots
+        out_full, xfull, broken = fs.run(q, v, x, full=True, threads=1)
+        out_only, _, broken_only = fs.run(q, v, x, full=False, threads=1)
         order = [(plan.problem.given, i) for i in range(model.nbodies)]
         values, rhs = assemble_batch(fs.assembly, q, v, x, order)
         ref, ref_broken = solve_numba(p, values, rhs)
-        assert not broken.any() and not ref_broken.any()
+        assert not broken.any() and not ref_broken.any() and not broken_only.any()
         assert np.array_equal(xfull, ref)                 # same operations on the same values
+        assert np.array_equal(out_only, ref[:, fs.out_columns])
+        assert np.array_equal(out_full, out_only)
+        poisoned = _poisoned_run(fs, outputs, values[0], rhs[0])
+        assert np.array_equal(poisoned[fs.out_columns], ref[0, fs.out_columns])
+        if plan.problem.name == "forward_dynamics":       # it skips the joint wrenches' rows
+            assert (~outputs.live).any() and np.isnan(poisoned).any()
 
 
 def test_stored_plans_keep_their_steps_and_older_plans_still_run(tmp_path):

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .lane_vectors import EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE
+from ..kernels.lane_vectors import EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE
 
 
 @dataclass(frozen=True)

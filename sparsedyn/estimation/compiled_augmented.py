@@ -92,7 +92,7 @@ class AugmentedMAP:
                       np.ascontiguousarray(reference.prior_precision),
                       np.ascontiguousarray(reference.prior_precision * reference.prior_mean),
                       probe, (p.rhs0 + inv).astype(np.int64), p.n_slots, *split_runs(p),
-                      p.op_t, p.op_a, p.op_b, *lane_checks(p), p.tol,
+                      p.op_t, p.op_a, *lane_checks(p), p.tol,
                       SENSITIVITY_TOL * float(np.abs(delta).max()))
         self.lanes = lanes_for(p.n_slots + nA + 2 * (m + n))
         self.n, self.m = n, m

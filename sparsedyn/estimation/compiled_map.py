@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.work_memory import WorkArrays
 from .compiled_rows import sensor_assembly
 
 #: pivot test: d_j - p_j <= UNDETERMINED_TOL (N_jj - p_j) flags an undetermined direction. With a
@@ -28,19 +29,6 @@ UNDETERMINED_TOL = 1e-9
 
 
 MAP_FORMS = ("auto", "normal", "augmented")
-
-#: the work array's alignment: transparent huge pages (2 MiB) cover it whole where the system
-#: grants them (numpy asks for them on large arrays), which spares the kernel's scattered row
-#: accesses most TLB misses
-WORK_ALIGN = 2 ** 21
-
-
-def _aligned_empty(size):
-    """An uninitialised float64 vector of `size`, WORK_ALIGN-aligned."""
-    buf = np.empty(size + WORK_ALIGN // 8)
-    start = (-buf.ctypes.data % WORK_ALIGN) // 8
-    return buf[start:start + size]
-
 
 def compiled_map(problem, reference, ordering="amd", form="auto"):
     """The compiled MAP route of `form`: "normal" (CompiledMAP, N = A^T W A + P), "augmented"
@@ -107,7 +95,7 @@ class CompiledMAP:
         self.n = problem.shape[1]
         # the kernel's work arrays, views of one buffer kept between calls: a fresh
         # multi-megabyte array would cost its page faults on every call
-        self._work = np.zeros(0)
+        self._work = WorkArrays()
 
     @property
     def cost(self):
@@ -134,9 +122,6 @@ class CompiledMAP:
         x = np.empty((B, self.n))
         flag = np.zeros(B, dtype=np.int64)
         lanes, groups = map_lanes(B, self.lanes, threads)
-        size = groups * self.program.n_slots * lanes
-        if self._work.size < size:
-            self._work = _aligned_empty(size)
-        work = self._work[:size].reshape(groups, self.program.n_slots, lanes)
+        work = self._work.get(groups, self.program.n_slots, lanes)
         run_map((q, v, y) + self._bound + (x, flag), B, work)
         return x, flag

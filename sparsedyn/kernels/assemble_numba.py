@@ -8,15 +8,18 @@ Per group of states (the lanes of its work arrays) the fused kernel
   2. computes the pivot-check row scales from the fresh entries, runs the LU program (run_lanes)
      in its sweep layout (kernels/layout.py: one pass per elimination direction, the forward
      substitution riding along with the factorization, on slots shared by values whose lives do
-     not overlap, so that long chains keep a work array half the program's size);
+     not overlap, so that long chains keep a work array half the program's size); a call that
+     wants the outputs alone (e.g. qdd) runs only the operations they or a pivot check need
+     (FusedSolver.schedule: on a chain's forward dynamics 86% of them, in 2/3 of the slots);
   3. copies the requested outputs (e.g. tau in the public layout) and, if asked, the whole
      solution vector, and flags states whose pivot check failed or whose solution is not finite.
 `assemble_batch` runs step 1 alone into (values, rhs) arrays in the layout NewtonEulerSystem.values
 / rhs produce (for tests and for peers that need D, b).
 
-Batches are split into one contiguous range per thread (prange; each thread allocates its work
-arrays once); `threads=1` runs the serial entry point. The formulas are the batched NumPy ones of
-kinematics.joint_transforms, spatial.py and NewtonEulerSystem.rhs, written per lane.
+Batches are split into one contiguous range per thread (prange; each thread its own work array,
+kept between calls: kernels/work_memory.py); `threads=1` runs the serial entry point. The formulas
+are the batched NumPy ones of kinematics.joint_transforms, spatial.py and NewtonEulerSystem.rhs,
+written per lane.
 
 Preconditions: q (B, nq) checked (unit quaternions), qd (B, nv), y (B, m) all C-contiguous float64;
 destinations from AssemblyProgram.bind.
@@ -24,12 +27,15 @@ destinations from AssemblyProgram.bind.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
 
 from ..system.assembly_program import ROT_ANGLE, ROT_QUAT
-from .lu_numba import lane_scales, run_lanes
+from .lu_numba import lane_scales, lane_split, run_lanes
+from .lu_numpy import RECIP
+from .work_memory import WorkArrays
 
 #: lane counts of a work group (see lanes_for) and the budget of its work array. Measured on the
 #: humanoid and on chains of 10..1000 links (experiments/bench_dynamics.py): the interpreter's
@@ -358,15 +364,15 @@ def _contiguous(*arrays):
 
 
 @njit(cache=True, error_model="numpy")
-def _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+def _fused_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                  rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
-                 gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, n_slots,
-                 sol_slot, col_perm, init_slots, init_values, prog, tol, out_slot, out, x,
-                 broken, rc):
+                 gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, sol_slot, col_perm,
+                 init_slots, init_values, prog, tol, out_slot, out, x, broken, rc):
+    """States lo..hi-1 on the work array w (n_slots, lanes), a lane group at a time."""
     N, n = parent.shape[0], col_perm.shape[0]
-    runs, t, a, b, check_of, chk_ptr, chk_entries, chk_const = prog
+    runs, t, a, b, chk_ptr, chk_entries, chk_const = prog
     full = x.shape[0] > 0
-    w = np.zeros((n_slots, lanes))
+    lanes = w.shape[1]
     vel, E, r, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
                                                           chk_const.shape[0], lanes)
     acc = np.zeros(lanes)
@@ -398,14 +404,14 @@ def _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_tra
                 bsave[k, s] = w[sol_slot[k], s]
         for s in range(lanes):
             bad[s] = False
-        run_lanes(w, runs, t, a, b, check_of, scale, tol, bad)
+        run_lanes(w, runs, t, a, b, scale, tol, bad)
         if check_res:
             _residual_check(w, sol_slot, saved, r_row, r_col, c_row, c_col, c_val, bsave, res,
                             r_tol[0], acc, bad)
         # x - x is 0 for finite x and NaN for inf/NaN: one vectorised sweep per solution slot
         for s in range(lanes):
             acc[s] = 0.0
-        for k in range(n):
+        for k in range(sol_slot.shape[0]):
             for s in range(lanes):
                 acc[s] += w[sol_slot[k], s] - w[sol_slot[k], s]
         for s in range(m):
@@ -455,44 +461,69 @@ def _residual_check(w, sol_slot, saved, r_row, r_col, c_row, c_col, c_val, bsave
 @njit(cache=True, inline="always")
 def thread_range(g, groups, B, lanes):
     """States [lo, hi) of thread g of `groups`: one contiguous range of whole lane groups per
-    thread, so that each thread allocates its work arrays once."""
+    thread, so that each thread uses one work array (and one set of scratch arrays)."""
     per = ((B + lanes - 1) // lanes + groups - 1) // groups
     return min(B, g * per * lanes), min(B, (g + 1) * per * lanes)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _fused_parallel(groups, B, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+def _fused_parallel(B, work, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                     rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                    i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, n_slots,
-                    sol_slot,
+                    i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, sol_slot,
                     col_perm, init_slots, init_values, prog, tol, out_slot, out, x, broken, rc):
+    groups, lanes = work.shape[0], work.shape[2]
     for g in prange(groups):
         lo, hi = thread_range(g, groups, B, lanes)
         if lo < hi:
-            _fused_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans,
+            _fused_range(lo, hi, work[g], q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans,
                          trans_q, rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr,
                          i_row, i_col, i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest,
-                         zero_dest, n_slots, sol_slot, col_perm, init_slots, init_values, prog,
+                         zero_dest, sol_slot, col_perm, init_slots, init_values, prog,
                          tol, out_slot, out, x, broken, rc)
 
 
 @njit(cache=True, error_model="numpy")
-def _fused_serial(B, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis,
+def _fused_serial(B, work, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis,
                   TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity,
-                  x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, n_slots, sol_slot,
+                  x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, sol_slot,
                   col_perm, init_slots, init_values, prog, tol, out_slot, out, x, broken, rc):
-    _fused_range(0, B, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
+    _fused_range(0, B, work[0], q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
                  rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
-                 gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, n_slots,
-                 sol_slot, col_perm, init_slots, init_values, prog, tol, out_slot, out, x, broken,
-                 rc)
+                 gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, sol_slot,
+                 col_perm, init_slots, init_values, prog, tol, out_slot, out, x, broken, rc)
+
+
+@dataclass
+class Schedule:
+    """What the fused kernel runs for one kind of call (FusedSolver.schedule): the layout's live
+    operations (`live`, a mask over the layout's ops) as `prog` = (runs, t, a, b, check data) on
+    physical slots, the assembly's destinations and the slots read afterwards on those same
+    slots (sol_slot: the whole solution in permuted column order, or only the outputs), the
+    work array's size and the lane count for it."""
+
+    live: np.ndarray
+    n_slots: int
+    lanes: int
+    prog: tuple
+    init_slots: np.ndarray
+    zero_dest: np.ndarray
+    y_dest: np.ndarray
+    a_dest: np.ndarray
+    f_dest: np.ndarray
+    model_arrays: tuple
+    xr: tuple
+    out_slot: np.ndarray
+    sol_slot: np.ndarray
+    rc: tuple
 
 
 class FusedSolver:
     """Assembly program + LU program bound together (offline): `run` solves a batch online.
 
     measured_order: the measured blocks in the order of the columns of run's y;
-    out_columns: natural column indices of D whose solution values `run` returns (in order)."""
+    out_columns: natural column indices of D whose solution values `run` returns (in order).
+    Two schedules, each built on first use: the whole solution (full=True, or a residual check),
+    and the outputs alone, which skips the operations only the other unknowns need."""
 
     def __init__(self, assembly, lu_program, measured_order, out_columns, lanes=None,
                  residual=None):
@@ -513,27 +544,39 @@ class FusedSolver:
         inv_col = np.empty(n, dtype=np.int64)
         inv_col[p.col_perm] = np.arange(n)
         row_slot = slot(p.rhs0 + inv_row)
-        self.a_dest, self.f_dest, self.zero_dest, self.y_dest = assembly.bind(row_slot,
-                                                                              measured_order)
+        self.program, self.assembly = p, assembly
+        # the kernel's slot arrays on layout numbers (a Schedule relabels them to physical slots)
+        a_dest, f_dest, zero_dest, y_dest = assembly.bind(row_slot, measured_order)
         xr = assembly.bind_extra(row_slot)
-        self.xr = xr[:1] + (slot(xr[1]),) + xr[2:]               # t_dest: entries of D
         model = assembly.model_arrays()
-        self.model_arrays = model[:-2] + (slot(model[-2]), model[-1])   # x_dest: entries of D
         # entries the program loads although they are constant (a plan made without
         # constant_values): written with the constants at the start of every lane group
         const_loads = np.setdiff1d(p.load_entries, assembly.dynamic_index)
-        self.init_slots = slot(np.concatenate((p.init_slots, const_loads)))
         self.init_values = np.concatenate((p.init_values, assembly.template[const_loads]))
         self.out_columns = np.asarray(out_columns, dtype=np.int64)
-        self.out_slot = slot(p.rhs0 + inv_col[self.out_columns])
-        self.sol_slot = slot(p.rhs0 + np.arange(n))
-        check_of, chk_ptr, chk_entries, chk_const = lane_checks(p)
-        self.program, self.assembly = p, assembly
-        self.rc = self._residual_arrays(residual, inv_row, inv_col)
-        self.prog = self._schedule(check_of[layout.order], chk_ptr, slot(chk_entries), chk_const)
-        self.lanes = lanes_for(self.n_slots) if lanes is None else int(lanes)
+        b_checked, chk_ptr, chk_entries, chk_const = lane_checks(p)
+        self._logical = dict(
+            init_slots=slot(np.concatenate((p.init_slots, const_loads))), zero_dest=zero_dest,
+            y_dest=y_dest, a_dest=a_dest, f_dest=f_dest,
+            model_arrays=model[:-2] + (slot(model[-2]), model[-1]),       # x_dest: entries of D
+            xr=xr[:1] + (slot(xr[1]),) + xr[2:],                          # t_dest: entries of D
+            out_slot=slot(p.rhs0 + inv_col[self.out_columns]),
+            sol_slot=slot(p.rhs0 + np.arange(n)),
+            rc=self._residual_arrays(residual, inv_row, inv_col, slot),
+            checks=(b_checked[layout.order], chk_ptr, slot(chk_entries), chk_const))
+        self._lanes = lanes
+        self._schedules = {}
+        self._work = WorkArrays()
 
-    def _residual_arrays(self, residual, inv_row, inv_col):
+    def schedule(self, full):
+        """The Schedule of a call that reads the whole solution (full) or the outputs alone
+        (without a residual check)."""
+        full = bool(full) or self._logical["rc"][-1].shape[0] > 0
+        if full not in self._schedules:
+            self._schedules[full] = self._schedule(full)
+        return self._schedules[full]
+
+    def _residual_arrays(self, residual, inv_row, inv_col, slot):
         """residual = (rows, cols, tol) of D's CSC entries: states whose backward error
         max|D x - b| / (max|D| max|x| + max|b|) exceeds tol are reported broken."""
         z = np.zeros(0, dtype=np.int64)
@@ -544,88 +587,87 @@ class FusedSolver:
         dyn = np.asarray(self.assembly.dynamic_index, dtype=np.int64)
         const = np.setdiff1d(np.arange(rows.size), dyn)
         const = const[self.assembly.template[const] != 0.0]
-        sol = self.sol_slot
-        return (self.layout.slots(dyn), inv_row[rows[dyn]], sol[inv_col[cols[dyn]]],
+        sol = slot(self.program.rhs0 + np.arange(self.program.n))
+        return (slot(dyn), inv_row[rows[dyn]], sol[inv_col[cols[dyn]]],
                 inv_row[rows[const]], sol[inv_col[cols[const]]],
                 self.assembly.template[const].astype(float), np.array([float(tol)]))
 
-    def _schedule(self, check_of, chk_ptr, chk_entries, chk_const):
-        """The kernel's `prog` (the layout's ops, their runs and the pivot checks) on physical
-        slots: values share a slot when their lives do not overlap (times: what the constants
-        and the assembly write 0, op j 2j + 1), which shrinks the work array to what is live at
-        once, about half of the program's slots."""
-        from .layout import reuse_slots
+    def _schedule(self, full):
+        """Schedule: the layout's ops that the call needs (layout.live_ops) on physical slots:
+        values share a slot when their lives do not overlap (times: what the constants and the
+        assembly write 0, op j 2j + 1), which shrinks the work array to what is live at once."""
+        from .layout import live_ops, reuse_slots
         from .lu_numpy import _READS_A, _READS_B, opcode_runs
-        lay, n_slots = self.layout, self.program.n_slots
-        code = lay.op_code
+        lay, n_slots, logical = self.layout, self.program.n_slots, self._logical
+        read_after = logical["sol_slot"] if full else logical["out_slot"]
+        live = live_ops(lay.op_code, lay.op_t, lay.op_a, lay.op_b, n_slots, read_after)
+        code, op_t, op_a, op_b = lay.op_code[live], lay.op_t[live], lay.op_a[live], lay.op_b[live]
         n_ops = code.size
         reads_a, reads_b = _READS_A[code], _READS_B[code]
         pos = np.arange(n_ops)
         first = np.full(n_slots, n_ops)
         last = np.full(n_slots, -1)
-        for operand, reads in ((lay.op_t, np.ones(n_ops, dtype=bool)), (lay.op_a, reads_a),
-                               (lay.op_b, reads_b)):
+        for operand, reads in ((op_t, np.ones(n_ops, dtype=bool)), (op_a, reads_a),
+                               (op_b, reads_b)):
             np.minimum.at(first, operand[reads], pos[reads])
             np.maximum.at(last, operand[reads], pos[reads])
         start = np.where(last >= 0, 2 * first + 1, -1)
         written = self._written_slots()
         start[written] = 0
         end = np.maximum(2 * last + 1, start)
-        end[self.sol_slot] = 2 * n_ops + 1                    # read after the program
+        end[read_after] = 2 * n_ops + 1
         # what the assembly writes is laid out in the order it writes it (body by body)
         rank = n_slots + np.arange(n_slots)
         rank[written[::-1]] = np.arange(written.size)[::-1]    # first write wins
-        phys, self.n_slots = reuse_slots(start, end, rank)
-        assert (phys[lay.op_t] >= 0).all() and (phys[written] >= 0).all(), "a live slot unplaced"
-        self._relabel(phys)
+        phys, count = reuse_slots(start, end, rank)
+        assert (phys[op_t] >= 0).all() and (phys[written] >= 0).all(), "a live slot unplaced"
         # the op stream is read once per lane group: 32-bit indices keep it small next to the
-        # work array (check_of: the RECIPs' pivot checks)
-        t = phys[lay.op_t].astype(np.int32)
-        a = np.where(reads_a, phys[lay.op_a], 0).astype(np.int32)
-        b = np.where(reads_b, phys[lay.op_b], 0).astype(np.int32)
-        return (opcode_runs(code), t, a, b, check_of.astype(np.int32), chk_ptr,
-                phys[chk_entries], chk_const)
+        # work array (a RECIP's b: its pivot check)
+        b_checked, chk_ptr, chk_entries, chk_const = logical["checks"]
+        t = phys[op_t].astype(np.int32)
+        a = np.where(reads_a, phys[op_a], 0).astype(np.int32)
+        b = np.where(reads_b, phys[op_b], np.where(code == RECIP, b_checked[live], 0))
+        prog = (opcode_runs(code), t, a, b.astype(np.int32), chk_ptr, phys[chk_entries],
+                chk_const)
+        xr, m, rc = logical["xr"], logical["model_arrays"], logical["rc"]
+        return Schedule(
+            live=live, n_slots=count, prog=prog,
+            lanes=lanes_for(count) if self._lanes is None else int(self._lanes),
+            **{name: phys[logical[name]] for name in ("init_slots", "zero_dest", "y_dest",
+                                                      "a_dest", "f_dest", "out_slot")},
+            sol_slot=phys[read_after],
+            model_arrays=m[:-2] + (phys[m[-2]], m[-1]),
+            xr=xr[:1] + (phys[xr[1]],) + xr[2:8] + (phys[xr[8]],),
+            rc=(phys[rc[0]], rc[1], phys[rc[2]], rc[3], phys[rc[4]]) + rc[5:])
 
     def _written_slots(self):
-        """Slots written before the program runs, in the order they are written: the constants,
-        then body by body its rhs rows and its entries of D (_assemble_lanes), then the shared
-        rows."""
-        N = self.a_dest.shape[0]
-        x_ptr, x_dest = self.model_arrays[-3], self.model_arrays[-2]
-        t_ptr, t_dest = self.xr[0], self.xr[1]
-        bodies = [np.concatenate((self.a_dest[i], self.f_dest[i], x_dest[x_ptr[i]:x_ptr[i + 1]],
-                                  t_dest[t_ptr[i]:t_ptr[i + 1]])) for i in range(N)]
-        return np.concatenate([self.init_slots] + bodies
-                              + [self.zero_dest, self.y_dest, self.xr[8]]).astype(np.int64)
-
-    def _relabel(self, phys):
-        """Map every slot index the kernel reads from layout numbers to physical slots."""
-        for name in ("a_dest", "f_dest", "zero_dest", "y_dest", "init_slots", "out_slot",
-                     "sol_slot"):
-            setattr(self, name, phys[getattr(self, name)])
-        xr, m, rc = self.xr, self.model_arrays, self.rc
-        self.xr = xr[:1] + (phys[xr[1]],) + xr[2:8] + (phys[xr[8]],)
-        self.model_arrays = m[:-2] + (phys[m[-2]], m[-1])
-        self.rc = (phys[rc[0]], rc[1], phys[rc[2]], rc[3], phys[rc[4]]) + rc[5:]
+        """Slots written before the program runs (layout numbers), in the order they are
+        written: the constants, then body by body its rhs rows and its entries of D
+        (_assemble_lanes), then the shared rows."""
+        lg = self._logical
+        a_dest, f_dest, (x_ptr, x_dest), (t_ptr, t_dest) = (
+            lg["a_dest"], lg["f_dest"], lg["model_arrays"][-3:-1], lg["xr"][:2])
+        bodies = [np.concatenate((a_dest[i], f_dest[i], x_dest[x_ptr[i]:x_ptr[i + 1]],
+                                  t_dest[t_ptr[i]:t_ptr[i + 1]])) for i in range(a_dest.shape[0])]
+        return np.concatenate([lg["init_slots"]] + bodies
+                              + [lg["zero_dest"], lg["y_dest"], lg["xr"][8]]).astype(np.int64)
 
     def run(self, q, qd, y, full=False, threads=1):
         """(out (B, n_out), x (B, n) or None, broken (B,) bool) for checked, batched q, qd and the
         measured values y (B, m). threads: 1 runs the serial kernel, k > 1 splits the batch into
-        k ranges run by numba's thread pool (at most NUMBA_NUM_THREADS at once)."""
+        k ranges run by numba's thread pool (at most NUMBA_NUM_THREADS at once). Without full,
+        the finiteness check covers the outputs (the other unknowns are not computed)."""
         q, qd, y = _contiguous(q, qd, y)
         B = q.shape[0]
         p = self.program
-        out = np.empty((B, self.out_slot.size))
+        sch = self.schedule(full)
+        out = np.empty((B, sch.out_slot.size))
         x = np.empty((B, p.n)) if full else np.empty((0, p.n))
         broken = np.zeros(B, dtype=np.bool_)
-        args = (q, qd, y, self.y_dest, *self.model_arrays, self.xr, self.a_dest, self.f_dest,
-                self.zero_dest, self.n_slots, self.sol_slot, p.col_perm, self.init_slots,
-                self.init_values, self.prog, p.tol, self.out_slot, out, x, broken, self.rc)
-        threads = max(1, int(threads))
-        lanes = max(1, min(self.lanes, -(-B // threads)))      # small batches: one group a thread
-        groups = min(threads, (B + lanes - 1) // lanes)
-        if groups > 1:
-            _fused_parallel(groups, B, lanes, *args)
-        else:
-            _fused_serial(B, lanes, *args)
+        lanes, groups = lane_split(B, sch.lanes, threads)
+        args = (B, self._work.get(groups, sch.n_slots, lanes), q, qd, y, sch.y_dest,
+                *sch.model_arrays, sch.xr, sch.a_dest, sch.f_dest, sch.zero_dest, sch.sol_slot,
+                p.col_perm, sch.init_slots, self.init_values, sch.prog, p.tol, sch.out_slot, out,
+                x, broken, sch.rc)
+        (_fused_parallel if groups > 1 else _fused_serial)(*args)
         return out, (x if full else None), broken

@@ -17,6 +17,9 @@ Every slot sees its writes in the same order relative to all of its other access
 stored program (steps only depend on earlier steps; within a step the global dependency levels
 are respected), so results are bit-identical to the stored order.
 
+`live_ops` drops the operations whose results reach neither the requested outputs nor a pivot
+check (a solve for qdd alone does not need the joint wrenches' back substitution).
+
 Preconditions: program.op_stage recorded (plans made by this version); otherwise only the slot
 renumbering applies (the stored order is kept).
 """
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .lu_numpy import _READS_A, _READS_B, dependency_levels
+from .lu_numpy import _READS_A, _READS_B, _READS_T, RECIP, dependency_levels
 
 
 @dataclass(frozen=True)
@@ -89,3 +92,25 @@ def reuse_slots(start, end, rank=None):
         phys[s] = p
         heapq.heappush(active, (int(end[s]), p))
     return phys, count
+
+
+def live_ops(code, t, a, b, n_slots, read_after):
+    """Mask of the operations (code, t, a, b in run order) that a run needs when only the slots
+    `read_after` are read after it: every RECIP (its pivot check guards the whole solve) and,
+    backwards, every operation writing a slot that a needed operation or the end reads later."""
+    needed = np.zeros(n_slots, dtype=bool)
+    needed[np.asarray(read_after, dtype=np.int64)] = True
+    needed = needed.tolist()
+    live = [False] * code.size
+    reads_t, reads_a, reads_b = (r[code].tolist() for r in (_READS_T, _READS_A, _READS_B))
+    code_l, t_l, a_l, b_l = code.tolist(), t.tolist(), a.tolist(), b.tolist()
+    for j in range(len(code_l) - 1, -1, -1):
+        target = t_l[j]
+        if code_l[j] == RECIP or needed[target]:
+            live[j] = True
+            needed[target] = reads_t[j]       # live before j only if j reads it too
+            if reads_a[j]:
+                needed[a_l[j]] = True
+            if reads_b[j]:
+                needed[b_l[j]] = True
+    return np.array(live, dtype=bool)

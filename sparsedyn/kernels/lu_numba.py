@@ -11,16 +11,18 @@ assembles D and b straight into the work array. Its pivot checks use row scales 
 from the freshly loaded entries, before any operation overwrites them (`lane_checks`,
 `lane_scales`: the same yardstick as _row_scale; RECIP adds the magnitude accumulated in its
 target slot). Several right-hand sides per state (rhs (B, n, k)) run the factorization part of a
-split program once and its substitution part once per right-hand side. The lane count is a run-time value on purpose:
-LLVM fully unrolls constant short loops before its loop vectoriser sees them, and the unrolled
-form stays scalar (it cannot prove that the rows of w do not overlap); a run-time count keeps the
-loop, which is vectorised behind a cheap overlap check.
+split program once and its substitution part once per right-hand side. run_lanes runs each
+arithmetic operation as explicit vector code on blocks of 8 lanes (lane_vectors.op_block): a
+plain loop over a run-time lane count pays an overlap check and a remainder per operation, and a
+constant count is unrolled by LLVM into scalar code; so the lane count is a multiple of 8
+(lane_count; spare lanes repeat a state).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
+from .lane_vectors import OP_BLOCK, add_8, fma_8, fms_8, mov_8, mul_8, neg_8, sub_8
 from .lu_numpy import ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SUB, split_runs
 
 DEFAULT_LOOP = "batch_inner"  # measured faster for B=4096, n=500 (experiments/bench_kernels.py)
@@ -114,18 +116,19 @@ def _batch_outer(t, a, b, runs_f, runs_s, n_slots, rhs0, init_slots, init_values
 
 
 def lane_checks(program):
-    """Pivot checks of a program for `run_lanes`: check_of (n_ops,) the check index of each
-    RECIP (-1 elsewhere), and per check the row scale's data (ptr, dynamic entries, constant)."""
+    """Pivot checks of a program for `run_lanes`: its op_b with each RECIP's entry replaced by
+    the index of its check (a RECIP reads no b operand), and per check the row scale's data
+    (ptr, dynamic entries, constant)."""
     code, rows = program.op_code, program.op_b
     recips = np.flatnonzero(code == RECIP)     # only RECIP reads check data (op_b: the row)
     checked, check_of_recip = np.unique(rows[recips], return_inverse=True)
-    check_of = np.full(code.size, -1, dtype=np.int64)
-    check_of[recips] = check_of_recip
+    b = np.array(rows, dtype=np.int64)
+    b[recips] = check_of_recip
     counts = program.scale_ptr[checked + 1] - program.scale_ptr[checked]
     ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     entries = (np.concatenate([program.scale_entries[program.scale_ptr[r]:program.scale_ptr[r + 1]]
                                for r in checked]) if checked.size else np.zeros(0))
-    return check_of, ptr, entries.astype(np.int64), program.scale_const[checked].astype(float)
+    return b, ptr, entries.astype(np.int64), program.scale_const[checked].astype(float)
 
 
 @njit(cache=True)
@@ -145,55 +148,50 @@ def lane_scales(w, ptr, entries, const, scale):
 
 
 @njit(cache=True, error_model="numpy")
-def run_lanes(w, runs, t, a, b, check_of, scale, tol, bad):
-    """Run the program on w (n_slots, lanes): same operations, same order per slot as
-    _batch_outer / lu_numpy (bit-identical results); bad[s] |= a failed pivot check."""
+def run_lanes(w, runs, t, a, b, scale, tol, bad):
+    """Run the program on w (n_slots, lanes), lanes a multiple of OP_BLOCK: same operations, same
+    order per slot as _batch_outer / lu_numpy (bit-identical results); bad[s] |= a failed
+    pivot check. Each operation is one lane_vectors.op_block per block of lanes; a RECIP's b is
+    its check (lane_checks: the row scales in scale)."""
     lanes = w.shape[1]
     for r in range(runs.shape[0]):
         c, lo, hi = runs[r, 0], runs[r, 1], runs[r, 2]
         if c == FMS:
             for o in range(lo, hi):
-                ti, ai, bi = t[o], a[o], b[o]
-                for s in range(lanes):
-                    w[ti, s] = w[ti, s] - w[ai, s] * w[bi, s]
+                for s in range(0, lanes, OP_BLOCK):
+                    fms_8(w, t[o], a[o], b[o], s)
         elif c == FMA:
             for o in range(lo, hi):
-                ti, ai, bi = t[o], a[o], b[o]
-                for s in range(lanes):
-                    w[ti, s] = w[ti, s] + w[ai, s] * w[bi, s]
+                for s in range(0, lanes, OP_BLOCK):
+                    fma_8(w, t[o], a[o], b[o], s)
         elif c == SUB:
             for o in range(lo, hi):
-                ti, ai = t[o], a[o]
-                for s in range(lanes):
-                    w[ti, s] = w[ti, s] - w[ai, s]
+                for s in range(0, lanes, OP_BLOCK):
+                    sub_8(w, t[o], a[o], 0, s)
         elif c == ADD:
             for o in range(lo, hi):
-                ti, ai = t[o], a[o]
-                for s in range(lanes):
-                    w[ti, s] = w[ti, s] + w[ai, s]
+                for s in range(0, lanes, OP_BLOCK):
+                    add_8(w, t[o], a[o], 0, s)
         elif c == MUL:
             for o in range(lo, hi):
-                ti, ai, bi = t[o], a[o], b[o]
-                for s in range(lanes):
-                    w[ti, s] = w[ai, s] * w[bi, s]
+                for s in range(0, lanes, OP_BLOCK):
+                    mul_8(w, t[o], a[o], b[o], s)
+        elif c == NEG:
+            for o in range(lo, hi):
+                for s in range(0, lanes, OP_BLOCK):
+                    neg_8(w, t[o], 0, 0, s)
+        elif c == MOV:
+            for o in range(lo, hi):
+                for s in range(0, lanes, OP_BLOCK):
+                    mov_8(w, t[o], a[o], 0, s)
         elif c == RECIP:
             for o in range(lo, hi):
-                ti, ai, ch = t[o], a[o], check_of[o]
+                ti, ai, ch = t[o], a[o], b[o]
                 for s in range(lanes):
                     p = w[ai, s]
                     if not abs(p) > tol * (scale[ch, s] + w[ti, s]):
                         bad[s] = True
                     w[ti, s] = 1.0 / p
-        elif c == NEG:
-            for o in range(lo, hi):
-                ti = t[o]
-                for s in range(lanes):
-                    w[ti, s] = -w[ti, s]
-        elif c == MOV:
-            for o in range(lo, hi):
-                ti, ai = t[o], a[o]
-                for s in range(lanes):
-                    w[ti, s] = w[ai, s]
         elif c == ABSFMA:
             for o in range(lo, hi):
                 ti, ai, bi = t[o], a[o], b[o]
@@ -206,9 +204,24 @@ def run_lanes(w, runs, t, a, b, check_of, scale, tol, bad):
                     w[ti, s] = w[ti, s] + abs(w[ai, s])
 
 
+def lane_count(lanes):
+    """The lane count run_lanes takes: `lanes` rounded up to a multiple of OP_BLOCK (the extra
+    lanes of a group repeat one of its states, see assemble_numba._lane_indices)."""
+    return -(-max(1, int(lanes)) // OP_BLOCK) * OP_BLOCK
+
+
+def lane_split(B, lanes, threads):
+    """(lanes, groups) for a batch of B states on `threads` threads: at most `lanes` (fewer for
+    small batches, so that each thread gets a group), a lane_count; one range of lane groups
+    per thread (assemble_numba.thread_range)."""
+    threads = max(1, int(threads))
+    lanes = lane_count(min(lanes, -(-B // threads)))
+    return lanes, min(threads, (B + lanes - 1) // lanes)
+
+
 @njit(cache=True, error_model="numpy")
-def _batch_inner(t, a, b, runs_f, runs_s, n_slots, rhs0, init_slots, init_values, load_entries,
-                 row_perm, col_perm, check_of, chk_ptr, chk_entries, chk_const, tol, values, rhs,
+def _batch_inner(t, a, runs_f, runs_s, n_slots, rhs0, init_slots, init_values, load_entries,
+                 row_perm, col_perm, b, chk_ptr, chk_entries, chk_const, tol, values, rhs,
                  x, broken, chunk):
     # chunks of states on the lanes of one work array, run by the lane interpreter: factorise
     # once, substitute each right-hand side
@@ -234,8 +247,8 @@ def _batch_inner(t, a, b, runs_f, runs_s, n_slots, rhs0, init_slots, init_values
                 for s in range(m):
                     w[rhs0 + k, s] = rhs[first + s, row_perm[k], j]
             if j == 0:
-                run_lanes(w, runs_f, t, a, b, check_of, scale, tol, bad)
-            run_lanes(w, runs_s, t, a, b, check_of, scale, tol, bad)
+                run_lanes(w, runs_f, t, a, b, scale, tol, bad)
+            run_lanes(w, runs_s, t, a, b, scale, tol, bad)
             for k in range(n):
                 for s in range(m):
                     v = w[rhs0 + k, s]
@@ -271,10 +284,10 @@ def solve_numba(program, values, rhs, loop=DEFAULT_LOOP, chunk=INNER_CHUNK):
                      program.scale_entries, program.scale_const, program.tol, values, rhs, x,
                      broken)
     elif loop == "batch_inner":
-        _batch_inner(program.op_t, program.op_a, program.op_b, runs_f, runs_s, program.n_slots,
+        _batch_inner(program.op_t, program.op_a, runs_f, runs_s, program.n_slots,
                      program.rhs0, program.init_slots, program.init_values, program.load_entries,
                      program.row_perm, program.col_perm, *lane_checks(program), program.tol,
-                     values, rhs, x, broken, max(1, min(B, int(chunk))))
+                     values, rhs, x, broken, lane_count(min(B, int(chunk))))
     else:
         raise ValueError(f"loop: expected 'batch_outer' or 'batch_inner', got {loop!r}")
     return x.reshape(shape), broken

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..estimation.lane_vectors import BLOCKS, chain_block_8, chain_block_32, chain_block_64
+from .lane_vectors import BLOCKS, chain_block_8, chain_block_32, chain_block_64
 from .assemble_numba import _assemble_lanes, _lane_indices, lane_scratch, thread_range
-from .lu_numba import lane_scales, run_lanes
+from .lu_numba import lane_scales, lane_split, run_lanes
 
 OK, BROKEN, UNDETERMINED = 0, 1, 2
 _V64, _V32, _V8 = BLOCKS            # the lanes of chain_block_64, _32, _8
@@ -119,18 +119,11 @@ def _map_serial(B, work, *args):
     _map_range(0, B, work[0], *args)
 
 
-def _split(B, lanes, threads):
-    """(lanes, groups): fewer lanes for small batches, one group of lane groups per thread."""
-    threads = max(1, int(threads))
-    lanes = max(1, min(lanes, -(-B // threads)))
-    return lanes, min(threads, (B + lanes - 1) // lanes)
-
-
 def map_lanes(B, lanes, threads):
     """(lanes, groups) of run_map: at most `lanes`, a multiple of the largest block of
     lane_vectors.BLOCKS not above it (small batches: fewer, a multiple of the smallest), one
     group of lane groups per thread."""
-    lanes, _ = _split(B, lanes, threads)
+    lanes, _ = lane_split(B, lanes, threads)
     block = next((v for v in BLOCKS if v <= lanes), BLOCKS[-1])
     lanes = max(block, lanes // block * block)
     return lanes, min(max(1, int(threads)), (B + lanes - 1) // lanes)
@@ -166,7 +159,7 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
                gravity, x_ptr, x_dest, x_src, t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l,
                q_coef, q_dest, a_dest, f_dest, zero_dest, a_const, a_tpl,
                a_rows, a_cols, dyn_e, dyn_a, dyn_t, init_slots, init_values, w_inv, prior_p,
-               prior_pmu, probe, kslot, n_slots, runs_f, runs_s, t, a, b, check_of, chk_ptr,
+               prior_pmu, probe, kslot, n_slots, runs_f, runs_s, t, a, b, chk_ptr,
                chk_entries, chk_const, tol, sens_tol, refine, x, flag):
     N, nA, m, n = parent.shape[0], a_rows.shape[0], w_inv.shape[0], prior_p.shape[0]
     xr = (t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest)
@@ -209,8 +202,8 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
         for s in range(lanes):
             bad[s] = False
             und[s] = False
-        run_lanes(w, runs_f, t, a, b, check_of, scale, tol, bad)
-        run_lanes(w, runs_s, t, a, b, check_of, scale, tol, bad)
+        run_lanes(w, runs_f, t, a, b, scale, tol, bad)
+        run_lanes(w, runs_s, t, a, b, scale, tol, bad)
         for i in range(m + n):
             d = kslot[i]
             for s in range(lanes):
@@ -220,7 +213,7 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
             d, c = kslot[i], probe[i]
             for s in range(lanes):
                 w[d, s] = c
-        run_lanes(w, runs_s, t, a, b, check_of, scale, tol, bad)
+        run_lanes(w, runs_s, t, a, b, scale, tol, bad)
         for j in range(n):
             d = kslot[m + j]
             for s in range(lanes):
@@ -246,7 +239,7 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
                 d = kslot[i]
                 for s in range(lanes):
                     w[d, s] = res[i, s]
-            run_lanes(w, runs_s, t, a, b, check_of, scale, tol, bad)
+            run_lanes(w, runs_s, t, a, b, scale, tol, bad)
             for i in range(m + n):
                 d = kslot[i]
                 for s in range(lanes):
@@ -281,7 +274,7 @@ def _aug_serial(B, lanes, *args):
 def run_augmented(args, B, lanes, threads):
     """The augmented-form kernel on a batch of B states (`args` as _aug_range takes them after
     `lanes`); thread split as run_map."""
-    lanes, groups = _split(B, lanes, threads)
+    lanes, groups = lane_split(B, lanes, threads)
     if groups > 1:
         _aug_parallel(groups, B, lanes, *args)
     else:

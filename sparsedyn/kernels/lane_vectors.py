@@ -1,5 +1,10 @@
-"""One chain of the pair-chain program (estimation/chain_program.py) on a block of lanes of a
-lane work array w (n_slots, lanes), as explicit LLVM vector code (kernels/normal_numba.py):
+"""Explicit LLVM vector code on blocks of lanes of a lane work array w (n_slots, lanes): one
+operation of an LU program (op_block_V, used by lu_numba.run_lanes), and one chain of the
+pair-chain program (chain_block_V; estimation/chain_program.py, kernels/normal_numba.py).
+
+    op_block_V[code](w, t, a, b, s) for the LU opcodes MUL, FMS, FMA, SUB, ADD, NEG, MOV
+    (kernels/lu_numpy.py), on lanes s:s+V: e.g. FMS  w[t] = w[t] - w[a] * w[b]
+
 
     chain_block_V(w, t, src, c0, from_row, pa, pb, pc, q, k, kmid, mid, mode, t2, r2, s) for
     V in BLOCKS, on lanes s:s+V:
@@ -11,17 +16,21 @@ lane work array w (n_slots, lanes), as explicit LLVM vector code (kernels/normal
         mode EPI_ADD:   w[t2] = w[t2] + acc;  EPI_NONE: nothing more
     or, with mode EPI_LIST, the product list w[t + j] = w[pa[q + j]] * w[pb[q + j]], j < k.
 
-Why explicit vectors: a plain `for s in range(lanes)` loop per product is guarded by LLVM's
-run-time overlap checks between the target row and each operand row (rows of one array), which
-for a few products per operation cost more than the arithmetic, and it loads and stores the
-target once per product; with a constant lane count LLVM unrolls the loop first and (numba
-leaves SLP vectorisation off) runs it scalar. Here the accumulator of a whole chain stays in
-vector registers (V lanes: V / 8 AVX-512 registers), the loop over its products reads only
-the operand rows, and the products round exactly as the scalar expressions ((a * b) * c, then the
-sum, left to right: no contraction into fused multiply-adds).
+Why explicit vectors: for an LU operation, a plain `for s in range(lanes)` loop costs a run-time
+overlap check, a vector body and a remainder per operation (measured, 100-link chain, forward
+dynamics on 8 lanes, 2 threads: 160 -> 121 ns per link and state); a block is one load per
+operand row, the arithmetic and one store. For a chain, a plain `for s in range(lanes)`
+loop per product is guarded by LLVM's run-time overlap checks between the target row and each
+operand row (rows of one array), which for a few products per operation cost more than the
+arithmetic, and it loads and stores the target once per product; with a constant lane count LLVM
+unrolls the loop first and (numba leaves SLP vectorisation off) runs it scalar. Here the
+accumulator of a whole chain stays in vector registers (V lanes: V / 8 AVX-512 registers), the loop
+over its products reads only the operand rows, and the products round exactly as the scalar
+expressions ((a * b) * c, then the sum, left to right: no contraction into fused multiply-adds).
 
-numba's on-disk cache of the kernels that inline these intrinsics (kernels/normal_numba.py) is
-keyed on that file only: after editing this one, touch it (or clear its __pycache__).
+numba's on-disk cache of the kernels that inline these intrinsics (lu_numba.run_lanes and every
+kernel compiling it in, normal_numba) is keyed on their own files only: after editing this one,
+clear the caches (`sparsedyn warmup` starts from an empty one).
 
 Preconditions: w C-contiguous float64; lanes and s multiples of the block (s below lanes);
 pa, pb int64 and pc float64 contiguous; 0 <= kmid < k, or kmid outside (no mid store); every
@@ -34,12 +43,69 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .lu_numpy import ADD, FMA, FMS, MOV, MUL, NEG, SUB
+
 #: lanes per block of chain_block_64, _32, _8 (largest first; the kernel takes the largest
 #: that divides its lane count: 64 measured fastest on iCub, the smaller ones serve small batches)
 BLOCKS = (64, 32, 8)
 EPI_NONE, EPI_SCALE, EPI_RECIP, EPI_ADD = 0, 1, 2, 3
 #: not a chain: the product list w[t + j] = w[pa[q + j]] * w[pb[q + j]] for j < k
 EPI_LIST = 4
+
+
+#: lanes per block of op_block_V (the lane interpreter needs lanes that are a multiple of it)
+OP_BLOCK = 8
+
+
+def _vector_rows(context, builder, signature, w_, s_, vec):
+    """row(r): pointer to lanes s:s+len(vec) of row r of w (C-contiguous float64, 2-d)."""
+    arr = context.make_array(signature.args[0])(context, builder, w_)
+    lanes = builder.extract_value(arr.shape, 1)
+
+    def row(r):
+        ptr = builder.gep(arr.data, [builder.add(builder.mul(r, lanes), s_)])
+        return builder.bitcast(ptr, vec.as_pointer())
+    return row
+
+
+def _op_block(code, vb):
+    """The op_block intrinsic of one LU opcode on blocks of vb lanes: the same IEEE operations
+    as the scalar expression of lu_numpy (product rounded before the sum: no contraction)."""
+    vec = ir.VectorType(ir.DoubleType(), vb)
+
+    def op_block(typingctx, w, t, a, b, s):
+        sig = types.void(w, types.intp, types.intp, types.intp, types.intp)
+
+        def codegen(context, builder, signature, args):
+            w_, t_, a_, b_, s_ = args
+            row = _vector_rows(context, builder, signature, w_, s_, vec)
+
+            def load(r):
+                return builder.load(row(r), align=8)
+            if code == MOV:
+                value = load(a_)
+            elif code == NEG:
+                value = builder.fneg(load(t_))
+            elif code == ADD:
+                value = builder.fadd(load(t_), load(a_))
+            elif code == SUB:
+                value = builder.fsub(load(t_), load(a_))
+            elif code == MUL:
+                value = builder.fmul(load(a_), load(b_))
+            elif code == FMA:
+                value = builder.fadd(load(t_), builder.fmul(load(a_), load(b_)))
+            else:
+                assert code == FMS
+                value = builder.fsub(load(t_), builder.fmul(load(a_), load(b_)))
+            builder.store(value, row(t_), align=8)
+            return context.get_dummy_value()
+        return sig, codegen
+    op_block.__name__ = f"op_block_{code}_{vb}"
+    return intrinsic(op_block)
+
+
+(mul_8, fms_8, fma_8, sub_8, add_8, neg_8,
+ mov_8) = (_op_block(c, OP_BLOCK) for c in (MUL, FMS, FMA, SUB, ADD, NEG, MOV))
 
 
 def _chain_block(vb):
@@ -60,14 +126,9 @@ def _chain_block(vb):
         def codegen(context, builder, signature, args):
             (w_, t_, src_, c0_, from_row_, pa_, pb_, pc_, q_, k_, kmid_, mid_, mode_, t2_, r2_,
              s_) = args
-            arr = context.make_array(signature.args[0])(context, builder, w_)
-            lanes = builder.extract_value(arr.shape, 1)
+            row = _vector_rows(context, builder, signature, w_, s_, vec)
             a_data, b_data, c_data = (context.make_array(ty)(context, builder, v).data
                                       for ty, v in zip(signature.args[5:8], (pa_, pb_, pc_)))
-
-            def row(r):
-                ptr = builder.gep(arr.data, [builder.add(builder.mul(r, lanes), s_)])
-                return builder.bitcast(ptr, vec.as_pointer())
 
             def load(r):
                 return builder.load(row(r), align=8)
