@@ -555,14 +555,15 @@ class FusedSolver:
         self.init_values = np.concatenate((p.init_values, assembly.template[const_loads]))
         self.out_columns = np.asarray(out_columns, dtype=np.int64)
         b_checked, chk_ptr, chk_entries, chk_const = lane_checks(p)
+        sol_slot = slot(p.rhs0 + np.arange(n))
         self._logical = dict(
             init_slots=slot(np.concatenate((p.init_slots, const_loads))), zero_dest=zero_dest,
             y_dest=y_dest, a_dest=a_dest, f_dest=f_dest,
             model_arrays=model[:-2] + (slot(model[-2]), model[-1]),       # x_dest: entries of D
             xr=xr[:1] + (slot(xr[1]),) + xr[2:],                          # t_dest: entries of D
             out_slot=slot(p.rhs0 + inv_col[self.out_columns]),
-            sol_slot=slot(p.rhs0 + np.arange(n)),
-            rc=self._residual_arrays(residual, inv_row, inv_col, slot),
+            sol_slot=sol_slot,
+            rc=self._residual_arrays(residual, inv_row, inv_col, slot, sol_slot),
             checks=(b_checked[layout.order], chk_ptr, slot(chk_entries), chk_const))
         self._lanes = lanes
         self._schedules = {}
@@ -576,9 +577,10 @@ class FusedSolver:
             self._schedules[full] = self._schedule(full)
         return self._schedules[full]
 
-    def _residual_arrays(self, residual, inv_row, inv_col, slot):
+    def _residual_arrays(self, residual, inv_row, inv_col, slot, sol):
         """residual = (rows, cols, tol) of D's CSC entries: states whose backward error
-        max|D x - b| / (max|D| max|x| + max|b|) exceeds tol are reported broken."""
+        max|D x - b| / (max|D| max|x| + max|b|) exceeds tol are reported broken; sol: the
+        solution's slots (layout numbers, permuted order)."""
         z = np.zeros(0, dtype=np.int64)
         if residual is None:
             return (z, z, z, z, z, np.zeros(0), np.zeros(0))
@@ -587,7 +589,6 @@ class FusedSolver:
         dyn = np.asarray(self.assembly.dynamic_index, dtype=np.int64)
         const = np.setdiff1d(np.arange(rows.size), dyn)
         const = const[self.assembly.template[const] != 0.0]
-        sol = slot(self.program.rhs0 + np.arange(self.program.n))
         return (slot(dyn), inv_row[rows[dyn]], sol[inv_col[cols[dyn]]],
                 inv_row[rows[const]], sol[inv_col[cols[const]]],
                 self.assembly.template[const].astype(float), np.array([float(tol)]))

@@ -1,9 +1,9 @@
 """Explicit LLVM vector code on blocks of lanes of a lane work array w (n_slots, lanes): one
-operation of an LU program (op_block_V, used by lu_numba.run_lanes), and one chain of the
+operation of an LU program (<op>_rows, used by lu_numba.run_lanes), and one chain of the
 pair-chain program (chain_block_V; estimation/chain_program.py, kernels/normal_numba.py).
 
-    op_block_V[code](w, t, a, b, s) for the LU opcodes MUL, FMS, FMA, SUB, ADD, NEG, MOV
-    (kernels/lu_numpy.py), on lanes s:s+V: e.g. FMS  w[t] = w[t] - w[a] * w[b]
+    <op>_rows(w, t, a, b) for the LU opcodes MUL, FMS, FMA, SUB, ADD, NEG, MOV
+    (kernels/lu_numpy.py), on every lane: e.g. fms_rows  w[t] = w[t] - w[a] * w[b]
 
 
     chain_block_V(w, t, src, c0, from_row, pa, pb, pc, q, k, kmid, mid, mode, t2, r2, s) for
@@ -19,7 +19,8 @@ pair-chain program (chain_block_V; estimation/chain_program.py, kernels/normal_n
 Why explicit vectors: for an LU operation, a plain `for s in range(lanes)` loop costs a run-time
 overlap check, a vector body and a remainder per operation (measured, 100-link chain, forward
 dynamics on 8 lanes, 2 threads: 160 -> 121 ns per link and state); a block is one load per
-operand row, the arithmetic and one store. For a chain, a plain `for s in range(lanes)`
+operand row, the arithmetic and one store (lanes beyond the last whole block, as in small
+batches, run one at a time). For a chain, a plain `for s in range(lanes)`
 loop per product is guarded by LLVM's run-time overlap checks between the target row and each
 operand row (rows of one array), which for a few products per operation cost more than the
 arithmetic, and it loads and stores the target once per product; with a constant lane count LLVM
@@ -53,7 +54,7 @@ EPI_NONE, EPI_SCALE, EPI_RECIP, EPI_ADD = 0, 1, 2, 3
 EPI_LIST = 4
 
 
-#: lanes per block of op_block_V (the lane interpreter needs lanes that are a multiple of it)
+#: lanes per vector block of the op_rows intrinsics
 OP_BLOCK = 8
 
 
@@ -68,44 +69,55 @@ def _vector_rows(context, builder, signature, w_, s_, vec):
     return row
 
 
-def _op_block(code, vb):
-    """The op_block intrinsic of one LU opcode on blocks of vb lanes: the same IEEE operations
-    as the scalar expression of lu_numpy (product rounded before the sum: no contraction)."""
-    vec = ir.VectorType(ir.DoubleType(), vb)
-
-    def op_block(typingctx, w, t, a, b, s):
-        sig = types.void(w, types.intp, types.intp, types.intp, types.intp)
+def _op_rows(code):
+    """The op_rows intrinsic of one LU opcode on every lane of rows t, a, b of w: blocks of
+    OP_BLOCK lanes as vectors, the remaining lanes one by one; the same IEEE operations as the
+    scalar expression of lu_numpy (product rounded before the sum: no contraction)."""
+    def op_rows(typingctx, w, t, a, b):
+        sig = types.void(w, types.intp, types.intp, types.intp)
 
         def codegen(context, builder, signature, args):
-            w_, t_, a_, b_, s_ = args
-            row = _vector_rows(context, builder, signature, w_, s_, vec)
+            w_, t_, a_, b_ = args
+            lanes = builder.extract_value(context.make_array(signature.args[0])(
+                context, builder, w_).shape, 1)
+            block = ir.Constant(lanes.type, OP_BLOCK)
+            whole = builder.mul(builder.udiv(lanes, block), block)
 
-            def load(r):
-                return builder.load(row(r), align=8)
-            if code == MOV:
-                value = load(a_)
-            elif code == NEG:
-                value = builder.fneg(load(t_))
-            elif code == ADD:
-                value = builder.fadd(load(t_), load(a_))
-            elif code == SUB:
-                value = builder.fsub(load(t_), load(a_))
-            elif code == MUL:
-                value = builder.fmul(load(a_), load(b_))
-            elif code == FMA:
-                value = builder.fadd(load(t_), builder.fmul(load(a_), load(b_)))
-            else:
-                assert code == FMS
-                value = builder.fsub(load(t_), builder.fmul(load(a_), load(b_)))
-            builder.store(value, row(t_), align=8)
+            def emit(vec, s):
+                row = _vector_rows(context, builder, signature, w_, s, vec)
+
+                def load(r):
+                    return builder.load(row(r), align=8)
+                if code == MOV:
+                    value = load(a_)
+                elif code == NEG:
+                    value = builder.fneg(load(t_))
+                elif code == ADD:
+                    value = builder.fadd(load(t_), load(a_))
+                elif code == SUB:
+                    value = builder.fsub(load(t_), load(a_))
+                elif code == MUL:
+                    value = builder.fmul(load(a_), load(b_))
+                elif code == FMA:
+                    value = builder.fadd(load(t_), builder.fmul(load(a_), load(b_)))
+                else:
+                    assert code == FMS
+                    value = builder.fsub(load(t_), builder.fmul(load(a_), load(b_)))
+                builder.store(value, row(t_), align=8)
+            with cgutils.for_range_slice(builder, ir.Constant(lanes.type, 0), whole,
+                                         block) as (s, _):
+                emit(ir.VectorType(ir.DoubleType(), OP_BLOCK), s)
+            with cgutils.for_range_slice(builder, whole, lanes,
+                                         ir.Constant(lanes.type, 1)) as (s, _):
+                emit(ir.VectorType(ir.DoubleType(), 1), s)
             return context.get_dummy_value()
         return sig, codegen
-    op_block.__name__ = f"op_block_{code}_{vb}"
-    return intrinsic(op_block)
+    op_rows.__name__ = f"op_rows_{code}"
+    return intrinsic(op_rows)
 
 
-(mul_8, fms_8, fma_8, sub_8, add_8, neg_8,
- mov_8) = (_op_block(c, OP_BLOCK) for c in (MUL, FMS, FMA, SUB, ADD, NEG, MOV))
+(mul_rows, fms_rows, fma_rows, sub_rows, add_rows, neg_rows,
+ mov_rows) = (_op_rows(c) for c in (MUL, FMS, FMA, SUB, ADD, NEG, MOV))
 
 
 def _chain_block(vb):

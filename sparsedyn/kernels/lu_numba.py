@@ -12,17 +12,16 @@ from the freshly loaded entries, before any operation overwrites them (`lane_che
 `lane_scales`: the same yardstick as _row_scale; RECIP adds the magnitude accumulated in its
 target slot). Several right-hand sides per state (rhs (B, n, k)) run the factorization part of a
 split program once and its substitution part once per right-hand side. run_lanes runs each
-arithmetic operation as explicit vector code on blocks of 8 lanes (lane_vectors.op_block): a
+arithmetic operation as explicit vector code on blocks of 8 lanes (lane_vectors <op>_rows): a
 plain loop over a run-time lane count pays an overlap check and a remainder per operation, and a
-constant count is unrolled by LLVM into scalar code; so the lane count is a multiple of 8
-(lane_count; spare lanes repeat a state).
+constant count is unrolled by LLVM into scalar code.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .lane_vectors import OP_BLOCK, add_8, fma_8, fms_8, mov_8, mul_8, neg_8, sub_8
+from .lane_vectors import add_rows, fma_rows, fms_rows, mov_rows, mul_rows, neg_rows, sub_rows
 from .lu_numpy import ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SUB, split_runs
 
 DEFAULT_LOOP = "batch_inner"  # measured faster for B=4096, n=500 (experiments/bench_kernels.py)
@@ -149,41 +148,34 @@ def lane_scales(w, ptr, entries, const, scale):
 
 @njit(cache=True, error_model="numpy")
 def run_lanes(w, runs, t, a, b, scale, tol, bad):
-    """Run the program on w (n_slots, lanes), lanes a multiple of OP_BLOCK: same operations, same
-    order per slot as _batch_outer / lu_numpy (bit-identical results); bad[s] |= a failed
-    pivot check. Each operation is one lane_vectors.op_block per block of lanes; a RECIP's b is
-    its check (lane_checks: the row scales in scale)."""
+    """Run the program on w (n_slots, lanes): same operations, same order per slot as
+    _batch_outer / lu_numpy (bit-identical results); bad[s] |= a failed pivot check. Each
+    arithmetic operation is one lane_vectors <op>_rows; a RECIP's b is its check (lane_checks:
+    the row scales in scale)."""
     lanes = w.shape[1]
     for r in range(runs.shape[0]):
         c, lo, hi = runs[r, 0], runs[r, 1], runs[r, 2]
         if c == FMS:
             for o in range(lo, hi):
-                for s in range(0, lanes, OP_BLOCK):
-                    fms_8(w, t[o], a[o], b[o], s)
+                fms_rows(w, t[o], a[o], b[o])
         elif c == FMA:
             for o in range(lo, hi):
-                for s in range(0, lanes, OP_BLOCK):
-                    fma_8(w, t[o], a[o], b[o], s)
+                fma_rows(w, t[o], a[o], b[o])
         elif c == SUB:
             for o in range(lo, hi):
-                for s in range(0, lanes, OP_BLOCK):
-                    sub_8(w, t[o], a[o], 0, s)
+                sub_rows(w, t[o], a[o], 0)
         elif c == ADD:
             for o in range(lo, hi):
-                for s in range(0, lanes, OP_BLOCK):
-                    add_8(w, t[o], a[o], 0, s)
+                add_rows(w, t[o], a[o], 0)
         elif c == MUL:
             for o in range(lo, hi):
-                for s in range(0, lanes, OP_BLOCK):
-                    mul_8(w, t[o], a[o], b[o], s)
+                mul_rows(w, t[o], a[o], b[o])
         elif c == NEG:
             for o in range(lo, hi):
-                for s in range(0, lanes, OP_BLOCK):
-                    neg_8(w, t[o], 0, 0, s)
+                neg_rows(w, t[o], 0, 0)
         elif c == MOV:
             for o in range(lo, hi):
-                for s in range(0, lanes, OP_BLOCK):
-                    mov_8(w, t[o], a[o], 0, s)
+                mov_rows(w, t[o], a[o], 0)
         elif c == RECIP:
             for o in range(lo, hi):
                 ti, ai, ch = t[o], a[o], b[o]
@@ -204,18 +196,12 @@ def run_lanes(w, runs, t, a, b, scale, tol, bad):
                     w[ti, s] = w[ti, s] + abs(w[ai, s])
 
 
-def lane_count(lanes):
-    """The lane count run_lanes takes: `lanes` rounded up to a multiple of OP_BLOCK (the extra
-    lanes of a group repeat one of its states, see assemble_numba._lane_indices)."""
-    return -(-max(1, int(lanes)) // OP_BLOCK) * OP_BLOCK
-
-
 def lane_split(B, lanes, threads):
     """(lanes, groups) for a batch of B states on `threads` threads: at most `lanes` (fewer for
-    small batches, so that each thread gets a group), a lane_count; one range of lane groups
-    per thread (assemble_numba.thread_range)."""
+    small batches, so that each thread gets a group); one range of lane groups per thread
+    (assemble_numba.thread_range)."""
     threads = max(1, int(threads))
-    lanes = lane_count(min(lanes, -(-B // threads)))
+    lanes = max(1, min(lanes, -(-B // threads)))
     return lanes, min(threads, (B + lanes - 1) // lanes)
 
 
@@ -287,7 +273,7 @@ def solve_numba(program, values, rhs, loop=DEFAULT_LOOP, chunk=INNER_CHUNK):
         _batch_inner(program.op_t, program.op_a, runs_f, runs_s, program.n_slots,
                      program.rhs0, program.init_slots, program.init_values, program.load_entries,
                      program.row_perm, program.col_perm, *lane_checks(program), program.tol,
-                     values, rhs, x, broken, lane_count(min(B, int(chunk))))
+                     values, rhs, x, broken, max(1, min(B, int(chunk))))
     else:
         raise ValueError(f"loop: expected 'batch_outer' or 'batch_inner', got {loop!r}")
     return x.reshape(shape), broken
