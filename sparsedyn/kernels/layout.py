@@ -8,7 +8,9 @@ early level touches the whole (n_slots, lanes) work array, which no longer fits 
 online time per link grows with N (experiments/bench_dynamics.py). Here the operations are sorted
 by the elimination step that emitted them (LUProgram.op_stage: pivot k's factorization, then the
 forward substitution of its column, then the back substitution from the last row up), and by
-dependency level and opcode within a step; with one right-hand side known before the
+dependency level and opcode within a step (levels counted from the step's start: the global
+levels of a long chain's program split a step's ops of one opcode into several runs, 70 runs
+per link at 1000 links against 50 this way); with one right-hand side known before the
 factorization (the fused kernels assemble it with D), the forward substitution rides along with
 the factorization. Slots are then numbered by first touch, so each sweep walks the work array
 almost sequentially and the cache holds what the next steps need.
@@ -54,8 +56,11 @@ def sweep_layout(program):
     p = program
     code = p.op_code
     if p.op_stage.size == code.size and code.size:
-        level = dependency_levels(code, p.op_t, p.op_a, p.op_b, p.n_slots)
-        order = np.lexsort((code, level, p.op_stage))
+        by_stage = np.argsort(p.op_stage, kind="stable")
+        stage = p.op_stage[by_stage]
+        level = dependency_levels(code[by_stage], p.op_t[by_stage], p.op_a[by_stage],
+                                  p.op_b[by_stage], p.n_slots, stage)
+        order = by_stage[np.lexsort((code[by_stage], level, stage))]
     else:
         order = np.arange(code.size)
     code, t, a, b = code[order], p.op_t[order], p.op_a[order], p.op_b[order]

@@ -46,18 +46,25 @@ _READS_B = np.array([False, True, True, True, False, False, False, False, True, 
 WORK_BYTES = 32 * 2 ** 20  # chunk the batch so the (n_slots, chunk) work array stays this size
 
 
-def dependency_levels(code, t, a, b, n_slots):
-    """Earliest level of each op such that every slot sees its reads and writes in program order."""
+def dependency_levels(code, t, a, b, n_slots, stage=None):
+    """Earliest level of each op such that every slot sees its reads and writes in program order.
+    With `stage` (non-decreasing per op), levels count within a stage: what earlier stages did
+    to a slot is done before the stage starts."""
     last_write = np.full(n_slots, -1, dtype=np.int64)
     last_read = np.full(n_slots, -1, dtype=np.int64)
+    touched_in = np.full(n_slots, -1, dtype=np.int64)
+    stage = np.zeros(code.size, dtype=np.int64) if stage is None else stage
     level = np.empty(code.size, dtype=np.int64)
     for o in range(code.size):
-        c = code[o]
+        c, st = code[o], stage[o]
         reads = [t[o]] if _READS_T[c] else []
         if _READS_A[c]:
             reads.append(a[o])
         if _READS_B[c]:
             reads.append(b[o])
+        for s in reads + [t[o]]:
+            if touched_in[s] != st:
+                touched_in[s], last_write[s], last_read[s] = st, -1, -1
         lv = max(last_write[t[o]], last_read[t[o]])
         for r in reads:
             lv = max(lv, last_write[r])
