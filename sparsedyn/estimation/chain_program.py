@@ -148,15 +148,13 @@ class _Builder:
         self.pairs.extend(pairs)
 
 
-def _normal_products(rows, cols, dyn, values, weights, inv):
+def _normal_products(by_row, cols, dyn, values, weights, inv):
     """N's products per permuted lower entry (i, k): {(i, k): ([pairs], constant part)} from the
-    entries of each row of A (CSC entry numbers e; names ("A", e))."""
+    entries of each row of A (by_row[r]: CSC entry numbers e; names ("A", e))."""
     out = {}
-    by_row = {}
-    for e in np.argsort(rows, kind="stable"):
-        by_row.setdefault(int(rows[e]), []).append(int(e))
-    for r, entries in by_row.items():
+    for r, entries in enumerate(by_row):
         w = float(weights[r])
+        entries = entries.tolist()
         for x, e1 in enumerate(entries):
             for e2 in entries[x:]:
                 i, k = int(inv[cols[e1]]), int(inv[cols[e2]])
@@ -192,7 +190,9 @@ def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, nor
         for i in L[k]:
             Lrows[i].append(k)
     Lrow_set = [set(r) for r in Lrows]
-    prod = _normal_products(rows, cols, dynamic, values, weights, inv)
+    order = np.argsort(rows, kind="stable")
+    by_row = np.split(order, np.searchsorted(rows[order], np.arange(1, m)))   # A's rows' entries
+    prod = _normal_products(by_row, cols, dynamic, values, weights, inv)
     b = _Builder()
     b.slot("one")
 
@@ -231,9 +231,7 @@ def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, nor
                 + [(("l", i, k), ("y", i), -1.0) for i in L[k]], mode=EPI_ADD, t2=("x", k))
     solve_end, solve_flops = len(b.ins), b.flops - factor_flops
 
-    order = np.argsort(rows, kind="stable")
-    by_row = np.split(order, np.searchsorted(rows[order], np.arange(1, m)))
-    for r, entries in zip(range(m), by_row):
+    for r, entries in enumerate(by_row):
         b.chain(("row", r), [(("A", int(e)), ("x", int(inv[cols[e]])), -1.0) if dynamic[e]
                              else (("x", int(inv[cols[e]])), "one", -values[e]) for e in entries],
                 src=("row", r))

@@ -30,6 +30,7 @@ UNDETERMINED_TOL = 1e-9
 
 MAP_FORMS = ("auto", "normal", "augmented")
 
+
 def compiled_map(problem, reference, ordering="amd", form="auto"):
     """The compiled MAP route of `form`: "normal" (CompiledMAP, N = A^T W A + P), "augmented"
     (compiled_augmented.AugmentedMAP, the quasi-definite K), or "auto": the one with fewer counted

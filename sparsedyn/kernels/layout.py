@@ -16,7 +16,7 @@ the factorization. Slots are then numbered by first touch, so each sweep walks t
 almost sequentially and the cache holds what the next steps need.
 
 Every slot sees its writes in the same order relative to all of its other accesses as in the
-stored program (steps only depend on earlier steps; within a step the global dependency levels
+stored program (steps only depend on earlier steps; within a step the step's dependency levels
 are respected), so results are bit-identical to the stored order.
 
 `live_ops` drops the operations whose results reach neither the requested outputs nor a pivot

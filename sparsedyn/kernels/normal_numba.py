@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .lane_vectors import BLOCKS, chain_block_8, chain_block_32, chain_block_64
 from .assemble_numba import _assemble_lanes, _lane_indices, lane_scratch, thread_range
+from .lane_vectors import BLOCKS, chain_block_8, chain_block_32, chain_block_64
 from .lu_numba import lane_scales, lane_split, run_lanes
 
 OK, BROKEN, UNDETERMINED = 0, 1, 2
