@@ -20,7 +20,8 @@ Why explicit vectors: for an LU operation, a plain `for s in range(lanes)` loop 
 overlap check, a vector body and a remainder per operation (measured, 100-link chain, forward
 dynamics on 8 lanes, 2 threads: 160 -> 121 ns per link and state); a block is one load per
 operand row, the arithmetic and one store (lanes beyond the last whole block, as in small
-batches, run one at a time). For a chain, a plain `for s in range(lanes)`
+batches, run one at a time), and at the usual lane counts (WHOLE_ROWS) the row is one block.
+For a chain, a plain `for s in range(lanes)`
 loop per product is guarded by LLVM's run-time overlap checks between the target row and each
 operand row (rows of one array), which for a few products per operation cost more than the
 arithmetic, and it loads and stores the target once per product; with a constant lane count LLVM
@@ -54,8 +55,12 @@ EPI_NONE, EPI_SCALE, EPI_RECIP, EPI_ADD = 0, 1, 2, 3
 EPI_LIST = 4
 
 
-#: lanes per vector block of the op_rows intrinsics
+#: lanes per vector block of the op_rows intrinsics, and the lane counts whose rows they run
+#: as one vector without a loop (the fused kernels' lane counts, kernels/assemble_numba.lanes_for:
+#: the loop's control and exit cost ~10% at 16 and 32 lanes, measured on 100- and 1000-link
+#: chains; most frequent first)
 OP_BLOCK = 8
+WHOLE_ROWS = (32, 64, 16, 8)
 
 
 def _vector_rows(context, builder, signature, w_, s_, vec):
@@ -70,9 +75,10 @@ def _vector_rows(context, builder, signature, w_, s_, vec):
 
 
 def _op_rows(code):
-    """The op_rows intrinsic of one LU opcode on every lane of rows t, a, b of w: blocks of
-    OP_BLOCK lanes as vectors, the remaining lanes one by one; the same IEEE operations as the
-    scalar expression of lu_numpy (product rounded before the sum: no contraction)."""
+    """The op_rows intrinsic of one LU opcode on every lane of rows t, a, b of w: a row of
+    WHOLE_ROWS lanes as one vector, other lane counts in blocks of OP_BLOCK lanes, the remaining
+    lanes one by one; the same IEEE operations as the scalar expression of lu_numpy (product
+    rounded before the sum: no contraction)."""
     def op_rows(typingctx, w, t, a, b):
         sig = types.void(w, types.intp, types.intp, types.intp)
 
@@ -104,12 +110,27 @@ def _op_rows(code):
                     assert code == FMS
                     value = builder.fsub(load(t_), builder.fmul(load(a_), load(b_)))
                 builder.store(value, row(t_), align=8)
-            with cgutils.for_range_slice(builder, ir.Constant(lanes.type, 0), whole,
-                                         block) as (s, _):
-                emit(ir.VectorType(ir.DoubleType(), OP_BLOCK), s)
-            with cgutils.for_range_slice(builder, whole, lanes,
-                                         ir.Constant(lanes.type, 1)) as (s, _):
-                emit(ir.VectorType(ir.DoubleType(), 1), s)
+            zero = ir.Constant(lanes.type, 0)
+
+            def blocks():
+                with cgutils.for_range_slice(builder, zero, whole, block) as (s, _):
+                    emit(ir.VectorType(ir.DoubleType(), OP_BLOCK), s)
+                with cgutils.for_range_slice(builder, whole, lanes,
+                                             ir.Constant(lanes.type, 1)) as (s, _):
+                    emit(ir.VectorType(ir.DoubleType(), 1), s)
+
+            def by_width(k):
+                # lanes == V: the whole row as one V-lane vector, no loop; else the next width
+                if k == len(WHOLE_ROWS):
+                    blocks()
+                    return
+                is_v = builder.icmp_unsigned("==", lanes, ir.Constant(lanes.type, WHOLE_ROWS[k]))
+                with builder.if_else(is_v, likely=True) as (then, otherwise):
+                    with then:
+                        emit(ir.VectorType(ir.DoubleType(), WHOLE_ROWS[k]), zero)
+                    with otherwise:
+                        by_width(k + 1)
+            by_width(0)
             return context.get_dummy_value()
         return sig, codegen
     op_rows.__name__ = f"op_rows_{code}"

@@ -12,9 +12,10 @@ from the freshly loaded entries, before any operation overwrites them (`lane_che
 `lane_scales`: the same yardstick as _row_scale; RECIP adds the magnitude accumulated in its
 target slot). Several right-hand sides per state (rhs (B, n, k)) run the factorization part of a
 split program once and its substitution part once per right-hand side. run_lanes runs each
-arithmetic operation as explicit vector code on blocks of 8 lanes (lane_vectors <op>_rows): a
-plain loop over a run-time lane count pays an overlap check and a remainder per operation, and a
-constant count is unrolled by LLVM into scalar code.
+arithmetic operation as explicit vector code (lane_vectors <op>_rows: the whole row as one vector
+at the fused kernels' lane counts, else blocks of 8 lanes): a plain loop over a run-time lane count
+pays an overlap check and a remainder per operation, and a constant count is unrolled by LLVM into
+scalar code.
 """
 from __future__ import annotations
 
