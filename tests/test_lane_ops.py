@@ -3,6 +3,7 @@ plain NumPy, bit for bit, at every lane count path: whole rows as one vector (th
 counts), blocks of 8 lanes plus the rest one by one, and fewer lanes than a block."""
 import numpy as np
 import pytest
+from lu_ops import apply_op
 
 from sparsedyn.kernels import lu_numpy as lu
 from sparsedyn.kernels.lane_vectors import OP_BLOCK, WHOLE_ROWS
@@ -12,21 +13,13 @@ LANE_COUNTS = sorted(set(WHOLE_ROWS) | {1, 3, OP_BLOCK + 5, 24, 72})
 
 
 def _numpy_run(w, code, t, a, b, scale, tol):
-    """The LU opcodes (lu_numpy's table) on every lane with NumPy: products rounded before the
-    sum, as the compiled ops must do. Returns the failed pivot checks per lane."""
+    """The program on every lane with NumPy (tests/lu_ops.py); returns the failed pivot checks
+    per lane."""
     bad = np.zeros(w.shape[1], dtype=bool)
     for c, ti, ai, bi in zip(code, t, a, b):
         if c == lu.RECIP:
             bad |= ~(np.abs(w[ai]) > tol * (scale[bi] + w[ti]))
-            w[ti] = 1.0 / w[ai]
-            continue
-        product = w[ai] * w[bi]
-        w[ti] = {lu.MUL: lambda: product, lu.FMS: lambda: w[ti] - product,
-                 lu.FMA: lambda: w[ti] + product, lu.SUB: lambda: w[ti] - w[ai],
-                 lu.ADD: lambda: w[ti] + w[ai], lu.NEG: lambda: -w[ti],
-                 lu.MOV: lambda: w[ai].copy(),
-                 lu.ABSFMA: lambda: w[ti] + np.abs(product),
-                 lu.ABSADD: lambda: w[ti] + np.abs(w[ai])}[c]()
+        apply_op(w, c, ti, ai, bi)
     return bad
 
 

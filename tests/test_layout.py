@@ -4,19 +4,15 @@ independently of the kernels: a plain-Python replay of the schedule tracks which
 physical slot holds, and the compiled result must equal the stored program run by the
 reference interpreter bit for bit, on the same assembled D and b."""
 import itertools
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 import numpy as np
 import pytest
+from lu_ops import apply_op
 
 from sparsedyn.kernels.assemble_numba import assemble_batch
 from sparsedyn.kernels.layout import reuse_slots, sweep_layout
 from sparsedyn.kernels.lu_numba import solve_numba
-from sparsedyn.kernels.lu_numpy import (_READS_A, _READS_B, _READS_T, ABSADD, ABSFMA, ADD, FMA,
-                                        FMS, MOV, MUL, NEG, RECIP, SUB)
+from sparsedyn.kernels.lu_numpy import _READS_A, _READS_B, _READS_T, RECIP
 from sparsedyn.models import humanoid, random_tree, serial_chain
 from sparsedyn.planner import plan_factorization
 from sparsedyn.problems import compile, forward_dynamics, inverse_dynamics
@@ -169,13 +165,8 @@ def _poisoned_run(fs, sch, values, rhs):
         if not sch.live[j]:
             assert c != RECIP                         # every pivot check stays
             w[t] = np.nan
-        elif c == RECIP:
-            w[t] = 1.0 / w[a]
         else:
-            w[t] = {MUL: lambda: w[a] * w[b], FMS: lambda: w[t] - w[a] * w[b],
-                    FMA: lambda: w[t] + w[a] * w[b], SUB: lambda: w[t] - w[a],
-                    ADD: lambda: w[t] + w[a], NEG: lambda: -w[t], MOV: lambda: w[a],
-                    ABSFMA: lambda: w[t] + abs(w[a] * w[b]), ABSADD: lambda: w[t] + abs(w[a])}[c]()
+            apply_op(w, c, t, a, b)
     x = np.empty(p.n)
     x[p.col_perm] = w[p.rhs0 + np.arange(p.n)]
     return x

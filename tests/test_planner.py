@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from lu_ops import apply_op
 from scipy.sparse.linalg import spsolve
 
 from sparsedyn import IllPosedError, SingularModelError
@@ -467,17 +468,12 @@ SYMMETRIC = {"spd": spd_system, "quasi_definite": quasi_definite}
 def run_factorization(program, values):
     """The factorization part of a program for one state, op by op as lu_numpy's docstring
     defines the op codes (no kernel involved): the work vector after it."""
-    from sparsedyn.kernels import lu_numpy as K
     w = np.zeros(program.n_slots)
     w[program.init_slots] = program.init_values
     w[program.load_entries] = values[program.load_entries]
     for o in range(program.n_factor_ops):
-        c, t, a, b = (int(x[o]) for x in (program.op_code, program.op_t, program.op_a, program.op_b))
-        w[t] = {K.RECIP: lambda: 1.0 / w[a], K.MUL: lambda: w[a] * w[b],
-                K.FMS: lambda: w[t] - w[a] * w[b], K.FMA: lambda: w[t] + w[a] * w[b],
-                K.SUB: lambda: w[t] - w[a], K.ADD: lambda: w[t] + w[a], K.NEG: lambda: -w[t],
-                K.MOV: lambda: w[a], K.ABSFMA: lambda: w[t] + abs(w[a] * w[b]),
-                K.ABSADD: lambda: w[t] + abs(w[a])}[c]()
+        apply_op(w, *(int(x[o]) for x in (program.op_code, program.op_t, program.op_a,
+                                           program.op_b)))
     return w
 
 
