@@ -16,7 +16,8 @@ Part 2, serial revolute chains of N = 10 ... 1000 links (fixed orderings, so tha
 N ~ 20 on): compiled per-state time at B = 1024 and the time per state and link, which is flat
 if the online phase is linear in N. The compiled kernels run the plan in its sweep layout
 (sparsedyn/kernels/layout.py: one sweep per elimination direction, slots shared by values whose
-lives do not overlap, each body's rows assembled just before the elimination reaches them).
+lives do not overlap). experiments/bench_chain_lanes.py follows FD past 1000 links at every lane
+count.
 
 Timings are the best of --repeat runs; the machine load (os.getloadavg) is printed with them.
 
