@@ -249,10 +249,17 @@ def _batch_inner(t, a, runs_f, runs_s, n_slots, rhs0, init_slots, init_values, l
 INNER_CHUNK = 128  # states per batch_inner chunk (measured: 8..128 get faster, see the bench)
 
 
-def solve_numba(program, values, rhs, loop=DEFAULT_LOOP, chunk=INNER_CHUNK):
+def prepare(program):
+    """What solve_numba derives from a program, once per program (a caller that solves with it
+    repeatedly keeps it: Factorization does): the factorization's and the substitution's runs,
+    then lane_checks."""
+    return split_runs(program) + lane_checks(program)
+
+
+def solve_numba(program, values, rhs, loop=DEFAULT_LOOP, chunk=INNER_CHUNK, prepared=None):
     """Run the program for a batch: values (B, nnz), rhs (B, n) or (B, n, k) (k right-hand sides
     sharing one factorization; needs a split program when k > 1) -> (x shaped like rhs,
-    broken (B,) bool)."""
+    broken (B,) bool). prepared: prepare(program), if kept."""
     values = np.ascontiguousarray(values, dtype=float)
     rhs = np.asarray(rhs, dtype=float)
     shape = rhs.shape
@@ -263,7 +270,7 @@ def solve_numba(program, values, rhs, loop=DEFAULT_LOOP, chunk=INNER_CHUNK):
     B = values.shape[0]
     x = np.empty((B, program.n, rhs.shape[2]))
     broken = np.zeros(B, dtype=np.bool_)
-    runs_f, runs_s = split_runs(program)
+    runs_f, runs_s, *checks = prepare(program) if prepared is None else prepared
     if loop == "batch_outer":
         _batch_outer(program.op_t, program.op_a, program.op_b, runs_f, runs_s,
                      program.n_slots, program.rhs0, program.init_slots, program.init_values,
@@ -273,7 +280,7 @@ def solve_numba(program, values, rhs, loop=DEFAULT_LOOP, chunk=INNER_CHUNK):
     elif loop == "batch_inner":
         _batch_inner(program.op_t, program.op_a, runs_f, runs_s, program.n_slots,
                      program.rhs0, program.init_slots, program.init_values, program.load_entries,
-                     program.row_perm, program.col_perm, *lane_checks(program), program.tol,
+                     program.row_perm, program.col_perm, *checks, program.tol,
                      values, rhs, x, broken, max(1, min(B, int(chunk))))
     else:
         raise ValueError(f"loop: expected 'batch_outer' or 'batch_inner', got {loop!r}")

@@ -236,7 +236,8 @@ class Factorization:
         self.program = program
         self.table = list(table)
         self.backend = backend
-        self._groups = None
+        self._groups = None               # the NumPy path's schedule, built on first use
+        self._prepared = None             # the compiled path's (lu_numba.prepare), likewise
         self._mirror = None
         self.stats = {"n": program.n, "nnz_D": pattern.nnz, "nnz_LU": int(nnz_LU),
                       "fill": int(nnz_LU) - pattern.nnz, **program.costs(),
@@ -322,8 +323,10 @@ class Factorization:
         if self.program.symmetric:
             self._check_symmetric_values(values)
         if backend == "numba":
-            from ..kernels.lu_numba import solve_numba
-            x, broken = solve_numba(self.program, values, rhs)
+            from ..kernels.lu_numba import prepare, solve_numba
+            if self._prepared is None:
+                self._prepared = prepare(self.program)
+            x, broken = solve_numba(self.program, values, rhs, prepared=self._prepared)
         else:
             from ..kernels.lu_numpy import schedule, solve_numpy
             if self._groups is None:
