@@ -5,10 +5,10 @@ one lane group touches (its work array: slots x lanes x 8; its operation stream:
 operation, read once per group).
 
 Every (N, lanes) case runs in turn, round after round, for --seconds, and keeps its fastest round
-(on a shared machine another process's burst then hits every case alike). It times the kernel
-(FusedSolver.run, no input checks), 1 thread, B = 1024 states, and prints each case's time per
-link against the 100-link chain's at the lanes the library picks (kernels/assemble_numba.lanes_for):
-flat means linear in N.
+(on a shared machine another process's burst then hits every case alike); a round times the
+second of two back-to-back calls. It times the kernel (FusedSolver.run, no input checks),
+1 thread, B = 1024 states, and prints each case's time per link against the 100-link chain's at
+the lanes the library picks (kernels/assemble_numba.lanes_for): flat means linear in N.
 
     python experiments/bench_chain_lanes.py [--seconds 180]
         [--out experiments/out/bench_chain_lanes.md]
@@ -52,7 +52,7 @@ def cases_for(N, rng):
             fixed.run(q, v, tau, threads=1)
         run()
         runs.append((lanes, run))
-    return sch.lanes, sch.n_slots, sch.live.sum(), runs
+    return sch.lanes, sch.n_slots, sch.prog[1].size, runs       # ops: with the SETs
 
 
 def main(argv=None):
@@ -69,6 +69,7 @@ def main(argv=None):
     while time.time() < t_end or not best:
         for N, (_, _, _, runs) in chains.items():
             for lanes, run in runs:
+                run()                     # warm: the steady state, not the last case's cache
                 t0 = time.perf_counter()
                 run()
                 t = (time.perf_counter() - t0) / B

@@ -122,25 +122,40 @@ def test_reuse_slots_never_overlaps_two_lives():
 
 
 def _replay(fs, sch):
-    """Walk a fused schedule in plain Python (the constants and the assembly write, then its live
-    ops run in layout order) tracking which value each physical slot holds; returns the number
-    of reads that find another value than the layout's op expects."""
+    """Walk a fused schedule in plain Python (the group's constants and the assembly write, then
+    its live ops run in layout order, SETs writing the other constants) tracking which value
+    each physical slot holds; returns the number of reads that find another value than the
+    layout's op expects (a constant's slot: its value until an op overwrites it)."""
     lay = fs.layout
-    code = lay.op_code[sch.live]
-    op_t, op_a, op_b = lay.op_t[sch.live], lay.op_a[sch.live], lay.op_b[sch.live]
     t, a, b = sch.prog[1:4]
+    consts = sch.prog[7]
     m = sch.model_arrays
     holder = {int(s): "assembled" for s in np.concatenate((
-        sch.init_slots, sch.zero_dest, sch.y_dest, sch.a_dest.ravel(), sch.f_dest.ravel(), m[-2],
+        sch.zero_dest, sch.y_dest, sch.a_dest.ravel(), sch.f_dest.ravel(), m[-2],
         sch.xr[1], sch.xr[8]))}
+    # a constant holds its initial value (tagged by the value) until an op overwrites it
+    const_of = dict(zip(fs._logical["init_slots"].tolist(), fs.init_values.tolist()))
+    holder.update({int(s): ("const", v) for s, v in zip(sch.init_slots, sch.init_values)})
+    assert np.array_equal(sch.op_layout[sch.op_layout >= 0], np.flatnonzero(sch.live))
+    overwritten = set()                             # constants' slots an op has written
     wrong = 0
-    for o in range(code.size):
-        for reads, logical, phys in ((_READS_A[code[o]], op_a[o], a[o]),
-                                     (_READS_B[code[o]], op_b[o], b[o]),
-                                     (_READS_T[code[o]], op_t[o], t[o])):
-            if reads and holder.get(int(phys)) not in ("assembled", int(logical)):
-                wrong += 1
-        holder[int(t[o])] = int(op_t[o])
+    for o, j in enumerate(sch.op_layout):
+        if j < 0:                                   # SET: writes its constant
+            holder[int(t[o])] = ("const", consts[a[o]])
+            continue
+        code = lay.op_code[j]
+        for reads, logical, phys in ((_READS_A[code], lay.op_a[j], a[o]),
+                                     (_READS_B[code], lay.op_b[j], b[o]),
+                                     (_READS_T[code], lay.op_t[j], t[o])):
+            want, held = int(logical), holder.get(int(phys))
+            if not reads:
+                continue
+            if want in const_of and want not in overwritten:
+                wrong += held != ("const", const_of[want])
+            else:
+                wrong += held not in ("assembled", want)
+        holder[int(t[o])] = int(lay.op_t[j])
+        overwritten.add(int(lay.op_t[j]))
     p = fs.program
     inv_col = np.empty(p.n, dtype=np.int64)
     inv_col[p.col_perm] = np.arange(p.n)
@@ -226,3 +241,57 @@ def test_stored_plans_keep_their_steps_and_older_plans_still_run(tmp_path):
     loaded._fused = None
     assert np.array_equal(loaded.solve(q, v, tau=tau, threads=1)["qdd"],
                           fd.solve(q, v, tau=tau, threads=1)["qdd"])
+
+
+def test_fused_schedule_of_a_plan_without_constants():
+    """A plan made without constant_values loads D's constant entries like the dynamic ones, and
+    its pivot checks read some of them before the program runs: those constants are written at
+    the start of each lane group, the others by the program's SETs. The schedule replays, and
+    the compiled result equals the stored program's, bit for bit."""
+    from sparsedyn.problems.plan import Plan
+    model = serial_chain(12)
+    f = compile(forward_dynamics(model), ordering="auto").factorization
+    plan = Plan(forward_dynamics(model), plan_factorization(f.pattern, f.always_nonzero))
+    fs = plan._fused_solver()
+    p = plan.factorization.program
+    rng = np.random.default_rng(11)
+    B = 20
+    q = model.random_configuration(rng, batch=B)
+    v, x = rng.normal(size=(2, B, model.nv))
+    values, rhs = assemble_batch(fs.assembly, q, v, x,
+                                 [(plan.problem.given, i) for i in range(model.nbodies)])
+    ref, ref_broken = solve_numba(p, values, rhs)
+    for full in (True, False):
+        sch = fs.schedule(full)
+        assert sch.init_slots.size > 0 and (sch.op_layout < 0).any()   # both kinds of constant
+        assert _replay(fs, sch) == 0
+        out, xfull, broken = fs.run(q, v, x, full=full, threads=1)
+        assert not broken.any() and not ref_broken.any()
+        assert np.array_equal(out, ref[:, fs.out_columns])
+        if full:
+            assert np.array_equal(xfull, ref)
+
+
+@pytest.mark.parametrize("kind,size", [("chain", 30), ("humanoid", None)])
+def test_fused_assembly_writes_each_transform_component_once(kind, size):
+    """Entries of D copied from one component of a body's joint transform (iX_lambda(i) and its
+    transpose share E) that the program only reads are written once: the other copies' reads
+    go to the same slot (the replays above check the values)."""
+    model = _model(kind, size)
+    fs = compile(forward_dynamics(model), ordering="auto")._fused_solver()
+    x_ptr, x_dest, x_src = fs.assembly.model_arrays()[-3:]
+    kept_ptr, kept_dest, kept_src = fs._logical["model_arrays"][-3:]   # layout numbers
+    assert kept_dest.size < x_dest.size
+    written = np.zeros(fs.program.n_slots, dtype=bool)
+    written[fs.program.op_t] = True
+    body = np.repeat(np.arange(model.nbodies), np.diff(x_ptr))
+    kept_body = np.repeat(np.arange(model.nbodies), np.diff(kept_ptr))
+    read_only = ~written[x_dest]
+    written_now = np.zeros(fs.program.n_slots, dtype=bool)     # in the layout's numbers
+    written_now[fs.layout.op_t] = True
+    pairs = set(zip(body[read_only].tolist(), x_src[read_only].tolist()))
+    slots = fs.layout.slots(x_dest)
+    for bi, src in pairs:                   # every copy of one component: one slot, written once
+        copies = read_only & (body == bi) & (x_src == src)
+        assert np.unique(slots[copies]).size == 1
+        assert ((kept_body == bi) & (kept_src == src) & ~written_now[kept_dest]).sum() == 1

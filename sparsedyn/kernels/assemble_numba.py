@@ -2,15 +2,17 @@
 run the LU program, a group of `lanes` states at a time, in one pass that stays in cache.
 
 Per group of states (the lanes of its work arrays) the fused kernel
-  1. writes the LU program's constants, the state-dependent entries of D (the joint transforms
-     iX_lambda(i) and their transposes) and the permuted right-hand side -b, y straight into the
-     program's work array (no values array exists), body by body;
+  1. writes the state-dependent entries of D (the joint transforms iX_lambda(i) and their
+     transposes: each component once where the program only reads it, _equal_entries) and the
+     permuted right-hand side -b, y straight into the program's work array (no values array
+     exists), body by body;
   2. computes the pivot-check row scales from the fresh entries, runs the LU program (run_lanes)
      in its sweep layout (kernels/layout.py: one pass per elimination direction, the forward
      substitution riding along with the factorization, on slots shared by values whose lives do
-     not overlap, so that long chains keep a work array half the program's size); a call that
-     wants the outputs alone (e.g. qdd) runs only the operations they or a pivot check need
-     (FusedSolver.schedule: on a chain's forward dynamics 86% of them, in 2/3 of the slots);
+     not overlap); the program's constants are written by SETs just before the run that first
+     touches them; a call that wants the outputs alone (e.g. qdd) runs only the operations they
+     or a pivot check need (FusedSolver.schedule: on a chain's forward dynamics 86% of them).
+     For qdd a 1000-link chain's work array holds 21 slots per link (the program: 149 values);
   3. copies the requested outputs (e.g. tau in the public layout) and, if asked, the whole
      solution vector, and flags states whose pivot check failed or whose solution is not finite.
 `assemble_batch` runs step 1 alone into (values, rhs) arrays in the layout NewtonEulerSystem.values
@@ -33,19 +35,20 @@ import numpy as np
 from numba import njit, prange
 
 from ..system.assembly_program import ROT_ANGLE, ROT_QUAT
-from .lu_numba import lane_scales, lane_split, run_lanes
+from .lu_numba import SET, lane_scales, lane_split, run_lanes
 from .lu_numpy import RECIP
 from .work_memory import WorkArrays
 
-#: lane counts of a work group (see lanes_for) and the budget of its work array. Measured on the
-#: humanoid and on chains of 10..1000 links (experiments/bench_dynamics.py): the interpreter's
-#: cost per operation and the op stream, read once per group, are amortised over the lanes, so
-#: more lanes pay even past L2, up to work arrays of about this size (then memory dominates).
-#: Past the budget, 16 lanes still beat 8: chains of 1000 / 2000 / 3000 links, forward dynamics,
-#: 122 / 141 / 161 ns per link and state on 16 lanes against 173 / 177 / 188 on 8 (one run,
-#: interleaved, B = 1024); smaller batches get fewer lanes (lu_numba.lane_split)
+#: lane counts of a work group (see lanes_for) and the budget of its work array. The
+#: interpreter's cost per operation and the op stream, read once per group, are amortised over
+#: the lanes, so more lanes pay, up to work arrays of about this size (then memory dominates).
+#: Measured on chains, forward dynamics, 1 thread, B = 1024, one interleaved run
+#: (experiments/bench_chain_lanes.py), ns per link and state: 300 links 76 on 64 lanes (4.9 MB
+#: work array) against 78 on 32; 1000 links 91 on 32 (8.1 MB) against 125 on 64 (16 MB);
+#: 2000 links 111 on 16 (8.1 MB) against 142 on 32. Past the budget, 16 lanes still beat 8
+#: (3000 links: 125 against 134); smaller batches get fewer lanes (lu_numba.lane_split)
 MIN_LANES, MAX_LANES = 16, 64
-LANE_BYTES = 16 * 2 ** 20
+LANE_BYTES = 8 * 2 ** 20
 
 
 # Cephes (sin.c, cos.c) sine and cosine, branch-free so the lane loop vectorises: numba has no
@@ -373,7 +376,7 @@ def _fused_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, 
                  init_slots, init_values, prog, tol, out_slot, out, x, broken, rc):
     """States lo..hi-1 on the work array w (n_slots, lanes), a lane group at a time."""
     N, n = parent.shape[0], col_perm.shape[0]
-    runs, t, a, b, chk_ptr, chk_entries, chk_const = prog
+    runs, t, a, b, chk_ptr, chk_entries, chk_const, consts = prog
     full = x.shape[0] > 0
     lanes = w.shape[1]
     vel, E, r, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
@@ -389,7 +392,7 @@ def _fused_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, 
     res = np.zeros((n if check_res else 0, lanes))
     for first in range(lo, hi, lanes):
         m = _lane_indices(first, hi, idx)
-        # constants first: slots the program updates in place are re-initialised per group
+        # the constants read before the program (the rest: its SETs), then the assembly
         for k in range(init_slots.shape[0]):
             v0 = init_values[k]
             for s in range(lanes):
@@ -407,7 +410,7 @@ def _fused_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, 
                 bsave[k, s] = w[sol_slot[k], s]
         for s in range(lanes):
             bad[s] = False
-        run_lanes(w, runs, t, a, b, scale, tol, bad)
+        run_lanes(w, runs, t, a, b, scale, tol, bad, consts)
         if check_res:
             _residual_check(w, sol_slot, saved, r_row, r_col, c_row, c_col, c_val, bsave, res,
                             r_tol[0], acc, bad)
@@ -496,19 +499,59 @@ def _fused_serial(B, work, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, t
                  col_perm, init_slots, init_values, prog, tol, out_slot, out, x, broken, rc)
 
 
+def _equal_entries(x_ptr, x_dest, x_src, program):
+    """The state-dependent entries of D that the assembly writes with one and the same component
+    of one body's transform (x_src: E in iX_lambda(i) and in its transpose, the same E rx twice)
+    and that the program only reads hold one value. Returns (same, (x_ptr, x_dest, x_src)):
+    `same` maps each such entry (a stored slot) to the first of them (sweep_layout gives both
+    one slot), and the assembly's entry arrays keep only the entries it still writes (about a
+    third less of a chain's work array to write and to hold in cache)."""
+    same = np.arange(program.n_slots)
+    written = np.zeros(program.n_slots, dtype=bool)
+    written[program.op_t] = True
+    body = np.repeat(np.arange(x_ptr.size - 1), np.diff(x_ptr))
+    read_only = np.flatnonzero(~written[x_dest])
+    _, first, group = np.unique(body[read_only] * 18 + x_src[read_only], return_index=True,
+                                return_inverse=True)
+    canonical = read_only[first][group]
+    same[x_dest[read_only]] = x_dest[canonical]
+    kept = np.ones(x_dest.size, dtype=bool)
+    kept[read_only[canonical != read_only]] = False
+    counts = np.bincount(body[kept], minlength=x_ptr.size - 1)
+    return same, (np.concatenate(([0], np.cumsum(counts))).astype(np.int64), x_dest[kept],
+                  x_src[kept])
+
+
+def _touch_span(op_t, op_a, op_b, reads_a, reads_b, n_slots):
+    """(first, last): per slot the first and the last op that writes or reads it (n_ops and -1
+    where none)."""
+    n_ops = op_t.size
+    pos = np.arange(n_ops)
+    first = np.full(n_slots, n_ops)
+    last = np.full(n_slots, -1)
+    for operand, reads in ((op_t, np.ones(n_ops, dtype=bool)), (op_a, reads_a), (op_b, reads_b)):
+        np.minimum.at(first, operand[reads], pos[reads])
+        np.maximum.at(last, operand[reads], pos[reads])
+    return first, last
+
+
 @dataclass
 class Schedule:
     """What the fused kernel runs for one kind of call (FusedSolver.schedule): the layout's live
-    operations (`live`, a mask over the layout's ops) as `prog` = (runs, t, a, b, check data) on
-    physical slots, the assembly's destinations and the slots read afterwards on those same
-    slots (sol_slot: the whole solution in permuted column order, or only the outputs), the
-    work array's size and the lane count for it."""
+    operations (`live`, a mask over the layout's ops) and the SETs of the constants as `prog` =
+    (runs, t, a, b, check data, the constants) on physical slots (op_layout: each op's index
+    among the layout's ops, -1 for a SET), the constants written at the start of a lane group
+    (init_slots, init_values), the assembly's destinations and the slots read afterwards on
+    those same slots (sol_slot: the whole solution in permuted column order, or only the
+    outputs), the work array's size and the lane count for it."""
 
     live: np.ndarray
+    op_layout: np.ndarray
     n_slots: int
     lanes: int
     prog: tuple
     init_slots: np.ndarray
+    init_values: np.ndarray
     zero_dest: np.ndarray
     y_dest: np.ndarray
     a_dest: np.ndarray
@@ -540,7 +583,10 @@ class FusedSolver:
         loaded[p.load_entries] = True
         if not loaded[assembly.dynamic_index].all():
             raise ValueError("lu_program: treats a state-dependent entry of D as a constant")
-        layout = self.layout = sweep_layout(p)
+        model = assembly.model_arrays()
+        same, x_arrays = _equal_entries(*model[-3:], p)
+        model = model[:-3] + x_arrays
+        layout = self.layout = sweep_layout(p, same)
         slot = layout.slots
         inv_row = np.empty(n, dtype=np.int64)
         inv_row[p.row_perm] = np.arange(n)
@@ -551,7 +597,6 @@ class FusedSolver:
         # the kernel's slot arrays on layout numbers (a Schedule relabels them to physical slots)
         a_dest, f_dest, zero_dest, y_dest = assembly.bind(row_slot, measured_order)
         xr = assembly.bind_extra(row_slot)
-        model = assembly.model_arrays()
         # entries the program loads although they are constant (a plan made without
         # constant_values): written with the constants at the start of every lane group
         const_loads = np.setdiff1d(p.load_entries, assembly.dynamic_index)
@@ -598,25 +643,45 @@ class FusedSolver:
 
     def _schedule(self, full):
         """Schedule: the layout's ops that the call needs (layout.live_ops) on physical slots:
-        values share a slot when their lives do not overlap (times: what the constants and the
-        assembly write 0, op j 2j + 1), which shrinks the work array to what is live at once."""
+        values share a slot when their lives do not overlap (times: what the assembly writes 0,
+        op j 2j + 1), which shrinks the work array to what is live at once. A constant that
+        only the program reads or updates is written by a SET just before the run of ops that
+        first touches it (a constant written with the assembly would hold its slot from the
+        start: on a chain the articulated inertias' initial values, a third of the slots)."""
         from .layout import live_ops, reuse_slots
         from .lu_numpy import _READS_A, _READS_B, opcode_runs
         lay, n_slots, logical = self.layout, self.program.n_slots, self._logical
         read_after = logical["sol_slot"] if full else logical["out_slot"]
         live = live_ops(lay.op_code, lay.op_t, lay.op_a, lay.op_b, n_slots, read_after)
         code, op_t, op_a, op_b = lay.op_code[live], lay.op_t[live], lay.op_a[live], lay.op_b[live]
-        n_ops = code.size
         reads_a, reads_b = _READS_A[code], _READS_B[code]
-        pos = np.arange(n_ops)
-        first = np.full(n_slots, n_ops)
-        last = np.full(n_slots, -1)
-        for operand, reads in ((op_t, np.ones(n_ops, dtype=bool)), (op_a, reads_a),
-                               (op_b, reads_b)):
-            np.minimum.at(first, operand[reads], pos[reads])
-            np.maximum.at(last, operand[reads], pos[reads])
+        first, last = _touch_span(op_t, op_a, op_b, reads_a, reads_b, n_slots)
+        # constants: SET before their first run, unless read outside the program (pivot-check
+        # scales and the residual check read entries before it, the caller reads results after
+        # it): those are written at the start of the lane group; untouched ones not at all
+        init = logical["init_slots"]
+        rc = logical["rc"]
+        outside = np.zeros(n_slots, dtype=bool)
+        outside[np.concatenate((logical["checks"][2], rc[0], rc[2], rc[4], read_after))] = True
+        touched = last[init] >= 0
+        at_start = outside[init]
+        by_set = np.flatnonzero(touched & ~at_start)
+        runs_at = np.flatnonzero(np.diff(code, prepend=-1))    # first op of each run
+        run_start = runs_at[np.searchsorted(runs_at, first[init[by_set]], side="right") - 1]
+        order = np.argsort(np.concatenate((2 * np.arange(code.size) + 1, 2 * run_start)),
+                           kind="stable")
+        op_layout = np.concatenate((np.flatnonzero(live), np.full(by_set.size, -1)))[order]
+        code = np.concatenate((code, np.full(by_set.size, SET, dtype=code.dtype)))[order]
+        op_t = np.concatenate((op_t, init[by_set]))[order]
+        op_a = np.concatenate((op_a, by_set))[order]          # a SET's a: index of its value
+        op_b = np.concatenate((op_b, np.zeros(by_set.size, dtype=op_b.dtype)))[order]
+        reads_a = np.concatenate((reads_a, np.zeros(by_set.size, dtype=bool)))[order]
+        reads_b = np.concatenate((reads_b, np.zeros(by_set.size, dtype=bool)))[order]
+        n_ops = code.size
+        first, last = _touch_span(op_t, op_a, op_b, reads_a, reads_b, n_slots)
         start = np.where(last >= 0, 2 * first + 1, -1)
-        written = self._written_slots()
+        start[init[~touched]] = -1
+        written = self._written_slots(init[at_start])
         start[written] = 0
         end = np.maximum(2 * last + 1, start)
         end[read_after] = 2 * n_ops + 1
@@ -629,31 +694,34 @@ class FusedSolver:
         # work array (a RECIP's b: its pivot check)
         b_checked, chk_ptr, chk_entries, chk_const = logical["checks"]
         t = phys[op_t].astype(np.int32)
-        a = np.where(reads_a, phys[op_a], 0).astype(np.int32)
-        b = np.where(reads_b, phys[op_b], np.where(code == RECIP, b_checked[live], 0))
+        a = np.where(reads_a, phys[op_a], np.where(code == SET, op_a, 0)).astype(np.int32)
+        recip = code == RECIP
+        b = np.where(reads_b, phys[op_b], 0)
+        b[recip] = b_checked[op_layout[recip]]
         prog = (opcode_runs(code), t, a, b.astype(np.int32), chk_ptr, phys[chk_entries],
-                chk_const)
-        xr, m, rc = logical["xr"], logical["model_arrays"], logical["rc"]
+                chk_const, self.init_values)
+        xr, m = logical["xr"], logical["model_arrays"]
         return Schedule(
-            live=live, n_slots=count, prog=prog,
+            live=live, op_layout=op_layout, n_slots=count, prog=prog,
             lanes=lanes_for(count) if self._lanes is None else int(self._lanes),
-            **{name: phys[logical[name]] for name in ("init_slots", "zero_dest", "y_dest",
-                                                      "a_dest", "f_dest", "out_slot")},
+            init_slots=phys[init[at_start]], init_values=self.init_values[at_start],
+            **{name: phys[logical[name]] for name in ("zero_dest", "y_dest", "a_dest", "f_dest",
+                                                      "out_slot")},
             sol_slot=phys[read_after],
             model_arrays=m[:-2] + (phys[m[-2]], m[-1]),
             xr=xr[:1] + (phys[xr[1]],) + xr[2:8] + (phys[xr[8]],),
             rc=(phys[rc[0]], rc[1], phys[rc[2]], rc[3], phys[rc[4]]) + rc[5:])
 
-    def _written_slots(self):
+    def _written_slots(self, init_slots):
         """Slots written before the program runs (layout numbers), in the order they are
-        written: the constants, then body by body its rhs rows and its entries of D
+        written: the constants init_slots, then body by body its rhs rows and its entries of D
         (_assemble_lanes), then the shared rows."""
         lg = self._logical
         a_dest, f_dest, (x_ptr, x_dest), (t_ptr, t_dest) = (
             lg["a_dest"], lg["f_dest"], lg["model_arrays"][-3:-1], lg["xr"][:2])
         bodies = [np.concatenate((a_dest[i], f_dest[i], x_dest[x_ptr[i]:x_ptr[i + 1]],
                                   t_dest[t_ptr[i]:t_ptr[i + 1]])) for i in range(a_dest.shape[0])]
-        return np.concatenate([lg["init_slots"]] + bodies
+        return np.concatenate([init_slots] + bodies
                               + [lg["zero_dest"], lg["y_dest"], lg["xr"][8]]).astype(np.int64)
 
     def run(self, q, qd, y, full=False, threads=1):
@@ -671,7 +739,7 @@ class FusedSolver:
         lanes, groups = lane_split(B, sch.lanes, threads)
         args = (B, self._work.get(groups, sch.n_slots, lanes), q, qd, y, sch.y_dest,
                 *sch.model_arrays, sch.xr, sch.a_dest, sch.f_dest, sch.zero_dest, sch.sol_slot,
-                p.col_perm, sch.init_slots, self.init_values, sch.prog, p.tol, sch.out_slot, out,
+                p.col_perm, sch.init_slots, sch.init_values, sch.prog, p.tol, sch.out_slot, out,
                 x, broken, sch.rc)
         (_fused_parallel if groups > 1 else _fused_serial)(*args)
         return out, (x if full else None), broken

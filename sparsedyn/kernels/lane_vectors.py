@@ -1,9 +1,10 @@
-"""Explicit LLVM vector code on blocks of lanes of a lane work array w (n_slots, lanes): one
-operation of an LU program (<op>_rows, used by lu_numba.run_lanes), and one chain of the
+"""Explicit LLVM vector code on blocks of lanes of a lane work array w (n_slots, lanes): one run
+of operations of an LU program (<op>_run, used by lu_numba.run_lanes), and one chain of the
 pair-chain program (chain_block_V; estimation/chain_program.py, kernels/normal_numba.py).
 
-    <op>_rows(w, t, a, b) for the LU opcodes MUL, FMS, FMA, SUB, ADD, NEG, MOV
-    (kernels/lu_numpy.py), on every lane: e.g. fms_rows  w[t] = w[t] - w[a] * w[b]
+    <op>_run(w, t, a, b, lo, hi) for the LU opcodes MUL, FMS, FMA, SUB, ADD, NEG, MOV
+    (kernels/lu_numpy.py): operations o = lo .. hi-1 in order, on every lane, of the index
+    arrays t, a, b (any integer type): e.g. fms_run  w[t[o]] = w[t[o]] - w[a[o]] * w[b[o]]
 
 
     chain_block_V(w, t, src, c0, from_row, pa, pb, pc, q, k, kmid, mid, mode, t2, r2, s) for
@@ -21,6 +22,13 @@ overlap check, a vector body and a remainder per operation (measured, 100-link c
 dynamics on 8 lanes, 2 threads: 160 -> 121 ns per link and state); a block is one load per
 operand row, the arithmetic and one store (lanes beyond the last whole block, as in small
 batches, run one at a time), and at the usual lane counts (WHOLE_ROWS) the row is one block.
+Why a whole run per call: an intrinsic per operation, called from a numba loop, paid per
+operation numba's negative-index wraparound on t[o], a[o], b[o], the test of the lane count
+and reloads of spilled array pointers; a run's loop tests the lane count once, reads the
+indices as they are (non-negative) and strides rows by a constant (measured: the LU program
+alone, forward dynamics of a 100-link chain, 1 thread, 141 -> 87 / 82 -> 58 / 62 -> 48 ns per
+link and state on 8 / 16 / 32 lanes; the whole fused solve ~10% faster on chains and on the
+humanoid, same results bit for bit).
 For a chain, a plain `for s in range(lanes)`
 loop per product is guarded by LLVM's run-time overlap checks between the target row and each
 operand row (rows of one array), which for a few products per operation cost more than the
@@ -55,7 +63,7 @@ EPI_NONE, EPI_SCALE, EPI_RECIP, EPI_ADD = 0, 1, 2, 3
 EPI_LIST = 4
 
 
-#: lanes per vector block of the op_rows intrinsics, and the lane counts whose rows they run
+#: lanes per vector block of the op_run intrinsics, and the lane counts whose rows they run
 #: as one vector without a loop (the fused kernels' lane counts, kernels/assemble_numba.lanes_for:
 #: the loop's control and exit cost ~10% at 16 and 32 lanes, measured on 100- and 1000-link
 #: chains; most frequent first)
@@ -74,71 +82,96 @@ def _vector_rows(context, builder, signature, w_, s_, vec):
     return row
 
 
-def _op_rows(code):
-    """The op_rows intrinsic of one LU opcode on every lane of rows t, a, b of w: a row of
-    WHOLE_ROWS lanes as one vector, other lane counts in blocks of OP_BLOCK lanes, the remaining
-    lanes one by one; the same IEEE operations as the scalar expression of lu_numpy (product
-    rounded before the sum: no contraction)."""
-    def op_rows(typingctx, w, t, a, b):
-        sig = types.void(w, types.intp, types.intp, types.intp)
+def _op_run(code):
+    """The op_run intrinsic of one LU opcode: operations lo..hi-1 of the index arrays (t, a, b)
+    on every lane of w, in order; per lane count a row of WHOLE_ROWS lanes as one vector, other
+    lane counts in blocks of OP_BLOCK lanes, the remaining lanes one by one; the same IEEE
+    operations as the scalar expression of lu_numpy (product rounded before the sum: no
+    contraction)."""
+    reads_a = code != NEG
+    reads_b = code in (MUL, FMA, FMS)
+
+    def op_run(typingctx, w, t, a, b, lo, hi):
+        sig = types.void(w, t, a, b, types.intp, types.intp)
 
         def codegen(context, builder, signature, args):
-            w_, t_, a_, b_ = args
-            lanes = builder.extract_value(context.make_array(signature.args[0])(
-                context, builder, w_).shape, 1)
-            block = ir.Constant(lanes.type, OP_BLOCK)
-            whole = builder.mul(builder.udiv(lanes, block), block)
+            w_, t_, a_, b_, lo_, hi_ = args
+            arr = context.make_array(signature.args[0])(context, builder, w_)
+            lanes = builder.extract_value(arr.shape, 1)
+            i64 = lanes.type
+            index_data = [context.make_array(ty)(context, builder, v).data
+                          for ty, v in zip(signature.args[1:4], (t_, a_, b_))]
 
-            def emit(vec, s):
-                row = _vector_rows(context, builder, signature, w_, s, vec)
+            def row_starts(o, stride):
+                # first element of the rows op o names (indices are non-negative: no wraparound)
+                def start(k):
+                    r = builder.load(builder.gep(index_data[k], [o]))
+                    if r.type.width < 64:
+                        r = builder.sext(r, i64)
+                    return builder.mul(r, stride)
+                return start(0), start(1) if reads_a else None, start(2) if reads_b else None
 
-                def load(r):
-                    return builder.load(row(r), align=8)
+            def emit(vec, rows, s):
+                t_row, a_row, b_row = rows
+
+                def ptr(row):
+                    return builder.bitcast(builder.gep(arr.data, [builder.add(row, s)]),
+                                           vec.as_pointer())
+
+                def load(row):
+                    return builder.load(ptr(row), align=8)
                 if code == MOV:
-                    value = load(a_)
+                    value = load(a_row)
                 elif code == NEG:
-                    value = builder.fneg(load(t_))
+                    value = builder.fneg(load(t_row))
                 elif code == ADD:
-                    value = builder.fadd(load(t_), load(a_))
+                    value = builder.fadd(load(t_row), load(a_row))
                 elif code == SUB:
-                    value = builder.fsub(load(t_), load(a_))
+                    value = builder.fsub(load(t_row), load(a_row))
                 elif code == MUL:
-                    value = builder.fmul(load(a_), load(b_))
+                    value = builder.fmul(load(a_row), load(b_row))
                 elif code == FMA:
-                    value = builder.fadd(load(t_), builder.fmul(load(a_), load(b_)))
+                    value = builder.fadd(load(t_row), builder.fmul(load(a_row), load(b_row)))
                 else:
                     assert code == FMS
-                    value = builder.fsub(load(t_), builder.fmul(load(a_), load(b_)))
-                builder.store(value, row(t_), align=8)
-            zero = ir.Constant(lanes.type, 0)
+                    value = builder.fsub(load(t_row), builder.fmul(load(a_row), load(b_row)))
+                builder.store(value, ptr(t_row), align=8)
+            one, zero = ir.Constant(i64, 1), ir.Constant(i64, 0)
 
             def blocks():
-                with cgutils.for_range_slice(builder, zero, whole, block) as (s, _):
-                    emit(ir.VectorType(ir.DoubleType(), OP_BLOCK), s)
-                with cgutils.for_range_slice(builder, whole, lanes,
-                                             ir.Constant(lanes.type, 1)) as (s, _):
-                    emit(ir.VectorType(ir.DoubleType(), 1), s)
+                block = ir.Constant(i64, OP_BLOCK)
+                whole = builder.mul(builder.udiv(lanes, block), block)
+                with cgutils.for_range_slice(builder, lo_, hi_, one) as (o, _):
+                    rows = row_starts(o, lanes)
+                    with cgutils.for_range_slice(builder, zero, whole, block) as (s, _):
+                        emit(ir.VectorType(ir.DoubleType(), OP_BLOCK), rows, s)
+                    with cgutils.for_range_slice(builder, whole, lanes, one) as (s, _):
+                        emit(ir.VectorType(ir.DoubleType(), 1), rows, s)
 
             def by_width(k):
-                # lanes == V: the whole row as one V-lane vector, no loop; else the next width
+                # lanes == V: a loop whose rows are V-lane vectors at a constant stride; else
+                # the next width (one test per run, not per operation)
                 if k == len(WHOLE_ROWS):
                     blocks()
                     return
-                is_v = builder.icmp_unsigned("==", lanes, ir.Constant(lanes.type, WHOLE_ROWS[k]))
-                with builder.if_else(is_v, likely=True) as (then, otherwise):
+                v = ir.Constant(i64, WHOLE_ROWS[k])
+                with builder.if_else(builder.icmp_unsigned("==", lanes, v),
+                                     likely=True) as (then, otherwise):
                     with then:
-                        emit(ir.VectorType(ir.DoubleType(), WHOLE_ROWS[k]), zero)
+                        with cgutils.for_range_slice(builder, lo_, hi_, one) as (o, _):
+                            emit(ir.VectorType(ir.DoubleType(), WHOLE_ROWS[k]),
+                                 row_starts(o, v), zero)
                     with otherwise:
                         by_width(k + 1)
             by_width(0)
             return context.get_dummy_value()
         return sig, codegen
-    op_rows.__name__ = f"op_rows_{code}"
-    return intrinsic(op_rows)
+    op_run.__name__ = f"op_run_{code}"
+    return intrinsic(op_run)
 
 
-(mul_rows, fms_rows, fma_rows, sub_rows, add_rows, neg_rows,
- mov_rows) = (_op_rows(c) for c in (MUL, FMS, FMA, SUB, ADD, NEG, MOV))
+(mul_run, fms_run, fma_run, sub_run, add_run, neg_run,
+ mov_run) = (_op_run(c) for c in (MUL, FMS, FMA, SUB, ADD, NEG, MOV))
 
 
 def _chain_block(vb):

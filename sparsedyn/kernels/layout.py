@@ -15,6 +15,9 @@ factorization (the fused kernels assemble it with D), the forward substitution r
 the factorization. Slots are then numbered by first touch, so each sweep walks the work array
 almost sequentially and the cache holds what the next steps need.
 
+Slots that always hold the same value and that no operation writes (the fused kernels' copies of
+one transform component, `same`) are given one number, so the work array holds the value once.
+
 Every slot sees its writes in the same order relative to all of its other accesses as in the
 stored program (steps only depend on earlier steps; within a step the step's dependency levels
 are respected), so results are bit-identical to the stored order.
@@ -27,7 +30,7 @@ renumbering applies (the stored order is kept).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -51,10 +54,21 @@ class SweepLayout:
         return self.slot_of[np.asarray(stored, dtype=np.int64)]
 
 
-def sweep_layout(program):
-    """The SweepLayout of an LUProgram (see the module docstring)."""
+def sweep_layout(program, same=None):
+    """The SweepLayout of an LUProgram (see the module docstring). same: (n_slots,) stored slot ->
+    a stored slot that always holds the same value (itself where none; the fused kernels' D
+    entries copied from one component of a body's transform): such a slot gets the number of
+    the other, so the work array holds the value once. No operation may write a slot that
+    `same` maps elsewhere, or the one it maps to."""
     p = program
     code = p.op_code
+    if same is not None:
+        moved = np.flatnonzero(same != np.arange(p.n_slots))
+        assert not np.isin(np.concatenate((moved, same[moved])), p.op_t).any(), \
+            "a shared slot is written by the program"
+        reads_a, reads_b = _READS_A[code], _READS_B[code]
+        p = replace(p, op_a=np.where(reads_a, same[p.op_a], p.op_a),
+                    op_b=np.where(reads_b, same[p.op_b], p.op_b))
     if p.op_stage.size == code.size and code.size:
         by_stage = np.argsort(p.op_stage, kind="stable")
         stage = p.op_stage[by_stage]
@@ -71,8 +85,12 @@ def sweep_layout(program):
     slots, first = np.unique(touched, return_index=True)
     ranked = slots[np.argsort(first, kind="stable")]
     rest = np.setdiff1d(np.arange(p.n_slots), ranked, assume_unique=True)
+    if same is not None:
+        rest = rest[same[rest] == rest]            # the moved slots take their partner's number
     slot_of = np.empty(p.n_slots, dtype=np.int64)
-    slot_of[np.concatenate((ranked, rest))] = np.arange(p.n_slots)
+    slot_of[np.concatenate((ranked, rest))] = np.arange(ranked.size + rest.size)
+    if same is not None:
+        slot_of[moved] = slot_of[same[moved]]
     return SweepLayout(op_code=code, op_t=slot_of[t], op_a=np.where(reads_a, slot_of[a], a),
                        op_b=np.where(reads_b, slot_of[b], b), order=order, slot_of=slot_of)
 

@@ -11,19 +11,24 @@ assembles D and b straight into the work array. Its pivot checks use row scales 
 from the freshly loaded entries, before any operation overwrites them (`lane_checks`,
 `lane_scales`: the same yardstick as _row_scale; RECIP adds the magnitude accumulated in its
 target slot). Several right-hand sides per state (rhs (B, n, k)) run the factorization part of a
-split program once and its substitution part once per right-hand side. run_lanes runs each
-arithmetic operation as explicit vector code (lane_vectors <op>_rows: the whole row as one vector
-at the fused kernels' lane counts, else blocks of 8 lanes): a plain loop over a run-time lane count
-pays an overlap check and a remainder per operation, and a constant count is unrolled by LLVM into
-scalar code.
+split program once and its substitution part once per right-hand side. run_lanes runs each run
+of arithmetic operations of one opcode as explicit vector code (lane_vectors <op>_run: the whole
+row as one vector at the fused kernels' lane counts, else blocks of 8 lanes): a plain loop over a
+run-time lane count pays an overlap check and a remainder per operation, and a constant count is
+unrolled by LLVM into scalar code.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .lane_vectors import add_rows, fma_rows, fms_rows, mov_rows, mul_rows, neg_rows, sub_rows
+from .lane_vectors import add_run, fma_run, fms_run, mov_run, mul_run, neg_run, sub_run
 from .lu_numpy import ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SUB, split_runs
+
+#: lane programs only (never in a stored program): w[t] = consts[a] on every lane. The fused
+#: kernels write constants this way just before the run that first touches them, instead of at
+#: the start of every lane group, so that a constant holds a slot only from then on
+SET = 10
 
 DEFAULT_LOOP = "batch_inner"  # measured faster for B=4096, n=500 (experiments/bench_kernels.py)
 
@@ -148,35 +153,28 @@ def lane_scales(w, ptr, entries, const, scale):
 
 
 @njit(cache=True, error_model="numpy")
-def run_lanes(w, runs, t, a, b, scale, tol, bad):
+def run_lanes(w, runs, t, a, b, scale, tol, bad, consts):
     """Run the program on w (n_slots, lanes): same operations, same order per slot as
-    _batch_outer / lu_numpy (bit-identical results); bad[s] |= a failed pivot check. Each
-    arithmetic operation is one lane_vectors <op>_rows; a RECIP's b is its check (lane_checks:
-    the row scales in scale)."""
+    _batch_outer / lu_numpy (bit-identical results); bad[s] |= a failed pivot check. Each run of
+    arithmetic operations is one lane_vectors <op>_run; a RECIP's b is its check (lane_checks:
+    the row scales in scale); a SET's a is its value's index in consts."""
     lanes = w.shape[1]
     for r in range(runs.shape[0]):
         c, lo, hi = runs[r, 0], runs[r, 1], runs[r, 2]
         if c == FMS:
-            for o in range(lo, hi):
-                fms_rows(w, t[o], a[o], b[o])
+            fms_run(w, t, a, b, lo, hi)
         elif c == FMA:
-            for o in range(lo, hi):
-                fma_rows(w, t[o], a[o], b[o])
+            fma_run(w, t, a, b, lo, hi)
         elif c == SUB:
-            for o in range(lo, hi):
-                sub_rows(w, t[o], a[o], 0)
+            sub_run(w, t, a, b, lo, hi)
         elif c == ADD:
-            for o in range(lo, hi):
-                add_rows(w, t[o], a[o], 0)
+            add_run(w, t, a, b, lo, hi)
         elif c == MUL:
-            for o in range(lo, hi):
-                mul_rows(w, t[o], a[o], b[o])
+            mul_run(w, t, a, b, lo, hi)
         elif c == NEG:
-            for o in range(lo, hi):
-                neg_rows(w, t[o], 0, 0)
+            neg_run(w, t, a, b, lo, hi)
         elif c == MOV:
-            for o in range(lo, hi):
-                mov_rows(w, t[o], a[o], 0)
+            mov_run(w, t, a, b, lo, hi)
         elif c == RECIP:
             for o in range(lo, hi):
                 ti, ai, ch = t[o], a[o], b[o]
@@ -195,6 +193,11 @@ def run_lanes(w, runs, t, a, b, scale, tol, bad):
                 ti, ai = t[o], a[o]
                 for s in range(lanes):
                     w[ti, s] = w[ti, s] + abs(w[ai, s])
+        elif c == SET:
+            for o in range(lo, hi):
+                ti, v = t[o], consts[a[o]]
+                for s in range(lanes):
+                    w[ti, s] = v
 
 
 def lane_split(B, lanes, threads):
@@ -215,6 +218,7 @@ def _batch_inner(t, a, runs_f, runs_s, n_slots, rhs0, init_slots, init_values, l
     B, k_rhs = values.shape[0], rhs.shape[2]
     n = row_perm.shape[0]
     w = np.zeros((n_slots, chunk))
+    no_consts = np.zeros(0)
     scale = np.zeros((chk_const.shape[0], chunk))
     bad = np.zeros(chunk, dtype=np.bool_)
     for first in range(0, B, chunk):
@@ -234,8 +238,8 @@ def _batch_inner(t, a, runs_f, runs_s, n_slots, rhs0, init_slots, init_values, l
                 for s in range(m):
                     w[rhs0 + k, s] = rhs[first + s, row_perm[k], j]
             if j == 0:
-                run_lanes(w, runs_f, t, a, b, scale, tol, bad)
-            run_lanes(w, runs_s, t, a, b, scale, tol, bad)
+                run_lanes(w, runs_f, t, a, b, scale, tol, bad, no_consts)
+            run_lanes(w, runs_s, t, a, b, scale, tol, bad, no_consts)
             for k in range(n):
                 for s in range(m):
                     v = w[rhs0 + k, s]

@@ -169,6 +169,7 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
         for s in range(lanes):
             wA[a_const[k], s] = v0
     w = np.zeros((n_slots, lanes))
+    no_consts = np.zeros(0)
     vel, E, r, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
                                                           chk_const.shape[0], lanes)
     und = np.zeros(lanes, dtype=np.bool_)
@@ -202,8 +203,8 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
         for s in range(lanes):
             bad[s] = False
             und[s] = False
-        run_lanes(w, runs_f, t, a, b, scale, tol, bad)
-        run_lanes(w, runs_s, t, a, b, scale, tol, bad)
+        run_lanes(w, runs_f, t, a, b, scale, tol, bad, no_consts)
+        run_lanes(w, runs_s, t, a, b, scale, tol, bad, no_consts)
         for i in range(m + n):
             d = kslot[i]
             for s in range(lanes):
@@ -213,7 +214,7 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
             d, c = kslot[i], probe[i]
             for s in range(lanes):
                 w[d, s] = c
-        run_lanes(w, runs_s, t, a, b, scale, tol, bad)
+        run_lanes(w, runs_s, t, a, b, scale, tol, bad, no_consts)
         for j in range(n):
             d = kslot[m + j]
             for s in range(lanes):
@@ -239,7 +240,7 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
                 d = kslot[i]
                 for s in range(lanes):
                     w[d, s] = res[i, s]
-            run_lanes(w, runs_s, t, a, b, scale, tol, bad)
+            run_lanes(w, runs_s, t, a, b, scale, tol, bad, no_consts)
             for i in range(m + n):
                 d = kslot[i]
                 for s in range(lanes):

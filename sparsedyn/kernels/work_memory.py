@@ -1,7 +1,7 @@
 """Work arrays of the lane kernels (fused solve, MAP), allocated by NumPy and kept between calls.
 
 A lane kernel's work array (n_slots, lanes) per thread is the largest thing it touches (on a
-1000-link chain ~12 MB). Kept between calls, it is neither allocated nor zeroed per call (the
+1000-link chain ~5 MB for qdd). Kept between calls, it is neither allocated nor zeroed per call (the
 kernels write every slot before reading it: tests/test_layout.py replays that). Aligned to a
 transparent huge page (2 MiB), which NumPy requests for large arrays: every block of 8 lanes is
 then one cache line, and the array is covered by huge pages where the system grants them.
