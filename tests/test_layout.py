@@ -295,3 +295,22 @@ def test_fused_assembly_writes_each_transform_component_once(kind, size):
         copies = read_only & (body == bi) & (x_src == src)
         assert np.unique(slots[copies]).size == 1
         assert ((kept_body == bi) & (kept_src == src) & ~written_now[kept_dest]).sum() == 1
+
+
+@pytest.mark.parametrize("make,ordering", [(forward_dynamics, "aba"),
+                                           (inverse_dynamics, "rnea")])
+def test_chain_online_cost_is_linear_in_its_length(make, ordering):
+    """The machine-independent half of 'online time linear in N_B': on serial chains (axes
+    z, y, x repeating), every period of 3 links adds exactly the same flops, nnz(L+U), kernel
+    operations (with the SETs) and work-array slots (outputs alone and the whole solution), from
+    12 to 99 links. Time itself is measured by experiments/bench_dynamics.py."""
+    def cost(n):
+        plan = compile(make(serial_chain(n)), ordering=ordering)
+        fs = plan._fused_solver()
+        outputs, full = fs.schedule(False), fs.schedule(True)
+        return np.array([plan.stats["flops"], plan.stats["nnz_LU"], outputs.prog[1].size,
+                         outputs.n_slots, full.prog[1].size, full.n_slots])
+    steps = [cost(n + 3) - cost(n) for n in (12, 24, 48, 96)]
+    assert (steps[0] > 0).all()
+    for step in steps[1:]:
+        assert np.array_equal(step, steps[0])

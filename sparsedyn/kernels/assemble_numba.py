@@ -43,10 +43,10 @@ from .work_memory import WorkArrays
 #: interpreter's cost per operation and the op stream, read once per group, are amortised over
 #: the lanes, so more lanes pay, up to work arrays of about this size (then memory dominates).
 #: Measured on chains, forward dynamics, 1 thread, B = 1024, one interleaved run
-#: (experiments/bench_chain_lanes.py), ns per link and state: 300 links 76 on 64 lanes (4.9 MB
-#: work array) against 78 on 32; 1000 links 91 on 32 (8.1 MB) against 125 on 64 (16 MB);
-#: 2000 links 111 on 16 (8.1 MB) against 142 on 32. Past the budget, 16 lanes still beat 8
-#: (3000 links: 125 against 134); smaller batches get fewer lanes (lu_numba.lane_split)
+#: (experiments/bench_chain_lanes.py), ns per link and state: 1000 links 76 on 32 lanes (5.3 MB
+#: work array) against 79 on 64 (10.6 MB); 2000 links 94 on 16 (5.3 MB) against 89 on 32;
+#: 3000 links 95 on 16 (7.9 MB) against 103 on 32 and 124 on 8; smaller batches get fewer lanes
+#: (lu_numba.lane_split)
 MIN_LANES, MAX_LANES = 16, 64
 LANE_BYTES = 8 * 2 ** 20
 
@@ -522,6 +522,20 @@ def _equal_entries(x_ptr, x_dest, x_src, program):
                   x_src[kept])
 
 
+def _with_sets(ops, slots, values, first):
+    """ops = (code, t, a, b, reads_a, reads_b, op_layout) with SET slots[k] = consts[values[k]]
+    inserted before the run of one opcode that holds op first[k] (SETs before one run form one
+    run of their own); a SET's op_layout is -1."""
+    code = ops[0]
+    runs_at = np.flatnonzero(np.diff(code, prepend=-1))         # first op of each run
+    at = runs_at[np.searchsorted(runs_at, first, side="right") - 1]
+    order = np.argsort(np.concatenate((2 * np.arange(code.size) + 1, 2 * at)), kind="stable")
+    k = slots.size
+    added = (np.full(k, SET, dtype=code.dtype), slots, values, np.zeros(k, dtype=ops[3].dtype),
+             np.zeros(k, dtype=bool), np.zeros(k, dtype=bool), np.full(k, -1))
+    return tuple(np.concatenate((op, new))[order] for op, new in zip(ops, added))
+
+
 def _touch_span(op_t, op_a, op_b, reads_a, reads_b, n_slots):
     """(first, last): per slot the first and the last op that writes or reads it (n_ops and -1
     where none)."""
@@ -666,17 +680,9 @@ class FusedSolver:
         touched = last[init] >= 0
         at_start = outside[init]
         by_set = np.flatnonzero(touched & ~at_start)
-        runs_at = np.flatnonzero(np.diff(code, prepend=-1))    # first op of each run
-        run_start = runs_at[np.searchsorted(runs_at, first[init[by_set]], side="right") - 1]
-        order = np.argsort(np.concatenate((2 * np.arange(code.size) + 1, 2 * run_start)),
-                           kind="stable")
-        op_layout = np.concatenate((np.flatnonzero(live), np.full(by_set.size, -1)))[order]
-        code = np.concatenate((code, np.full(by_set.size, SET, dtype=code.dtype)))[order]
-        op_t = np.concatenate((op_t, init[by_set]))[order]
-        op_a = np.concatenate((op_a, by_set))[order]          # a SET's a: index of its value
-        op_b = np.concatenate((op_b, np.zeros(by_set.size, dtype=op_b.dtype)))[order]
-        reads_a = np.concatenate((reads_a, np.zeros(by_set.size, dtype=bool)))[order]
-        reads_b = np.concatenate((reads_b, np.zeros(by_set.size, dtype=bool)))[order]
+        code, op_t, op_a, op_b, reads_a, reads_b, op_layout = _with_sets(
+            (code, op_t, op_a, op_b, reads_a, reads_b, np.flatnonzero(live)), init[by_set], by_set,
+            first[init[by_set]])
         n_ops = code.size
         first, last = _touch_span(op_t, op_a, op_b, reads_a, reads_b, n_slots)
         start = np.where(last >= 0, 2 * first + 1, -1)
