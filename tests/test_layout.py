@@ -147,9 +147,9 @@ def _replay(fs, sch):
         for reads, logical, phys in ((_READS_A[code], lay.op_a[j], a[o]),
                                      (_READS_B[code], lay.op_b[j], b[o]),
                                      (_READS_T[code], lay.op_t[j], t[o])):
-            want, held = int(logical), holder.get(int(phys))
             if not reads:
                 continue
+            want, held = int(logical), holder.get(int(phys))
             if want in const_of and want not in overwritten:
                 wrong += held != ("const", const_of[want])
             else:

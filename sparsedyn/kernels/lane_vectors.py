@@ -42,15 +42,18 @@ numba's on-disk cache of the kernels that inline these intrinsics (lu_numba.run_
 kernel compiling it in, normal_numba) is keyed on their own files only: after editing this one,
 clear the caches (`sparsedyn warmup` starts from an empty one).
 
-Preconditions: w C-contiguous float64; lanes and s multiples of the block (s below lanes);
-pa, pb int64 and pc float64 contiguous; 0 <= kmid < k, or kmid outside (no mid store); every
-row index valid, src, mid, t2 and r2 too when unused (the planner passes t).
+Preconditions: w C-contiguous float64; op_run: t, a, b C-contiguous, their entries lo..hi-1
+valid row indices (a's and b's where the opcode reads them); chain_block: lanes and s multiples
+of the block (s below lanes); pa, pb int64 and pc float64 contiguous; 0 <= kmid < k, or kmid
+outside (no mid store); every row index valid, src, mid, t2 and r2 too when unused (the planner
+passes t).
 """
 from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
+from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 from .lu_numpy import ADD, FMA, FMS, MOV, MUL, NEG, SUB
@@ -92,6 +95,9 @@ def _op_run(code):
     reads_b = code in (MUL, FMA, FMS)
 
     def op_run(typingctx, w, t, a, b, lo, hi):
+        if any(not isinstance(x, types.Array) or x.ndim != 1 or x.layout != "C"
+               or not isinstance(x.dtype, types.Integer) for x in (t, a, b)):
+            raise TypingError(f"op_run_{code}: t, a, b must be C-contiguous 1-d integer arrays")
         sig = types.void(w, t, a, b, types.intp, types.intp)
 
         def codegen(context, builder, signature, args):
