@@ -247,7 +247,8 @@ def test_fused_schedule_of_a_plan_without_constants():
     """A plan made without constant_values loads D's constant entries like the dynamic ones, and
     its pivot checks read some of them before the program runs: those constants are written at
     the start of each lane group, the others by the program's SETs. The schedule replays, and
-    the compiled result equals the stored program's, bit for bit."""
+    the compiled result equals the stored program's bit for bit, which agrees with dense NumPy
+    (np.linalg.solve on the same D and b)."""
     from sparsedyn.problems.plan import Plan
     model = serial_chain(12)
     f = compile(forward_dynamics(model), ordering="auto").factorization
@@ -261,6 +262,11 @@ def test_fused_schedule_of_a_plan_without_constants():
     values, rhs = assemble_batch(fs.assembly, q, v, x,
                                  [(plan.problem.given, i) for i in range(model.nbodies)])
     ref, ref_broken = solve_numba(p, values, rhs)
+    D = plan.factorization.pattern.copy().astype(float)
+    for s in range(B):                      # the stored program itself, against dense NumPy
+        D.data = values[s]
+        dense = np.linalg.solve(D.toarray(), rhs[s])
+        assert np.abs(ref[s] - dense).max() <= 1e-9 * np.abs(dense).max()
     for full in (True, False):
         sch = fs.schedule(full)
         assert sch.init_slots.size > 0 and (sch.op_layout < 0).any()   # both kinds of constant
