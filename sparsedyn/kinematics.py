@@ -14,7 +14,7 @@ import numpy as np
 
 from .batch import check_configuration, state, unbatch
 from .model.model import WORLD
-from .spatial import Transform, matrix_to_linear_first, to_linear_first
+from .spatial import Transform, rows_to_linear_first, to_linear_first
 
 
 def joint_transforms(model, q):
@@ -114,4 +114,4 @@ def frame_jacobian(model, q, frame):
         S = model.joints[j].S
         cols = np.stack([fXj.apply_motion(np.broadcast_to(S[:, c], (B, 6))) for c in range(S.shape[1])], -1)
         J[:, :, model.v_slice(j)] = cols
-    return unbatch(matrix_to_linear_first(J), single)
+    return unbatch(rows_to_linear_first(J), single)

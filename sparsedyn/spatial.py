@@ -100,12 +100,22 @@ to_linear_first = to_angular_first  # swapping the halves is its own inverse
 _SWAP = np.r_[3:6, 0:3]
 
 
-def matrix_to_linear_first(M):
-    """Re-order the 6-rows/6-columns of (...,6,6) or (...,6,k) blocks between the two conventions."""
+def rows_to_linear_first(M):
+    """Re-order the 6 rows of (...,6,k) blocks (a Jacobian: rows are spatial, columns are not)
+    between the two conventions, whatever k is (k = 6 included)."""
     M = np.asarray(M)
-    if M.shape[-2] == 6 and M.shape[-1] == 6:
-        return M[..., _SWAP, :][..., :, _SWAP]
+    if M.shape[-2] != 6:
+        raise ValueError(f"expected (..., 6, k) blocks, got shape {M.shape}")
     return M[..., _SWAP, :]
+
+
+def operator_to_linear_first(M):
+    """Re-order rows and columns of (...,6,6) spatial operators (inertias, transforms,
+    covariances of spatial vectors) between the two conventions."""
+    M = np.asarray(M)
+    if M.shape[-2:] != (6, 6):
+        raise ValueError(f"expected (..., 6, 6) spatial operators, got shape {M.shape}")
+    return M[..., _SWAP, :][..., :, _SWAP]
 
 
 # --------------------------------------------------------------------------------------------

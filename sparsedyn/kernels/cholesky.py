@@ -60,8 +60,6 @@ class SparseCholesky:
         self._symbolic = analyze(self._permuted(np.ones(pattern.nnz) + np.where(
             pattern.indices == np.repeat(np.arange(n), np.diff(pattern.indptr)), n, 0.0)),
             mode="simplicial", ordering_method="natural")
-        self._factor = None
-        self._state = None
 
     @property
     def n(self):
@@ -74,13 +72,14 @@ class SparseCholesky:
                              shape=self.pattern.shape)
 
     def factor(self, values, state=None):
-        """Numeric factorization for one state (values (nnz,)); returns self."""
+        """Numeric factorization for one state (values (nnz,)): a CholeskyFactor whose solve()
+        uses it (the factor is per call, never stored here: calls from several threads do not
+        share it)."""
         from sksparse.cholmod import CholmodNotPositiveDefiniteError
         values, _ = as_batch(values, self.pattern.nnz, "values")
         if values.shape[0] != 1:
             raise ValueError(f"values: factor takes one state, got a batch of {values.shape[0]} "
                              f"(use solve_batch)")
-        self._factor = None
         where = "" if state is None else f" at batch index {state}"
         try:
             factor = self._symbolic.cholesky(self._permuted(values[0]))
@@ -94,19 +93,7 @@ class SparseCholesky:
                 f"values: matrix is not (numerically) positive definite{where} "
                 f"(min pivot {d.min():.3g}, max pivot {d.max():.3g})",
                 batch_indices=() if state is None else (state,))
-        self._factor = factor
-        return self
-
-    def solve(self, rhs):
-        """Solve with the last factorization: rhs (n,) or (n, k)."""
-        if self._factor is None:
-            raise RuntimeError("SparseCholesky.solve: call factor(values) first")
-        rhs = np.asarray(rhs, dtype=float)
-        if rhs.shape[0] != self.n or rhs.ndim > 2:
-            raise ValueError(f"rhs: expected shape ({self.n},) or ({self.n}, k), got {rhs.shape}")
-        out = np.empty_like(rhs)
-        out[self.perm] = self._factor.solve_A(rhs[self.perm])
-        return out
+        return CholeskyFactor(factor, self.perm)
 
     def solve_batch(self, values, rhs):
         """Factor and solve each state: values (B, nnz), rhs (B, n) -> (B, n)."""
@@ -141,3 +128,20 @@ class SparseCholesky:
             raise ValueError(f"d: missing key {exc}") from None
         except (TypeError, IndexError) as exc:
             raise ValueError(f"d: invalid content ({exc})") from None
+
+
+class CholeskyFactor:
+    """One state's numeric factor P A P^T = L D L^T (SparseCholesky.factor)."""
+
+    def __init__(self, factor, perm):
+        self._factor, self.perm = factor, perm
+
+    def solve(self, rhs):
+        """x with A x = rhs: rhs (n,) or (n, k)."""
+        rhs = np.asarray(rhs, dtype=float)
+        if rhs.shape[0] != self.perm.size or rhs.ndim > 2:
+            raise ValueError(f"rhs: expected shape ({self.perm.size},) or ({self.perm.size}, k), "
+                             f"got {rhs.shape}")
+        out = np.empty_like(rhs)
+        out[self.perm] = self._factor.solve_A(rhs[self.perm])
+        return out

@@ -10,6 +10,8 @@ pages run equally fast, so the kernel's cost there is cache capacity, not the TL
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 #: the work array's alignment: one transparent huge page (2 MiB)
@@ -24,14 +26,16 @@ def work_buffer(size):
 
 
 class WorkArrays:
-    """(groups, n_slots, lanes) work arrays, one per lane-group range (thread), reusing the
-    buffer of earlier calls."""
+    """(groups, n_slots, lanes) work arrays, one per lane-group range (numba thread), reusing
+    the buffer of earlier calls. The buffer belongs to the calling Python thread: calls of one
+    plan from several threads (a server, a data loader) never share work memory."""
 
     def __init__(self):
-        self._buffer = np.empty(0)
+        self._local = threading.local()
 
     def get(self, groups, n_slots, lanes):
         size = groups * n_slots * lanes
-        if self._buffer.size < size:
-            self._buffer = work_buffer(size)
-        return self._buffer[:size].reshape(groups, n_slots, lanes)
+        buf = getattr(self._local, "buffer", None)
+        if buf is None or buf.size < size:
+            buf = self._local.buffer = work_buffer(size)
+        return buf[:size].reshape(groups, n_slots, lanes)

@@ -18,7 +18,7 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import (connected_components, maximum_bipartite_matching,
-                                  min_weight_full_bipartite_matching, reverse_cuthill_mckee)
+                                  min_weight_full_bipartite_matching)
 
 from ..errors import IllPosedError
 
@@ -98,6 +98,51 @@ def _cholmod_order(matched, method):
     except Exception as exc:  # CHOLMOD reports a missing METIS as a generic CholmodError
         raise OrderingUnavailable(f"CHOLMOD ordering {method!r} failed: {exc}") from exc
     return np.asarray(factor.P(), dtype=np.int64)
+
+
+def _bfs_levels(adj, degree, start, allowed):
+    """Breadth-first levels from start over the nodes marked in allowed."""
+    seen = {start}
+    levels, frontier = [], [start]
+    while frontier:
+        levels.append(frontier)
+        nxt = []
+        for u in frontier:
+            for w in sorted(adj[u], key=lambda w: (degree[w], w)):
+                if allowed[w] and w not in seen:
+                    seen.add(w)
+                    nxt.append(w)
+        frontier = nxt
+    return levels
+
+
+def _rcm_order(matched):
+    """Reverse Cuthill-McKee on the graph of M + M^T (George & Liu): each component from a
+    pseudo-peripheral node, neighbours visited by increasing (degree, index). Every tie is
+    broken by the node index, so the order depends on the pattern alone (not on a library's
+    version or on hash seeds)."""
+    sym = _symmetric_structure(matched).tocsr()
+    n = sym.shape[0]
+    adj = [[int(w) for w in sym.indices[sym.indptr[i]:sym.indptr[i + 1]] if w != i]
+           for i in range(n)]
+    degree = [len(a) for a in adj]
+    unvisited = np.ones(n, dtype=bool)
+    order = []
+    for seed in range(n):
+        if not unvisited[seed]:
+            continue
+        start = seed
+        levels = _bfs_levels(adj, degree, start, unvisited)
+        while True:          # pseudo-peripheral node: the farthest level's lowest degree
+            last = min(levels[-1], key=lambda w: (degree[w], w))
+            deeper = _bfs_levels(adj, degree, last, unvisited)
+            if len(deeper) <= len(levels):
+                break
+            start, levels = last, deeper
+        for level in levels:
+            order.extend(level)
+            unvisited[level] = False
+    return np.asarray(order[::-1], dtype=np.int64)
 
 
 def _min_degree_order(matched):
@@ -200,8 +245,7 @@ def column_order(name, matched):
     if name in CHOLMOD_ORDERINGS:
         return _cholmod_order(matched, name)
     if name == "rcm":
-        return np.asarray(reverse_cuthill_mckee(_symmetric_structure(matched).tocsr(),
-                                                symmetric_mode=True), dtype=np.int64)
+        return _rcm_order(matched)
     if name == "min_degree":
         return _min_degree_order(matched)
     if name == "btf":

@@ -1,0 +1,109 @@
+"""Plans are safe to call from several Python threads at once (a server, a data loader): one
+plan hammered by 8 threads gives, bit for bit, what the same calls give one after another.
+
+Each thread solves its own states (different per thread, so a shared work buffer would mix them)
+several times over; the serial reference is computed first by the same plan."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn import sensors as S
+from sparsedyn.models import humanoid
+
+N_THREADS = 8
+ROUNDS = 4
+
+
+def _hammer(call, inputs):
+    """call(*inputs[k]) for every k, from N_THREADS threads at once (each thread owns the k with
+    k % N_THREADS == its index), ROUNDS times; returns {k: [results]}."""
+    results = {k: [] for k in range(len(inputs))}
+    errors = []
+    start = threading.Barrier(N_THREADS)
+
+    def work(t):
+        try:
+            start.wait()
+            for _ in range(ROUNDS):
+                for k in range(t, len(inputs), N_THREADS):
+                    results[k].append(call(*inputs[k]))
+        except BaseException as exc:         # reported below: a thread's failure fails the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(N_THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    return results
+
+
+def _check_bitwise(call, inputs):
+    serial = [call(*args) for args in inputs]
+    parallel = _hammer(call, inputs)
+    for k, ref in enumerate(serial):
+        assert len(parallel[k]) == ROUNDS
+        for got in parallel[k]:
+            for r, g in zip(ref, got):
+                assert np.array_equal(r, g), f"input {k}: a concurrent call differs from the serial one"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return humanoid()
+
+
+def _states(model, n, B, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        q = model.random_configuration(rng, batch=B)
+        out.append((q, rng.normal(size=(B, model.nv)), rng.normal(size=(B, model.nv))))
+    return out
+
+
+@pytest.mark.parametrize("problem", ["id", "fd"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dynamics_plan_from_eight_threads(model, problem, threads):
+    make = sd.inverse_dynamics if problem == "id" else sd.forward_dynamics
+    plan = sd.compile(make(model, f_ext=["l_sole"]))
+    key = "qdd" if problem == "id" else "tau"
+    out = "tau" if problem == "id" else "qdd"
+    inputs = [(q, v, y, np.random.default_rng(k).normal(size=(q.shape[0], 6)))
+              for k, (q, v, y) in enumerate(_states(model, 16, 64))]
+
+    def call(q, v, y, w):
+        res = plan.solve(q, v, f_ext={"l_sole": w}, threads=threads, **{key: y})
+        return res[out], res["f", "l_sole"]
+    _check_bitwise(call, inputs)
+
+
+@pytest.mark.parametrize("method", ["exact", "map"])
+def test_estimation_plan_from_eight_threads(model, method):
+    sensors = [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
+               S.ForceTorque("r_foot_ft_sensor")]
+    problem = sd.EstimationProblem(model, sensors, unknown_wrenches=["l_foot", "r_foot"])
+    if method == "exact" and problem.shape[0] != problem.shape[1]:
+        method = "lstsq"
+    plan = sd.compile_estimation(problem, method=method)
+    inputs = []
+    for k, (q, v, a) in enumerate(_states(model, 16, 64, seed=1)):
+        truth = S.ground_truth(model, q, v, a)
+        readings = {s.name: s.simulate(model, q, v, truth) for s in sensors}
+        inputs.append((q, v, readings))
+
+    def call(q, v, readings):
+        est = plan.solve(q, v, readings)
+        return est["tau"], est.wrench("l_foot"), est.ok
+    _check_bitwise(call, inputs)
+
+
+def test_delassus_from_eight_threads(model):
+    feet = [sd.Contact("l_sole", "6d"), sd.Contact("r_sole", "3d")]
+    inputs = [(q,) for q, _, _ in _states(model, 16, 32, seed=2)]
+    _check_bitwise(lambda q: (sd.delassus(model, q, feet),), inputs)
