@@ -3,10 +3,22 @@
 #   bash run.sh demo      the main job: the end-to-end demo on the embedded humanoid
 #   bash run.sh test      the test suite (what .ci/run calls); extra args go to pytest
 #   bash run.sh <cmd...>  any `sparsedyn` subcommand, e.g. bash run.sh bench
+# SPARSEDYN_DEPS picks the environment: "default" (.venv, what pip resolves on first use),
+# "newest" (.venv-newest, upgraded to the newest releases once a day) or "oldest" (.venv-oldest,
+# the oldest supported numpy/scipy/numba/networkx, .ci/oldest.txt).
 set -euo pipefail
 cd "$(dirname "$0")"
-VENV=.venv
 PY=${PYTHON:-python3}
+DEPS=${SPARSEDYN_DEPS:-default}
+case "$DEPS" in
+  default) VENV=.venv; pip_args=(); key=$(cat pyproject.toml) ;;
+  newest) VENV=.venv-newest; pip_args=(--upgrade --upgrade-strategy eager)
+          key="$(cat pyproject.toml) $(date -u +%F)" ;;
+  oldest) VENV=.venv-oldest; pip_args=(-c .ci/oldest.txt); key=$(cat pyproject.toml .ci/oldest.txt) ;;
+  *) echo "SPARSEDYN_DEPS: expected default, newest or oldest, got '$DEPS'" >&2; exit 2 ;;
+esac
+# each environment keeps its own numba cache (a kernel cached by another numba is recompiled)
+[ "$DEPS" = default ] || export NUMBA_CACHE_DIR="$PWD/$VENV/numba-cache"
 
 need_apt=()
 dpkg -s libsuitesparse-dev >/dev/null 2>&1 || need_apt+=(libsuitesparse-dev)
@@ -18,12 +30,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-stamp="$VENV/.sparsedyn-setup-$(sha256sum pyproject.toml | cut -c1-16)"
+stamp="$VENV/.sparsedyn-setup-$(printf '%s' "$key" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "[setup] creating $VENV and installing sparsedyn[test] (first run only)" >&2
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-  "$VENV/bin/python" -m pip install -q -e ".[test]"
+  "$VENV/bin/python" -m pip install -q ${pip_args[@]+"${pip_args[@]}"} -e ".[test]"
   echo "[setup] compiling the numba kernels into their cache (first run only)" >&2
   "$VENV/bin/python" -m sparsedyn warmup >&2
   touch "$stamp"

@@ -4,8 +4,8 @@ Writes a log of 1,000,000 samples (humanoid; joint accelerations and both ankle 
 unknown wrenches at the soles and the chest) as memory-mapped .npy files, runs the
 `sparsedyn estimate` command on it, checks every estimated torque against the torques the
 readings were simulated from, and prints the wall time and peak RSS of the estimate run.
-Inputs are memory-mapped and outputs written through memmaps, so anonymous memory stays
-bounded by the batch size; RSS also counts the file pages the kernel maps in.
+Inputs are memory-mapped and outputs streamed batch by batch to temporary files, so anonymous
+memory stays bounded by the batch size; RSS also counts the file pages the kernel maps in.
 
     python experiments/million_sample_log.py [--samples 1000000] [--dir /tmp/sparsedyn_log]
 """

@@ -10,7 +10,8 @@ from .contacts import Contact, contact_jacobian
 from .delassus import delassus
 from . import models, sensors
 from .estimation import EstimationProblem, compile_estimation
-from .errors import IllPosedError, ModelError, PlanMismatchError, SingularModelError, SparsedynError
+from .errors import (IllPosedError, ModelError, ModelWarning, NonFiniteError, PlanMismatchError,
+                     SingularModelError, SparsedynError)
 from .kinematics import forward_kinematics, frame_jacobian
 from .loops import ClusterModel
 from .model import Model, ModelBuilder, load_urdf
@@ -35,4 +36,5 @@ __all__ = [
     "ClusterModel", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",
     "yamane_forward_dynamics",
     "SparsedynError", "ModelError", "SingularModelError", "IllPosedError", "PlanMismatchError",
+    "ModelWarning", "NonFiniteError",
 ]

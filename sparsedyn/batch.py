@@ -57,7 +57,7 @@ def check_configuration(model, q, name="q"):
     """Batch q and check that quaternions (free-flyer, spherical) have unit norm."""
     q, single = as_batch(q, model.nq, name)
     cols, names = _quaternion_columns(model)
-    if len(names):
+    if len(names) and q.shape[0]:
         quat = q[:, cols]
         err = np.abs(np.sqrt((quat * quat).sum(axis=-1)) - 1.0)
         if err.max() > 1e-6:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,30 +18,50 @@ import numpy as np
 
 EMBEDDED = ("humanoid", "hand")
 PROBLEMS = {"id": "inverse_dynamics", "fd": "forward_dynamics"}
+STRUCTURAL = {"id": "rnea", "fd": "aba"}      # Nori's structural order of each problem
 
 
-class CommandError(Exception):
+class CommandError(ValueError):
     """A user mistake on the command line (reported as one line, exit code 2)."""
 
 
 # ------------------------------------------------------------------------------------ helpers
 
 
-def load_robot(spec, floating_base=None):
+def is_embedded(spec):
+    """Is `spec` the name of an embedded model (humanoid, hand, chainN)?"""
+    return spec in EMBEDDED or (spec.startswith("chain") and spec[5:].isdigit())
+
+
+def load_robot(spec, floating_base=None, what="robot"):
     """URDF path or embedded model name -> Model. floating_base None: the model's default
-    (humanoid floating, everything else fixed)."""
+    (humanoid floating, everything else fixed); chainN has no floating-base variant (refused).
+    `what` names the argument in errors (a missing file, a directory, a plan file, not text)."""
     from . import models
     from .model import load_urdf
     if spec == "humanoid":
         return models.humanoid(floating_base=True if floating_base is None else floating_base)
     if spec == "hand":
-        return models.hand()
-    if spec.startswith("chain") and spec[5:].isdigit():
+        return load_urdf(models.HAND_URDF, floating_base=bool(floating_base))
+    if is_embedded(spec):
+        if floating_base:
+            raise CommandError(f"{what} {spec!r}: an embedded chain has no floating-base "
+                               f"variant (write it as a URDF to float it)")
         return models.serial_chain(int(spec[5:]))
     if not os.path.exists(spec):
-        raise CommandError(f"robot {spec!r}: no such URDF file (or embedded model: "
+        raise CommandError(f"{what} {spec!r}: no such URDF file (or embedded model: "
                            f"{', '.join(EMBEDDED)}, chainN)")
-    return load_urdf(spec, floating_base=bool(floating_base))
+    if os.path.isdir(spec):
+        raise CommandError(f"{what} {spec!r}: is a directory, not a URDF file")
+    with open(spec, "rb") as fh:
+        head = fh.read(4)
+    if head.startswith(b"PK"):
+        raise CommandError(f"{what} {spec!r}: is a zip archive (a saved plan?), not a URDF file")
+    try:
+        return load_urdf(spec, floating_base=bool(floating_base))
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{what} {spec!r}: not a URDF file (not UTF-8 text: byte "
+                           f"0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
 
 
 def make_problem(model, name, f_ext_links=()):
@@ -57,11 +79,16 @@ def _timeit(fn, repeat=3):
 
 def _plan_header(path):
     """The JSON header of a saved plan (to find its model without loading it)."""
+    from .files import read_npz
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return json.loads(str(data["header"]))
-    except Exception as exc:  # any unreadable file is the same user error
-        raise CommandError(f"{path}: not a readable sparsedyn plan file ({type(exc).__name__})") from None
+        header = json.loads(str(read_npz(path, "sparsedyn plan file")["header"]))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    except KeyError:
+        raise CommandError(f"{path}: not a sparsedyn plan file (no header)") from None
+    if not isinstance(header, dict) or not isinstance(header.get("model"), dict):
+        raise CommandError(f"{path}: not a sparsedyn plan file (no model in its header)")
+    return header
 
 
 def read_table(path, required):
@@ -70,8 +97,9 @@ def read_table(path, required):
     if not os.path.exists(path):
         raise CommandError(f"{path}: no such file")
     if path.endswith(".npz"):
-        with np.load(path, allow_pickle=False) as data:
-            table = {k: np.atleast_2d(np.asarray(data[k], dtype=float)) for k in data.files}
+        from .files import read_npz
+        table = {k: np.atleast_2d(np.asarray(v, dtype=float))
+                 for k, v in read_npz(path, "states file").items()}
     elif path.endswith(".csv"):
         with open(path, encoding="utf-8") as fh:
             header = fh.readline().strip().split(",")
@@ -94,17 +122,34 @@ def read_table(path, required):
 
 
 def write_table(path, table):
+    """{name: (B, k) array} -> .npz (arrays by name) or .csv (columns <name>_<k>), atomically."""
+    from .files import atomic_write
     if path.endswith(".npz"):
-        np.savez_compressed(path, **table)
+        with atomic_write(path, "wb") as fh:
+            np.savez_compressed(fh, **table)
     elif path.endswith(".csv"):
         names, cols = [], []
         for k, v in table.items():
             v = np.atleast_2d(v).reshape(len(v), -1)
             names += [f"{k}_{j}" for j in range(v.shape[1])]
             cols.append(v)
-        np.savetxt(path, np.hstack(cols), delimiter=",", header=",".join(names), comments="")
+        with atomic_write(path, "w", encoding="utf-8", newline="") as fh:
+            np.savetxt(fh, np.hstack(cols), delimiter=",", header=",".join(names), comments="")
     else:
         raise CommandError(f"{path}: expected a .npz or .csv output file")
+
+
+def _outputs(*outputs, **inputs):
+    """Before the work: refuse outputs that would overwrite one of the command's inputs
+    (CommandError naming it: robot, plan or states) or that cannot be written (OSError)."""
+    from .files import check_output, refuse_overwrite
+    for out in outputs:
+        check_output(out)
+        try:
+            refuse_overwrite(out, **{f"{k} file": v for k, v in inputs.items()
+                                     if v is not None and not (k == "robot" and is_embedded(v))})
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
 
 
 def _rel(x, y):
@@ -234,7 +279,11 @@ def cmd_warmup(args):
     import sparsedyn as sd
     from . import models
     from .sensors import ForceTorque, JointAccelerations
-    for cached in Path(sd.__file__).parent.rglob("__pycache__/*.nb[ic]"):
+    import numba
+    caches = [Path(sd.__file__).parent.rglob("__pycache__/*.nb[ic]")]
+    if numba.config.CACHE_DIR:                      # NUMBA_CACHE_DIR (run.sh's other venvs)
+        caches.append(Path(numba.config.CACHE_DIR).rglob("*.nb[ic]"))
+    for cached in (c for found in caches for c in found):
         cached.unlink(missing_ok=True)
     t0 = time.perf_counter()
     model = models.humanoid()
@@ -263,9 +312,28 @@ def cmd_warmup(args):
 # ------------------------------------------------------------------------------------ compile / solve
 
 
+def ordering_names(problem):
+    """The --ordering names for a problem: auto, the planner's, Nori's structural order."""
+    from .planner.orderings import KNOWN_ORDERINGS
+    return ("auto",) + KNOWN_ORDERINGS + (STRUCTURAL[problem],)
+
+
+def _check_ordering(name, problem):
+    if name in ordering_names(problem):
+        return
+    other = [p for p, order in STRUCTURAL.items() if order == name]
+    if other:
+        raise CommandError(f"--ordering {name!r}: Nori's structural order of --problem "
+                           f"{other[0]}, not {problem}")
+    raise CommandError(f"--ordering {name!r}: unknown; known for --problem {problem}: "
+                       f"{', '.join(ordering_names(problem))}")
+
+
 def cmd_compile(args):
     import sparsedyn as sd
     from tqdm import tqdm
+    _check_ordering(args.ordering, args.problem)
+    _outputs(args.output, robot=args.robot)
     model = load_robot(args.robot, args.floating_base)
     problem = make_problem(model, args.problem, args.f_ext or ())
     bar = tqdm(total=1, desc="orderings", unit="ordering", disable=not args.progress, file=sys.stderr)
@@ -293,21 +361,32 @@ def cmd_compile(args):
 
 
 def _model_for_plan(args):
+    """The model a plan file was compiled for: args.robot, or the embedded model (either base)
+    whose fingerprint the plan stores."""
     header = _plan_header(args.plan)
-    name = header.get("model", {}).get("name")
+    name = header["model"].get("name")
     if args.robot:
         return load_robot(args.robot, args.floating_base)
-    if name == "sdyn_humanoid":
-        return load_robot("humanoid", header["model"].get("nv") == 49 or None)
-    if name == "sdyn_hand":
-        return load_robot("hand")
-    if name and name.startswith("chain"):
-        return load_robot(name)
-    raise CommandError(f"{args.plan}: compiled for model {name!r}; pass its URDF with --robot")
+    how = ("pass it as ROBOT (sparsedyn spy ROBOT --plan PLAN)" if args.command == "spy"
+           else "pass its URDF with --robot")
+    embedded = {"sdyn_humanoid": "humanoid", "sdyn_hand": "hand"}.get(name, name)
+    if not (isinstance(embedded, str) and is_embedded(embedded)):
+        raise CommandError(f"{args.plan}: compiled for model {name!r}, not an embedded one; {how}")
+    bases = (False, True) if args.floating_base is None else (args.floating_base,)
+    for floating in bases:
+        if floating and embedded.startswith("chain"):
+            continue
+        model = load_robot(embedded, floating)
+        if model.fingerprint() == header["model"].get("fingerprint"):
+            return model
+    base = {None: "", True: " floating-base", False: " fixed-base"}[args.floating_base]
+    raise CommandError(f"{args.plan}: compiled for a model named {name!r} that is not this "
+                       f"sparsedyn's embedded{base} {embedded}; {how}")
 
 
 def cmd_solve(args):
     from .problems import load_plan
+    _outputs(args.output, plan=args.plan, states=args.states, robot=args.robot)
     model = _model_for_plan(args)
     plan = load_plan(args.plan, model)
     given = plan.problem.given
@@ -336,6 +415,7 @@ def spy_figure(plan, path, title=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from .files import atomic_path
     from .planner.symbolic import symbolic_lu
 
     fact = plan.factorization
@@ -364,22 +444,34 @@ def spy_figure(plan, path, title=None):
         ax.tick_params(labelsize=7)
     fig.suptitle(title or repr(plan.problem))
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110)
+    finally:
+        plt.close(fig)
     return int(is_fill.sum())
 
 
 def cmd_spy(args):
     import sparsedyn as sd
+    _outputs(args.output, plan=args.plan, robot=args.robot)
     if args.plan:
         from .problems import load_plan
+        ignored = [opt for opt, given in (("--problem", args.problem), ("--f-ext", args.f_ext),
+                                          ("--ordering", args.ordering)) if given is not None]
+        if ignored:
+            raise CommandError(f"{', '.join(ignored)}: given with --plan, whose plan fixes "
+                               f"them (they apply when compiling ROBOT)")
         model = _model_for_plan(args)
         plan = load_plan(args.plan, model)
     else:
         if not args.robot:
             raise CommandError("spy: give a ROBOT (URDF or embedded name) or --plan PLAN")
+        problem = args.problem or "fd"
+        _check_ordering(args.ordering or "auto", problem)
         model = load_robot(args.robot, args.floating_base)
-        plan = sd.compile(make_problem(model, args.problem, args.f_ext or ()), ordering=args.ordering)
+        plan = sd.compile(make_problem(model, problem, args.f_ext or ()),
+                          ordering=args.ordering or "auto")
     fill = spy_figure(plan, args.output)
     print(f"{plan.problem!r}: ordering {plan.stats['ordering']!r}, fill {fill}; wrote {args.output}")
     return 0
@@ -407,16 +499,20 @@ def cmd_report(args):
     """One Markdown (or HTML) page: plan statistics, orderings, spy plots, Delassus counts, bench."""
     import sparsedyn as sd
     from .bench import run_benchmarks
-    model = load_robot(args.robot, args.floating_base)
+    from .files import atomic_write
     out = args.output
+    base, ext = os.path.splitext(out)
+    if ext not in (".md", ".html"):
+        raise CommandError(f"-o {out!r}: expected a .md or .html report file")
+    pngs = [f"{base}_spy_{key}.png" for key in ("id", "fd")]
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    base = os.path.splitext(out)[0]
+    _outputs(out, *pngs, robot=args.robot)
+    model = load_robot(args.robot, args.floating_base)
     lines = [f"# sparsedyn report: {model.name}", "",
              f"{model!r}; {len(model.frames)} link frames; joints: {', '.join(model.joint_names[:8])}"
              f"{' ...' if len(model.joint_names) > 8 else ''}", ""]
-    for key in ("id", "fd"):
+    for key, png in zip(("id", "fd"), pngs):
         plan = sd.compile(make_problem(model, key))
-        png = f"{base}_spy_{key}.png"
         spy_figure(plan, png)
         s = plan.stats
         lines += [f"## {plan.problem.name}", "",
@@ -438,9 +534,9 @@ def cmd_report(args):
     text = "\n".join(lines)
     if out.endswith(".html"):
         text = markdown_to_html(lines)
-    with open(out, "w", encoding="utf-8") as fh:
+    with atomic_write(out, "w", encoding="utf-8") as fh:
         fh.write(text)
-    print(f"wrote {out} (+ spy plots {base}_spy_id.png, {base}_spy_fd.png)")
+    print(f"wrote {out} (+ spy plots {', '.join(pngs)})")
     return 0
 
 
@@ -490,13 +586,32 @@ def _robot_args(p, required=True):
                    help="weld the root link to the world")
 
 
+def positive_int(text):
+    """argparse type of counts (--batch, --repeat, --batch-size): a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _ordering_help():
+    from .planner.orderings import KNOWN_ORDERINGS
+    return (f"auto (the cheapest pivot-safe one, the default) or one of {', '.join(KNOWN_ORDERINGS)}"
+            f", {STRUCTURAL['id']} (--problem id only), {STRUCTURAL['fd']} (--problem fd only)")
+
+
 def build_parser():
+    ordering_help = _ordering_help()
     parser = argparse.ArgumentParser(prog="sparsedyn", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("demo", help="end-to-end demo on the embedded humanoid (under a minute)")
-    p.add_argument("--batch", type=int, default=256, help="number of random states (default 256)")
+    p.add_argument("--batch", type=positive_int, default=256,
+                   help="number of random states (default 256)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
 
@@ -506,7 +621,7 @@ def build_parser():
     p = sub.add_parser("compile", help="offline: plan the sparse factorization of a problem")
     _robot_args(p)
     p.add_argument("--problem", default="id", choices=sorted(PROBLEMS), help="id or fd (default id)")
-    p.add_argument("--ordering", default="auto", help="auto (cheapest) or an ordering name")
+    p.add_argument("--ordering", default="auto", help=ordering_help)
     p.add_argument("--f-ext", nargs="*", metavar="LINK", help="links carrying external wrenches")
     p.add_argument("-o", "--output", required=True, help="plan file to write (.npz)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
@@ -533,25 +648,35 @@ def build_parser():
 
     p = sub.add_parser("spy", help="plot D, P D Q and L+U with the fill-in (PNG/SVG)")
     _robot_args(p, required=False)
-    p.add_argument("--plan", help="a saved plan instead of compiling ROBOT")
-    p.add_argument("--problem", default="fd", choices=sorted(PROBLEMS))
-    p.add_argument("--ordering", default="auto")
-    p.add_argument("--f-ext", nargs="*", metavar="LINK")
+    p.add_argument("--plan", help="a saved plan instead of compiling ROBOT (ROBOT: the model it "
+                                   "was compiled for, automatic for the embedded ones)")
+    p.add_argument("--problem", choices=sorted(PROBLEMS), help="id or fd (default fd)")
+    p.add_argument("--ordering", help=ordering_help)
+    p.add_argument("--f-ext", nargs="*", metavar="LINK", help="links carrying external wrenches")
     p.add_argument("-o", "--output", required=True, help="image file (.png or .svg)")
     p.set_defaults(func=cmd_spy)
 
     p = sub.add_parser("bench", help="side-by-side per-state times against Pinocchio (same run)")
     _robot_args(p, required=False)
-    p.add_argument("--batch", type=int, default=1024)
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--batch", type=positive_int, default=1024)
+    p.add_argument("--repeat", type=positive_int, default=3)
     p.set_defaults(func=cmd_bench, robot=None)
 
     p = sub.add_parser("report", help="one Markdown/HTML page with plan statistics, spy plots, benchmark")
     _robot_args(p)
-    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--batch", type=positive_int, default=256)
     p.add_argument("-o", "--output", required=True, help="report file (.md or .html)")
     p.set_defaults(func=cmd_report)
     return parser
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so that every output being written is discarded
+    (sparsedyn.files) and the temporary files are removed, as on Ctrl-C."""
+
+
+def _interrupt(signum, frame):
+    raise Interrupted(signum)
 
 
 def main(argv=None):
@@ -559,11 +684,19 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if getattr(args, "command", None) == "bench" and args.robot is None:
         args.robot = "humanoid"
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         return int(args.func(args) or 0)
     except CommandError as exc:
         print(f"sparsedyn {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        signum = exc.args[0] if isinstance(exc, Interrupted) else signal.SIGINT
+        print(f"sparsedyn {args.command}: interrupted ({signal.Signals(signum).name}); "
+              f"outputs not completed were not written", file=sys.stderr)
+        return 128 + signum
     except Exception as exc:  # noqa: BLE001 - the CLI promises one line, never a traceback
         from .errors import SparsedynError
         known = (SparsedynError, ValueError, KeyError, OSError, ArithmeticError)
@@ -572,6 +705,9 @@ def main(argv=None):
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"sparsedyn {args.command}: error: {type(exc).__name__}: {msg}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import numpy as np
 
 from .batch import check_configuration, unbatch
 from .contacts import Contact, ResolvedContacts, contact_jacobian_sweeps, resolve_contacts
-from .errors import SingularModelError
+from .errors import SingularModelError, check_finite
 from .kinematics import joint_transforms
 from .model.model import WORLD
 from .opcount import charge
@@ -51,7 +51,7 @@ def dense_sweeps(model, q, Xup, rc):
     """Reference: M by CRBA, J by contacts.contact_jacobian_sweeps, then J M^-1 J^T through a dense
     Cholesky factorization M = C C^T (Lambda^-1 = Z^T Z with Z = C^-1 J^T)."""
     n, m = model.nv, rc.m
-    M = crba_sweeps(model, q, Xup)
+    M = check_finite(crba_sweeps(model, q, Xup), "delassus", {"q": q}, "the mass matrix")
     J = contact_jacobian_sweeps(model, Xup, rc)
     charge(n ** 3 // 6, n ** 3 // 6, div=n * (n - 1) // 2, sqrt=n, kind="dense Cholesky")
     try:
@@ -115,13 +115,14 @@ def delassus(model, q, contacts, method="pv-osimr", backend=None):
     q, single = check_configuration(model, q)
     B = q.shape[0]
     moving = [k for k, b in enumerate(rc.bodies) if b != WORLD]
-    if not moving or not model.nv:
+    if not moving or not model.nv or not B:
         return unbatch(np.zeros((B, rc.m, rc.m)), single)
     sub = rc if len(moving) == len(rc.bodies) else _subset(rc, moving)
     if backend == "numba":
         D = _compiled(method)(model, q, sub, lambda mo, qq, r: sweeps(mo, qq, joint_transforms(mo, qq), r))
     else:
         D = sweeps(model, q, joint_transforms(model, q), sub)
+    check_finite(D, f"delassus (method {method!r})", {"q": q}, "Lambda^-1")
     if sub is rc:
         return unbatch(D, single)
     out = np.zeros((B, rc.m, rc.m))                  # world-welded contacts: zero rows/columns

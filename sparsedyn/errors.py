@@ -28,3 +28,57 @@ class IllPosedError(SparsedynError, ValueError):
 
 class PlanMismatchError(SparsedynError, ValueError):
     """A stored plan was loaded against a model (or problem) it was not compiled for."""
+
+
+class ModelWarning(UserWarning):
+    """A robot description loads but has a defect worth knowing (names the element), e.g. a link
+    inertia that is not physically valid; `load_urdf(..., strict=True)` raises ModelError instead."""
+
+
+class NonFiniteError(SparsedynError, ValueError, ArithmeticError):
+    """A result (or an intermediate such as D(q) and b(q, v)) is not finite for finite inputs:
+    they are too large for double precision (e.g. velocities of 1e155 square to inf).
+
+    Every public dynamics path raises it instead of returning inf/NaN: the recursive algorithms
+    (rnea, aba, crba, ...), delassus, compiled plans (both backends) and loop plans. Attributes:
+    `arguments`, the inputs' names ordered by their largest magnitude over the offending states
+    (the first is the likeliest culprit), and `batch_indices`, the offending batch elements. A
+    ValueError (the inputs are out of range) and an ArithmeticError (an overflow), so that
+    either kind of handler catches it."""
+
+    def __init__(self, message, arguments=(), batch_indices=()):
+        super().__init__(message)
+        self.arguments = tuple(arguments)
+        self.batch_indices = tuple(batch_indices)
+
+
+def check_finite(result, function, inputs, output="the result"):
+    """`result` (B, ...) unchanged if finite, else NonFiniteError naming `function`, the batch
+    elements whose `output` is not finite and `inputs` ({name: (B, ...) array or None}, the
+    call's batched inputs) by their largest magnitude over those elements."""
+    import numpy as np
+    result = np.asarray(result)
+    finite = np.isfinite(result)
+    if finite.all():
+        return result
+    bad = np.flatnonzero(~finite.reshape(result.shape[0], -1).all(axis=1)).tolist()
+    raise nonfinite_error(function, output, bad, inputs)
+
+
+def nonfinite_error(function, output, batch_indices, inputs):
+    """The NonFiniteError of `function` whose `output` overflows at `batch_indices` (see
+    check_finite for `inputs`)."""
+    import numpy as np
+    sizes = {}
+    for name, arr in inputs.items():
+        if arr is not None:
+            a = np.abs(np.asarray(arr, dtype=float)[batch_indices])
+            sizes[name] = float(a.max()) if a.size else 0.0
+    names = sorted(sizes, key=lambda k: -sizes[k])
+    listed = ", ".join(f"{k} {sizes[k]:.3g}" for k in names)
+    head = ", ".join(str(i) for i in batch_indices[:20])
+    more = ", ..." if len(batch_indices) > 20 else ""
+    return NonFiniteError(
+        f"{function}: {output} is not finite (overflow) at batch indices [{head}{more}] "
+        f"({len(batch_indices)} states): the inputs there are too large for double precision "
+        f"(largest magnitudes: {listed})", arguments=names, batch_indices=batch_indices)

@@ -71,11 +71,17 @@ class Kinematics:
     Xworld: list
     body_velocities: np.ndarray | None  # (B, N, 6) angular-first, internal
     single: bool
+    batch: int | None = None            # B; None: the transforms' batch (there are bodies)
+
+    @property
+    def _batch(self):
+        return self.batch if self.batch is not None else self.Xworld[0].E.shape[0]
 
     @property
     def placements(self):
         """(B, N, 4, 4) placements of the bodies in the world (Pinocchio's data.oMi[1:])."""
-        P = np.stack([X.placement() for X in self.Xworld], axis=1)
+        P = np.stack([X.placement() for X in self.Xworld], axis=1) if self.Xworld else \
+            np.zeros((self._batch, 0, 4, 4))
         return unbatch(P, self.single)
 
     @property
@@ -87,17 +93,16 @@ class Kinematics:
 
     def frame_placement(self, name):
         """(B, 4, 4) placement of a link/frame in the world (Pinocchio's data.oMf)."""
-        B = self.Xworld[0].E.shape[0] if self.Xworld else 1
-        fX0, _ = frame_transform(self.model, name, self.Xworld, B)
+        fX0, _ = frame_transform(self.model, name, self.Xworld, self._batch)
         return unbatch(fX0.placement(), self.single)
 
 
 def forward_kinematics(model, q, v=None):
     """Body placements (and LOCAL velocities if v is given) for one state or a batch."""
-    q, vecs, _, single = state(model, q, v=v)
+    q, vecs, B, single = state(model, q, v=v)
     Xup = joint_transforms(model, q)
     vel = None if vecs["v"] is None else body_velocities(model, Xup, vecs["v"])
-    return Kinematics(model, Xup, world_transforms(model, Xup), vel, single)
+    return Kinematics(model, Xup, world_transforms(model, Xup), vel, single, B)
 
 
 def frame_jacobian(model, q, frame):

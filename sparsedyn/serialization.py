@@ -16,3 +16,27 @@ def check_format(d, fmt, version):
     if int(np.asarray(d.get("version", -1))) != version:
         raise ValueError(f"d: unsupported version {d.get('version')!r} (expected {version})")
     return d
+
+
+_KINDS = {"int": ("iu", np.int64), "bool": ("b", bool), "float": ("fiu", float), "str": ("U", str)}
+
+
+def stored_array(d, key, kind, ndim=1):
+    """d[key] as an `ndim`-dimensional array of `kind` ("int" -> int64, "bool", "float"):
+    ValueError naming the key otherwise. A stored index of the wrong type is corruption, never
+    rounded or wrapped into range."""
+    kinds, dtype = _KINDS[kind]
+    arr = np.asarray(d[key])
+    if arr.dtype.kind not in kinds or arr.ndim != ndim:
+        raise ValueError(f"d[{key!r}]: expected a {ndim}-d {kind} array, got "
+                         f"{arr.dtype} of shape {arr.shape}")
+    if kind == "int" and arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"d[{key!r}]: index out of the int64 range")
+    return arr.astype(dtype)
+
+
+def stored_scalar(d, key, kind):
+    """d[key] (a plain value or a 0-d array, as a file round trip leaves it) as an int, bool,
+    float or str: ValueError naming the key if it has another type."""
+    value = stored_array(d, key, kind, ndim=0)
+    return _KINDS[kind][1](value.item() if kind != "str" else str(value))

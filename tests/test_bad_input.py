@@ -39,7 +39,7 @@ def test_good_urdf_loads():
 ])
 def test_malformed_urdf(text, needle):
     with pytest.raises(sd.ModelError) as err:
-        sd.load_urdf(text)
+        sd.load_urdf(text, strict=True)     # strict: a non-PSD inertia too (else a ModelWarning)
     assert needle in str(err.value)
 
 

@@ -1,5 +1,6 @@
 """The `sparsedyn` command line, run as a user would (subprocesses), on the embedded model and a
 small URDF: results against Pinocchio, bad arguments and corrupt files as one-line errors."""
+import json
 import os
 import subprocess
 import sys
@@ -97,6 +98,10 @@ def test_spy_writes_an_image(tiny, tmp_path):
     (("compile", "humanoid", "--problem", "xx", "-o", "x.npz"), "invalid choice"),
     (("compile", "humanoid", "--ordering", "nope", "-o", "/tmp/x.npz", "--no-progress"), "nope"),
     (("solve", "/no/plan.npz", "--states", "s.npz", "-o", "o.npz"), "plan"),
+    (("compile", "chain2", "-o", "/no/such/dir/p.npz"), "no such directory: '/no/such/dir'"),
+    (("demo", "--batch", "0"), "--batch: expected a positive integer"),
+    (("bench", "hand", "--repeat", "0"), "--repeat: expected a positive integer"),
+    (("estimate", "s.json", "l.csv", "o.csv", "--batch-size", "-1"), "--batch-size: expected a positive"),
 ])
 def test_bad_arguments_are_one_line_errors(args, needle):
     proc = run(*args, check=False)
@@ -166,3 +171,111 @@ def test_estimate_a_csv_log_with_a_corrupt_row(tmp_path):
     good = np.arange(B) != 2
     assert rel_err(est["tau"][good], tau[good]) <= 1e-8
     assert np.isnan(est["tau"][2]).all()
+
+
+# ------------------------------------------------------------------ messages that mislead
+
+def cli(capsys, *args):
+    """`sparsedyn ARGS` in this process: (exit code, stdout, stderr)."""
+    from sparsedyn.cli import main
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(code, err, *needles):
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+
+
+def test_a_plan_where_a_urdf_is_expected_and_spy_without_its_robot(tiny, tmp_path, capsys):
+    """A plan file passed as the robot is named as such (not a UnicodeDecodeError); spy --plan of
+    a URDF model without the model asks for it as ROBOT (spy has no --robot option) and works
+    with it; the options a saved plan fixes are refused with --plan, not ignored."""
+    _, urdf = tiny
+    plan = str(tmp_path / "tiny.npz")
+    assert cli(capsys, "compile", urdf, "-o", plan, "--no-progress")[0] == 0
+    for args in (("compile", plan, "-o", str(tmp_path / "x.npz")),
+                 ("solve", plan, "--robot", plan, "--states", plan, "-o", str(tmp_path / "o.npz")),
+                 ("spy", plan, "-o", str(tmp_path / "s.png"))):
+        one_line_error(*cli(capsys, *args)[::2], "zip archive (a saved plan?), not a URDF")
+    binary = tmp_path / "robot.urdf"
+    binary.write_bytes(b"<robot \xff\xfe")
+    one_line_error(*cli(capsys, "compile", str(binary), "-o", plan)[::2], "not UTF-8")
+    code, _, err = cli(capsys, "spy", "--plan", plan, "-o", str(tmp_path / "s.png"))
+    one_line_error(code, err, "pass it as ROBOT (sparsedyn spy ROBOT --plan PLAN)")
+    assert "--robot" not in err
+    assert cli(capsys, "spy", urdf, "--plan", plan, "-o", str(tmp_path / "s.png"))[0] == 0
+    for option in (("--problem", "fd"), ("--ordering", "amd"), ("--f-ext", "upper")):
+        code, _, err = cli(capsys, "spy", urdf, "--plan", plan, *option, "-o", str(tmp_path / "s.png"))
+        one_line_error(code, err, f"{option[0]}: given with --plan")
+
+
+def test_floating_base_on_embedded_models_is_honoured_or_refused(tmp_path, capsys):
+    """compile hand --floating-base compiles the floating hand (it is a URDF); a chain has no
+    floating variant and says so; plans of either base of an embedded model solve without
+    --robot."""
+    from sparsedyn import models
+    from sparsedyn.problems import load_plan
+    plan = str(tmp_path / "hand.npz")
+    assert cli(capsys, "compile", "hand", "--floating-base", "-o", plan, "--no-progress")[0] == 0
+    floating = sd.load_urdf(models.HAND_URDF, floating_base=True)
+    assert load_plan(plan, floating).model.nv == models.hand().nv + 6
+    with pytest.raises(sd.PlanMismatchError):
+        load_plan(plan, models.hand())
+    one_line_error(*cli(capsys, "compile", "chain3", "--floating-base", "-o", plan)[::2],
+                   "'chain3'", "no floating-base variant")
+    rng = np.random.default_rng(4)
+    q = floating.random_configuration(rng, batch=2)
+    v, a = rng.normal(size=(2, 2, floating.nv))
+    np.savez(tmp_path / "s.npz", q=q, v=v, qdd=a)
+    assert cli(capsys, "solve", plan, "--states", str(tmp_path / "s.npz"),
+               "-o", str(tmp_path / "tau.npz"))[0] == 0
+    pm = pin_model(models.HAND_URDF, True)
+    pdata = pm.createData()
+    ref = np.array([pin.rnea(pm, pdata, to_pin_q(floating, pm, q[b]), v[b], a[b]) for b in range(2)])
+    assert rel_err(np.load(tmp_path / "tau.npz")["tau"], ref) <= 1e-10
+    one_line_error(*cli(capsys, "solve", plan, "--fixed-base", "--states", str(tmp_path / "s.npz"),
+                        "-o", str(tmp_path / "tau.npz"))[::2], "not this sparsedyn's embedded fixed-base hand")
+
+
+def test_compile_help_and_errors_list_every_ordering(capsys):
+    """--help names every ordering, Nori's structural ones with their problem; an unknown name
+    lists the problem's orderings; a structural order of the other problem says which."""
+    from sparsedyn.planner.orderings import KNOWN_ORDERINGS
+    help_text = " ".join(run("compile", "--help").stdout.split())
+    for name in KNOWN_ORDERINGS + ("rnea (--problem id only)", "aba (--problem fd only)"):
+        assert name in help_text
+    code, _, err = cli(capsys, "compile", "chain2", "--problem", "fd", "--ordering", "nope", "-o", "x.npz")
+    one_line_error(code, err, "'nope'", *KNOWN_ORDERINGS, "aba")
+    code, _, err = cli(capsys, "compile", "chain2", "--ordering", "aba", "-o", "x.npz")
+    one_line_error(code, err, "structural order of --problem fd")
+
+
+def test_outputs_never_overwrite_inputs(tiny, tmp_path, capsys, monkeypatch):
+    """compile -o ROBOT, solve -o STATES / PLAN, spy -o PLAN, estimate OUT = LOG / SPEC (also
+    through a link or a relative path), report -o with another extension: refused, inputs
+    unchanged."""
+    d, urdf = tiny
+    monkeypatch.chdir(tmp_path)
+    os.symlink(urdf, "robot.urdf")
+    plan = "plan.npz"
+    assert cli(capsys, "compile", urdf, "--problem", "fd", "-o", plan, "--no-progress")[0] == 0
+    np.savez("s.npz", q=np.zeros((1, 2)), v=np.zeros((1, 2)), tau=np.zeros((1, 2)))
+    (tmp_path / "spec.csv").write_text(json.dumps({"model": urdf, "floating_base": False,
+                                                   "sensors": [{"type": "JointAccelerations"}]}))
+    np.savetxt("log.csv", np.zeros((1, 6)), delimiter=",", comments="",
+               header="q_0,q_1,v_0,v_1,qdd_0,qdd_1")
+    before = {p: open(p, "rb").read() for p in (urdf, plan, "s.npz", "spec.csv", "log.csv")}
+    for args, role in ((("compile", urdf, "-o", "robot.urdf"), "robot file"),
+                       (("solve", plan, "--robot", urdf, "--states", "s.npz", "-o", "./s.npz"), "states file"),
+                       (("solve", plan, "--robot", urdf, "--states", "s.npz", "-o", str(tmp_path / plan)), "plan file"),
+                       (("spy", urdf, "--plan", plan, "-o", "sub/../plan.npz"), "plan file"),
+                       (("estimate", "spec.csv", "log.csv", "log.csv"), "input log"),
+                       (("estimate", "spec.csv", "log.csv", str(tmp_path / "spec.csv")), "spec file")):
+        os.makedirs("sub", exist_ok=True)
+        code, _, err = cli(capsys, *args)
+        one_line_error(code, err, f"the same file as the {role}", "refusing to overwrite an input")
+    one_line_error(*cli(capsys, "report", urdf, "-o", "r.pdf")[::2], "expected a .md or .html")
+    assert all(open(p, "rb").read() == data for p, data in before.items())

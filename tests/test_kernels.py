@@ -218,3 +218,13 @@ def test_program_stored_before_the_split_still_solves():
         x = legacy.solve(values, rhs, backend=backend)
         assert rel_err(x, fact.solve(values, rhs, backend=backend)) <= 1e-14
         assert rel_err(x, np.linalg.solve(system.dense(values), rhs)) <= 1e-10
+
+
+def test_cholesky_plan_refuses_stored_arrays_of_the_wrong_type():
+    """A stored index of the wrong dtype is corruption: refused by name, never cast."""
+    pattern, *_ = _spd_system(n=12, seed=4)
+    good = SparseCholesky(pattern, ordering="amd").to_dict()
+    for key, bad in (("perm", good["perm"].astype(float)), ("pattern_indices", good["pattern_indices"] + 0.5),
+                     ("shape", np.array(["12", "12"]))):
+        with pytest.raises(ValueError, match=key):
+            SparseCholesky.from_dict({**good, key: bad})

@@ -107,3 +107,21 @@ def test_delassus_from_eight_threads(model):
     feet = [sd.Contact("l_sole", "6d"), sd.Contact("r_sole", "3d")]
     inputs = [(q,) for q, _, _ in _states(model, 16, 32, seed=2)]
     _check_bitwise(lambda q: (sd.delassus(model, q, feet),), inputs)
+
+
+def test_parallel_launches_are_serialised_where_the_threading_layer_is_not_threadsafe(monkeypatch):
+    """numba's workqueue layer aborts on concurrent launches: there (and before the layer is
+    known) the guard is a lock; omp and tbb launch freely."""
+    import contextlib
+
+    import numba
+
+    from sparsedyn.kernels.parallel import parallel_launch
+    for layer, locked in (("workqueue", True), ("omp", False), ("tbb", False)):
+        monkeypatch.setattr(numba, "threading_layer", lambda layer=layer: layer)
+        assert isinstance(parallel_launch(), contextlib.nullcontext) is not locked
+
+    def unknown():
+        raise ValueError("Threading layer is not initialized.")
+    monkeypatch.setattr(numba, "threading_layer", unknown)
+    assert not isinstance(parallel_launch(), contextlib.nullcontext)

@@ -13,10 +13,14 @@ on the rows of a lane work array (one slot per value). Every step of the online 
   solve   y_k = p_k mu_k - p_k x_k + sum_r A_rk w_r r_r - sum_j l_kj y_j (the gradient at x and
           the forward substitution in one chain); dx_k = y_k r_k - sum_i l_ik dx_i (back
           substitution, last row first, into y_k's row), x_k += dx_k as its epilogue;
-  resid   r_r -= sum_k A_rk x_k (in place: the solve part then reads the residual as r).
+  resid   r_r -= sum_k A_rk x_k (in place: the solve part then reads the residual as r);
+  probe   z = N^-1 c for a constant c (forward and back substitution into z's rows): the compiled
+          route's identifiability probe (compiled_map.py).
 Run as: factor; x = 0; solve (x = N^-1 g); resid; solve (one refinement step on the un-squared
-residual, as the reference MAPSolver). The product of a dynamic entry of A with a constant one
-is a pair (a, ONE, w_r A_const); products of constants are folded into c0 offline.
+residual, as the reference MAPSolver); probe. The gradient's prior term -p_k x_k uses the
+gradient's precisions (0 where the prior is the uninformative ridge, solve_map.py). The product
+of a dynamic entry of A with a constant one is a pair (a, ONE, w_r A_const); products of constants
+are folded into c0 offline.
 
 Compared with the planner's right-looking L D L^T program (planner/symbolic_ldlt.py), the updates
 of one target are consecutive, so the kernel keeps the target in vector registers for its whole
@@ -46,9 +50,10 @@ from ..kernels.lane_vectors import EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_S
 class ChainProgram:
     """Instructions (ins_*: chain_block's arguments; mode EPI_LIST: a product list) over pairs
     (pa, pb, pc), parts [0, factor_end) factor, [factor_end, solve_end) solve, [solve_end,
-    n_ins) resid; slots of A's dynamic entries (entry_slot, -1 for constants), A's rows
-    (row_slot) and per variable (original numbering) of x (consecutive), d and N_kk; `flops`
-    per part (counted arithmetic per state); nnz_L below the diagonal."""
+    resid_end) resid, [resid_end, n_ins) probe; slots of A's dynamic entries (entry_slot, -1 for
+    constants), A's rows (row_slot) and per variable (original numbering) of x (consecutive), d,
+    N_kk and the probe's z; `flops` per part (counted arithmetic per state); nnz_L below the
+    diagonal."""
 
     n_slots: int
     one: int
@@ -68,11 +73,13 @@ class ChainProgram:
     pc: np.ndarray
     factor_end: int
     solve_end: int
+    resid_end: int
     entry_slot: np.ndarray
     row_slot: np.ndarray
     x_slot: np.ndarray
     d_slot: np.ndarray
     nkk_slot: np.ndarray
+    z_slot: np.ndarray
     flops: dict
     nnz_L: int
 
@@ -173,11 +180,16 @@ def _normal_products(by_row, cols, dyn, values, weights, inv):
     return out
 
 
-def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, normal_pattern):
+def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, normal_pattern,
+                gradient_prior=None, probe=None):
     """The ChainProgram of the MAP normal equations (module docstring) for A's CSC pattern
     (m, n), dynamic (nnz,) bool, values (nnz,) A's constants (read where not dynamic), weights
-    (m,), prior (n,), prior_pmu (n,) = p mu, perm (n,) the elimination order (perm[k]: the
-    variable eliminated k-th), normal_pattern N's symmetric pattern (n, n)."""
+    (m,), prior (n,) the precisions in N, prior_pmu (n,) = p mu, perm (n,) the elimination order
+    (perm[k]: the variable eliminated k-th), normal_pattern N's symmetric pattern (n, n),
+    gradient_prior (n,) the precisions in the gradient (default: prior), probe (n,) the probe's
+    right-hand side c (default: zeros)."""
+    gradient_prior = prior if gradient_prior is None else gradient_prior
+    probe = np.zeros(A_pattern.shape[1]) if probe is None else probe
     m, n = A_pattern.shape
     rows = A_pattern.indices.astype(np.int64)
     cols = np.repeat(np.arange(n), np.diff(A_pattern.indptr))
@@ -219,7 +231,7 @@ def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, nor
     entries_of = np.split(np.argsort(cols, kind="stable"), A_pattern.indptr[1:-1])
     for k in range(n):
         j = perm[k]
-        pairs = [(("x", k), "one", -prior[j])]
+        pairs = [(("x", k), "one", -gradient_prior[j])] if gradient_prior[j] else []
         for e in entries_of[j]:
             r = int(rows[e])
             pairs.append((("A", int(e)), ("row", r), weights[r]) if dynamic[e]
@@ -235,12 +247,21 @@ def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, nor
         b.chain(("row", r), [(("A", int(e)), ("x", int(inv[cols[e]])), -1.0) if dynamic[e]
                              else (("x", int(inv[cols[e]])), "one", -values[e]) for e in entries],
                 src=("row", r))
-    flops = {"factor": factor_flops, "solve": solve_flops,
-             "resid": b.flops - factor_flops - solve_flops}
-    return _numbered(b, factor_end, solve_end, flops, m, n, rows.size, dynamic, inv, L)
+    resid_end, resid_flops = len(b.ins), b.flops - factor_flops - solve_flops
+
+    for k in range(n):
+        b.chain(("z", k), [(("l", k, jj), ("z", jj), -1.0) for jj in Lrows[k]],
+                c0=probe[perm[k]])
+    for k in range(n - 1, -1, -1):
+        b.chain(("z", k), [(("z", k), ("r", k), 1.0)]
+                + [(("l", i, k), ("z", i), -1.0) for i in L[k]])
+    flops = {"factor": factor_flops, "solve": solve_flops, "resid": resid_flops,
+             "probe": b.flops - factor_flops - solve_flops - resid_flops}
+    return _numbered(b, factor_end, solve_end, resid_end, flops, m, n, rows.size, dynamic, inv,
+                     L)
 
 
-def _numbered(b, factor_end, solve_end, flops, m, n, nnz, dynamic, inv, L):
+def _numbered(b, factor_end, solve_end, resid_end, flops, m, n, nnz, dynamic, inv, L):
     """The ChainProgram with slots renumbered: ONE, the scratch rows, x (variable order), then
     by first touch (operands before targets)."""
     ins = np.array(b.ins, dtype=np.int64).reshape(-1, 10)
@@ -283,7 +304,7 @@ def _numbered(b, factor_end, solve_end, flops, m, n, nnz, dynamic, inv, L):
         ins_kmid=ins[:, 5], ins_mid=new[ins[:, 6]], ins_mode=ins[:, 7], ins_t2=new[ins[:, 8]],
         ins_r2=new[ins[:, 9]],
         pa=new[pairs[:, 0]], pb=new[pairs[:, 1]], pc=pc, factor_end=factor_end,
-        solve_end=solve_end, entry_slot=entry_slot,
+        solve_end=solve_end, resid_end=resid_end, entry_slot=entry_slot,
         row_slot=np.array([name_slot[("row", r)] for r in range(m)], dtype=np.int64),
-        x_slot=by_var("x"), d_slot=by_var("d"), nkk_slot=by_var("N"),
+        x_slot=by_var("x"), d_slot=by_var("d"), nkk_slot=by_var("N"), z_slot=by_var("z"),
         flops=flops, nnz_L=sum(len(c) for c in L))

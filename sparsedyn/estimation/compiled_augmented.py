@@ -15,19 +15,23 @@ huge for BERDY's variances (1e-8 dynamics, 1e4 prior). Offline, the route is the
 random states against the reference MAPSolver with 0, 1, ... refinement steps on K's residual;
 it keeps the fewest steps that agree to CHECK_TOL, or is unavailable (AugmentedUnavailable).
 
-Undetermined directions are flagged by a probe (normal_numba's comment), not by pivots: in a
-fill-reducing order many x pivots are eliminated before their measurement rows and carry no
-information about the likelihood.
+Undetermined directions are flagged by the normal form's probe (compiled_map.probe_vectors),
+not by pivots: in a fill-reducing order many x pivots are eliminated before their measurement
+rows and carry no information about the likelihood.
 
-Preconditions: a MAPSolver of the same problem (its weights, prior, probe direction).
+The form needs a proper prior on every variable: with the uninformative default (a ridge of
+1e-15, solve_map.py) K's static factorization has no usable accuracy and its refinement would
+converge to the ridge-biased answer, so the form is unavailable then (AugmentedUnavailable).
+
+Preconditions: a MAPSolver of the same problem (its weights, prior).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..system.combine import combine_parts
+from .compiled_map import PROBE_TOL, probe_vectors
 from .compiled_rows import sensor_assembly
-from .solve_map import SENSITIVITY_TOL
 
 #: offline agreement (relative, max norm) of the augmented route with the reference MAP
 CHECK_TOL = 1e-13
@@ -59,6 +63,11 @@ class AugmentedMAP:
         from ..kernels.lu_numpy import split_runs
         from ..planner import plan_factorization
         self.problem, self.reference = problem, reference
+        if reference.ridge.any():
+            raise AugmentedUnavailable(
+                "map_form: the augmented form needs a proper prior on every variable "
+                "(covariances['prior']); least squares and the uninformative default prior "
+                "(a 1e-15 ridge) use map_form='normal'")
         m, n = problem.shape
         nA = problem.pattern.nnz
         K = augmented_pattern(problem, reference)
@@ -81,8 +90,8 @@ class AugmentedMAP:
         a_const = np.setdiff1d(np.arange(nA), self.assembly.dynamic_index)
         inv = np.empty(m + n, dtype=np.int64)
         inv[p.row_perm] = np.arange(m + n)
-        delta = reference._delta
-        probe = np.r_[np.zeros(m), -reference.prior_precision * delta]
+        c, z_tol = probe_vectors(problem, reference)
+        probe = np.r_[np.zeros(m), -c]
         A = problem.pattern
         self._head = (y_dest, *self.assembly.model_arrays(), *xr, a_dest, f_dest, zero_dest,
                       a_const, self.assembly.template[a_const], A.indices.astype(np.int64),
@@ -92,8 +101,7 @@ class AugmentedMAP:
                       np.ascontiguousarray(reference.prior_precision),
                       np.ascontiguousarray(reference.prior_precision * reference.prior_mean),
                       probe, (p.rhs0 + inv).astype(np.int64), p.n_slots, *split_runs(p),
-                      p.op_t, p.op_a, *lane_checks(p), p.tol,
-                      SENSITIVITY_TOL * float(np.abs(delta).max()))
+                      p.op_t, p.op_a, *lane_checks(p), p.tol, np.ascontiguousarray(z_tol))
         self.lanes = lanes_for(p.n_slots + nA + 2 * (m + n))
         self.n, self.m = n, m
         self.refine = self._calibrate() if refine is None else int(refine)
@@ -120,7 +128,7 @@ class AugmentedMAP:
                 raise AugmentedUnavailable(
                     f"map_form: with these covariances the augmented route's probe flags "
                     f"determined states of {problem.describe()} (prior precision within "
-                    f"{1 / SENSITIVITY_TOL:.0e} of the likelihood); use map_form='normal'")
+                    f"{1 / PROBE_TOL:.0e} of the likelihood); use map_form='normal'")
             if err <= CHECK_TOL:
                 return steps
         raise AugmentedUnavailable(

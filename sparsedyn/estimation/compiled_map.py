@@ -4,10 +4,14 @@ diagonal pivots are stable in any order), the pair-chain program of its Crout L 
 formed inside the chains (chain_program.py) and the sensor rows' assembly program bound to the
 program's slots; online, one pass per batch.
 
-One factorization per state: the refinement step reuses it (a substitution), and its pivots
-flag the states whose measurements leave a direction undetermined. Those states, and any whose
-static pivot breaks down, are re-solved by the reference MAPSolver (CHOLMOD, its refinement step
-and its identifiability probe), which also names the undetermined variables.
+One factorization per state: the refinement step reuses it (a substitution), and so does the
+identifiability probe z = N^-1 c (probe_vectors): a state is flagged for the reference route when
+the probe responds on some variable, or when a pivot hardly gets anything from the likelihood.
+The probe is conservative (it flags every state the reference's data-only test calls
+undetermined, and some determined ones near the threshold); flagged states, and any whose static
+pivot breaks down or whose result is not finite, are re-solved by the reference MAPSolver
+(CHOLMOD, its refinement step and its identifiability test), which decides ok and names the
+undetermined variables.
 
 compiled_map(..., form) chooses between this normal form and the augmented (quasi-definite) form
 of compiled_augmented.py by counted flops per state ("auto"), or builds the one asked for.
@@ -21,11 +25,29 @@ import numpy as np
 from ..kernels.work_memory import WorkArrays
 from .compiled_rows import sensor_assembly
 
-#: pivot test: d_j - p_j <= UNDETERMINED_TOL (N_jj - p_j) flags an undetermined direction. With a
-#: likelihood null vector u (L u = 0) the pivot of its last-eliminated variable j is at most
-#: u^T diag(p) u / u_j^2 (the prior alone); a determined state keeps d_j - p_j >= the smallest
-#: eigenvalue of L scaled by its diagonal, i.e. above the reference probe's ~1e-9 threshold
+#: pivot test: d_j - p_j <= UNDETERMINED_TOL (N_jj - p_j) flags a direction the likelihood hardly
+#: determines (d_j / N_jj is at least the smallest eigenvalue of the Jacobi-scaled matrix, so a
+#: determined state of the reference test, >= solve_map.IDENTIFIABLE = 1e-12, is flagged only
+#: when its pivots say it is within 1e3 of the threshold)
 UNDETERMINED_TOL = 1e-9
+#: the probe z = N^-1 c, c_j = max(p_j, PROBE_RIDGE J_j) delta_j / sqrt(J_j) (J: the typical data
+#: information, delta: random), flags |z_j| sqrt(J_j) > PROBE_TOL max|delta|. In J's units a
+#: direction of eigenvalue lambda responds ~ max(p, PROBE_RIDGE) / (lambda + p): ~1 or more on an
+#: undetermined direction whatever the prior, 0.1 at the reference's threshold lambda = 1e-12
+#: (flagged unless the direction hides from delta), under PROBE_TOL above ~1e-10 (ridge prior)
+PROBE_RIDGE = 1e-13
+PROBE_TOL = 1e-3
+
+
+def probe_vectors(problem, reference):
+    """(c (n,), z_tol (n,)) of the compiled routes' probe for a MAPSolver of `problem`:
+    z = N^-1 c flags a state where |z_j| > z_tol_j for some j (see PROBE_RIDGE)."""
+    from .solve_map import typical_information
+    J = typical_information(problem, reference.weights)
+    delta = np.random.default_rng(12345).normal(size=J.size)
+    scale = np.sqrt(J)
+    c = np.maximum(reference.prior_precision, PROBE_RIDGE * J) * delta / scale
+    return c, PROBE_TOL * float(np.abs(delta).max()) / scale
 
 
 MAP_FORMS = ("auto", "normal", "augmented")
@@ -75,8 +97,11 @@ class CompiledMAP:
         dynamic = np.zeros(A.nnz, dtype=bool)
         dynamic[self.assembly.dynamic_index] = True
         p = reference.prior_precision
+        probe, z_tol = probe_vectors(problem, reference)
         self.program = prog = plan_chains(A, dynamic, self.assembly.template, reference.weights,
-                                          p, p * reference.prior_mean, perm, normal.pattern)
+                                          p, p * reference.prior_mean, perm, normal.pattern,
+                                          gradient_prior=reference.gradient_precision,
+                                          probe=probe)
         # the assembly writes A's dynamic entries and rows straight into the program's slots
         slot_of = np.concatenate([prog.entry_slot, prog.row_slot])
         a_dest, f_dest, zero_dest, y_dest = self.assembly.bind(prog.row_slot, [])
@@ -90,8 +115,9 @@ class CompiledMAP:
                        prog.ins_t, prog.ins_src, prog.ins_c0, prog.ins_row, prog.ins_q,
                        prog.ins_k, prog.ins_kmid, prog.ins_mid, prog.ins_mode, prog.ins_t2,
                        prog.ins_r2, prog.pa, prog.pb, prog.pc, prog.factor_end, prog.solve_end,
-                       prog.x_slot, prog.d_slot, prog.nkk_slot,
-                       np.ascontiguousarray(p, dtype=float), UNDETERMINED_TOL)
+                       prog.resid_end, prog.x_slot, prog.d_slot, prog.nkk_slot, prog.z_slot,
+                       np.ascontiguousarray(p, dtype=float), UNDETERMINED_TOL,
+                       np.ascontiguousarray(z_tol, dtype=float))
         self.lanes = lanes_for(prog.n_slots)
         self.n = problem.shape[1]
         # the kernel's work arrays, views of one buffer kept between calls: a fresh
@@ -101,22 +127,24 @@ class CompiledMAP:
     @property
     def cost(self):
         """Counted flops per state: the chain program's factor part (N formed inside it), two
-        solves and one residual (chain_program.py)."""
+        solves, one residual and the probe (chain_program.py)."""
         f = self.program.flops
-        return int(f["factor"] + 2 * f["solve"] + f["resid"])
+        return int(f["factor"] + 2 * f["solve"] + f["resid"] + f["probe"])
 
     @property
     def stats(self):
         prog = self.program
         return {"chain_factor_flops": int(prog.flops["factor"]),
                 "chain_solve_flops": int(prog.flops["solve"]),
-                "chain_resid_flops": int(prog.flops["resid"]), "chain_nnz_L": prog.nnz_L,
+                "chain_resid_flops": int(prog.flops["resid"]),
+                "chain_probe_flops": int(prog.flops["probe"]), "chain_nnz_L": prog.nnz_L,
                 "chain_pairs": int(prog.pa.size), "chain_instructions": int(prog.ins_t.size),
                 "chain_slots": prog.n_slots, "chain_ordering": self.ordering}
 
     def run(self, q, v, y, threads=1):
-        """(x (B, n), flag (B,) int: 0 solved, 1 pivot breakdown, 2 undetermined direction)
-        for checked q (B, nq), v (B, nv), readings y (B, n_sensor_rows)."""
+        """(x (B, n), flag (B,) int: 0 solved, 1 pivot breakdown or a result not finite, 2 a
+        direction the data may not determine) for checked q (B, nq), v (B, nv), readings
+        y (B, n_sensor_rows)."""
         from ..kernels.normal_numba import map_lanes, run_map
         q, v, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, v, y))
         B = q.shape[0]

@@ -2,28 +2,44 @@
 log, in batches, without holding the log in memory (seed 001, Sec. VI, applied offline at scale).
 
 Input log (one sample per row):
-  CSV   header row, then numbers; columns  q_0..q_{nq-1}, v_0..v_{nv-1}, <sensor>_0..<sensor>_{k-1}
-        for every sensor with rows (pseudo-measurements such as base_unactuated or *_slippery may
-        be omitted: they default to 0); other columns (e.g. t) are ignored. Streamed in chunks.
-  NPZ   arrays q (N, nq), v (N, nv), <sensor> (N, k) (loaded per array: use a directory for logs
-        larger than memory)
+  CSV   header row, then numbers, one sample per line; columns  q_0..q_{nq-1}, v_0..v_{nv-1},
+        <sensor>_0..<sensor>_{k-1} for every sensor with rows (pseudo-measurements such as
+        base_unactuated or *_slippery may be omitted: they default to 0); other columns (e.g. t)
+        are ignored; fields may be double-quoted. Streamed in chunks.
+  NPZ   arrays q (N, nq), v (N, nv), <sensor> (N, k) (read whole, CRC-checked: use a directory
+        for logs larger than memory)
   DIR   a directory of q.npy, v.npy, <sensor>.npy, memory-mapped (np.load(mmap_mode="r")).
-Output (by extension):
-  .csv  streamed rows: row, ok, tau_0..tau_{nv-1}, <link>_wrench_0..5 per wrench link
+Output (by extension), written to temporary files next to it and moved into place only when every
+row is in (sparsedyn.files): an interrupted or failed run leaves no output, or the previous one.
+  .csv  rows: row, ok, tau_0..tau_{nv-1}, <link>_wrench_0..5 per wrench link
         (linear-first, link frame); bad input rows are written with ok = -1 and NaN.
-  .npz  arrays row, ok, tau (N, nv), wrench_<link> (N, 6): filled batch by batch in memory-mapped
-        .npy files next to the output, zipped at the end.
-Bad input (a row with the wrong number of fields, non-numbers, NaN/inf, a non-unit quaternion) is
-reported with its 0-based data row number and skipped; every good row is processed. A missing
-column is an error naming it (no row could be processed).
+  .npz  arrays row, ok, tau (N, nv), wrench_<link> (N, 6).
+Bad input (a line with the wrong number of fields, non-numbers, a blank line of whitespace, bytes
+that are not UTF-8, an unbalanced quote, NaN/inf, a non-unit quaternion) is reported with its
+0-based data row number and its line in the file, and skipped; every good row is processed.
+Empty lines are not rows. A missing column is an error naming it (no row could be processed).
+The output may not be the log or the spec (refused, through links and relative paths too).
+
+Spec (JSON object; every key is checked, an unknown one is refused by name):
+  model             "humanoid", "hand", "chainN" (embedded models) or a URDF path (required)
+  floating_base     bool (default: true for a URDF, the embedded model's own otherwise; chainN
+                    has no floating-base variant)
+  sensors           [{"type": one of SPEC_SENSORS, <constructor argument>: value, ...}, ...]
+  unknown_wrenches  [link, ...]
+  unactuated_base   bool or null (EstimationProblem's; default: true for a floating base)
+  covariances       {"dynamics": var, <sensor name>: var or [var, ...], "prior": var, [...] or
+                    {kind: var}, "prior_mean": value or [...]}: the MAP estimate's
+                    (compile_estimation); method "auto" becomes "map", "exact"/"lstsq" refuse them
 
 Scheduler: None runs in-process; a Dask scheduler address ("tcp://host:8786") sends batches to the
 cluster (needs `pip install sparsedyn[dask]`); workers rebuild the plan from the problem `spec`
-(problem_from_spec) once each, so plans never travel over the network.
+(plan_from_spec) once each, so plans never travel over the network.
 """
 from __future__ import annotations
 
+import argparse
 import csv
+import inspect
 import json
 import os
 import shutil
@@ -32,38 +48,142 @@ import zipfile
 
 import numpy as np
 
+from ..files import atomic_path, check_output, read_npz, refuse_overwrite
+
 SPEC_SENSORS = ("JointAccelerations", "JointTorques", "UnactuatedBase", "ExternalWrench",
                 "ForceTorque", "LoadCells", "ZeroTangentialForce", "Accelerometer", "Gyroscope")
+SPEC_KEYS = ("model", "floating_base", "sensors", "unknown_wrenches", "unactuated_base",
+             "covariances")
+OUTPUT_KINDS = (".csv", ".npz")
 
 
 # ------------------------------------------------------------------------------ problem spec
 
-def problem_from_spec(spec):
-    """EstimationProblem from a plain dict (JSON-able): {"model": "humanoid" | URDF path,
-    "floating_base": bool, "sensors": [{"type": "ForceTorque", "joint": ..., "name": ...}, ...],
-    "unknown_wrenches": [...]}. Sensor keys are the constructor arguments."""
-    from .. import sensors as S
-    from ..model import load_urdf
-    from ..models import humanoid
-    from .problem import EstimationProblem
+def read_spec(spec):
+    """The spec (a dict, or the path of a JSON file) checked against the schema of the module
+    docstring: ValueError naming the key or the sensor argument that is unknown, missing or of
+    the wrong type. Returns a plain dict."""
     if isinstance(spec, (str, os.PathLike)):
-        with open(spec, "r", encoding="utf-8") as fh:
-            spec = json.load(fh)
-    name = spec.get("model")
-    if name is None:
-        raise ValueError("spec: missing 'model' (\"humanoid\" or a URDF path)")
-    fb = bool(spec.get("floating_base", True))
-    model = humanoid(floating_base=fb) if name == "humanoid" else load_urdf(name, floating_base=fb)
-    sensors = []
+        try:
+            with open(spec, "r", encoding="utf-8") as fh:
+                spec = json.load(fh)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"spec: {os.fspath(spec)} is not a JSON file ({exc})") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"spec: expected a JSON object, got {type(spec).__name__}")
+    unknown = [k for k in spec if k not in SPEC_KEYS]
+    if unknown:
+        raise ValueError(f"spec: unknown key(s) {unknown} (known: {', '.join(SPEC_KEYS)})")
+    if "model" not in spec:
+        raise ValueError('spec: missing "model" ("humanoid", "hand", "chainN" or a URDF path)')
+    _expect(spec["model"], str, "spec['model']", "a string")
+    for key in ("floating_base", "unactuated_base"):
+        if key in spec and not (spec[key] is None and key == "unactuated_base"):
+            _expect(spec[key], bool, f"spec[{key!r}]", "true or false")
+    _expect(spec.get("sensors", []), (list, tuple), "spec['sensors']", "a list")
     for k, item in enumerate(spec.get("sensors", [])):
+        _check_sensor(item, f"spec['sensors'][{k}]")
+    _expect_strings(spec.get("unknown_wrenches", []), "spec['unknown_wrenches']")
+    if "covariances" in spec:
+        _check_covariances(spec["covariances"])
+    return dict(spec)
+
+
+def _expect(value, types, where, what):
+    if not isinstance(value, types):
+        raise ValueError(f"{where}: expected {what}, got {value!r:.60}")
+
+
+def _expect_strings(value, where):
+    _expect(value, (list, tuple), where, "a list of names")
+    for k, v in enumerate(value):
+        _expect(v, str, f"{where}[{k}]", "a name (string)")
+
+
+def _check_sensor(item, where):
+    """A sensor entry: a known type and exactly its constructor's arguments, of the right types."""
+    from .. import sensors as S
+    _expect(item, dict, where, 'an object {"type": ..., <argument>: ...}')
+    kind = item.get("type")
+    if kind not in SPEC_SENSORS:
+        raise ValueError(f"{where}: unknown type {kind!r} (known: {', '.join(SPEC_SENSORS)})")
+    params = dict(inspect.signature(getattr(S, kind)).parameters)
+    unknown = [k for k in item if k != "type" and k not in params]
+    if unknown:
+        raise ValueError(f"{where}: {kind} takes no argument(s) {unknown} (it takes "
+                         f"{', '.join(params) or 'none'})")
+    missing = [k for k, p in params.items() if p.default is p.empty and k not in item]
+    if missing:
+        raise ValueError(f"{where}: {kind} needs {', '.join(repr(k) for k in missing)}")
+    for key, value in item.items():
+        if key == "type" or (value is None and params[key].default is None):
+            continue
+        at = f"{where}[{key!r}]"
+        if key == "placement":
+            if not _is_numbers(value, (4, 4)):
+                raise ValueError(f"{at}: expected a 4x4 matrix (4 lists of 4 numbers) or null")
+        elif key == "joints":
+            _expect_strings(value, at)
+        else:
+            _expect(value, str, at, "a name (string)")
+
+
+def _is_numbers(value, shape=None):
+    """Is `value` a number or a list of numbers (of `shape` if given; booleans are not)?"""
+    try:
+        arr = np.asarray(value)
+    except ValueError:               # ragged lists
+        return False
+    return arr.dtype.kind in "iuf" and (arr.ndim <= 1 if shape is None else arr.shape == shape)
+
+
+def _check_covariances(cov):
+    """Types only: names and sizes are the estimator's to check (compile_estimation)."""
+    _expect(cov, dict, "spec['covariances']", 'an object {"dynamics": ..., <sensor>: ...}')
+    for key, value in cov.items():
+        at = f"spec['covariances'][{key!r}]"
+        if key == "prior" and isinstance(value, dict):
+            for kind, v in value.items():
+                if not _is_numbers(v):
+                    raise ValueError(f"{at}[{kind!r}]: expected a variance or a list of them")
+        elif not _is_numbers(value):
+            raise ValueError(f"{at}: expected a number or a list of numbers")
+
+
+def problem_from_spec(spec):
+    """EstimationProblem from a spec (a dict or a JSON file's path; schema in the module
+    docstring, checked by read_spec). Sensor keys are the constructor arguments."""
+    from .. import sensors as S
+    from ..cli import is_embedded, load_robot      # the command line's names of robots
+    from .problem import EstimationProblem
+    spec = read_spec(spec)
+    name = spec["model"]
+    floating_base = spec.get("floating_base", None if is_embedded(name) else True)
+    model = load_robot(name, floating_base, what="spec['model']")
+    sensors = []
+    for item in spec.get("sensors", []):
         item = dict(item)
-        kind = item.pop("type", None)
-        if kind not in SPEC_SENSORS:
-            raise ValueError(f"spec: sensors[{k}] has unknown type {kind!r} (known: {SPEC_SENSORS})")
-        if "placement" in item and item["placement"] is not None:
+        kind = item.pop("type")
+        if item.get("placement") is not None:
             item["placement"] = np.asarray(item["placement"], dtype=float)
         sensors.append(getattr(S, kind)(**item))
-    return EstimationProblem(model, sensors, unknown_wrenches=spec.get("unknown_wrenches", ()))
+    return EstimationProblem(model, sensors, unknown_wrenches=spec.get("unknown_wrenches", ()),
+                             unactuated_base=spec.get("unactuated_base"))
+
+
+def plan_from_spec(spec, method="auto"):
+    """The compiled EstimationPlan of a spec, with its covariances: "auto" becomes "map" when
+    the spec has covariances; "exact" and "lstsq" (unit weights) refuse them by name."""
+    from .plan import compile_estimation
+    spec = read_spec(spec)
+    covariances = spec.get("covariances")
+    if covariances is not None:
+        if method == "auto":
+            method = "map"
+        elif method != "map":
+            raise ValueError(f"spec['covariances']: method {method!r} does not use covariances "
+                             f"(the MAP estimate does: method 'map' or 'auto')")
+    return compile_estimation(problem_from_spec(spec), method=method, covariances=covariances)
 
 
 _WORKER_PLANS = {}
@@ -72,8 +192,9 @@ _WORKER_PLANS = {}
 def _plan_from_spec(spec_json, method):
     key = (spec_json, method)
     if key not in _WORKER_PLANS:
-        from .plan import compile_estimation
-        _WORKER_PLANS[key] = compile_estimation(problem_from_spec(json.loads(spec_json)), method=method)
+        spec = json.loads(spec_json)
+        spec.pop("_columns", None)
+        _WORKER_PLANS[key] = plan_from_spec(spec, method)
     return _WORKER_PLANS[key]
 
 
@@ -85,54 +206,87 @@ class _Columns:
     def __init__(self, plan, names, source):
         model = plan.model
         self.sensors = [s for s in plan.problem.sensors if s.rows or s.default_reading is None]
-        index = {n: k for k, n in enumerate(names)}
+        index = {}
+        for k, n in enumerate(names):
+            index.setdefault(n, []).append(k)
         need = {"q": model.nq, "v": model.nv}
         optional = set()
         for s in self.sensors:
             need[s.name] = s.size
             if s.default_reading is not None:
                 optional.add(s.name)
-        self.slices, missing = {}, []
+        self.slices, missing, twice = {}, [], []
         for key, size in need.items():
-            cols = [index.get(f"{key}_{k}") for k in range(size)]
-            if any(c is None for c in cols):
+            found = [index.get(f"{key}_{k}", []) for k in range(size)]
+            twice += [f"{key}_{k}" for k, c in enumerate(found) if len(c) > 1]
+            if any(not c for c in found):
                 if key not in optional:
-                    missing += [f"{key}_{k}" for k, c in enumerate(cols) if c is None]
+                    missing += [f"{key}_{k}" for k, c in enumerate(found) if not c]
                 continue
-            self.slices[key] = np.asarray(cols)
+            self.slices[key] = np.asarray([c[0] for c in found])
         if missing:
             raise KeyError(f"{source}: missing columns {missing[:8]}{' ...' if len(missing) > 8 else ''}")
+        if twice:
+            raise ValueError(f"{source}: columns {twice[:8]} appear more than once")
+        self.keys = tuple(self.slices)
 
     def split(self, block):
         return {k: block[:, c] for k, c in self.slices.items()}
 
 
+def _split_line(raw, line_no, width):
+    """(fields, None) of one data line, or (None, why it is not a row of numbers)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, (f"line {line_no}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                      f"column {exc.start + 1})")
+    if not text.strip():
+        return None, f"line {line_no}: blank (whitespace only)"
+    if text.count('"') % 2:
+        return None, f"line {line_no}: unbalanced double quote (a quoted field across lines?)"
+    fields = [f.strip() for f in text.split(",")]
+    fields = [f[1:-1] if len(f) > 1 and f[0] == f[-1] == '"' else f for f in fields]
+    if len(fields) != width:
+        return None, f"line {line_no}: {len(fields)} fields, expected {width}"
+    return fields, None
+
+
 def _csv_chunks(path, batch_size, errors):
-    """Yield (first data row number, header, float block, valid mask) chunks of a CSV file."""
-    with open(path, "r", newline="", encoding="utf-8") as fh:
-        reader = csv.reader(fh)
-        try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            raise ValueError(f"{path}: empty file (no header row)") from None
+    """Yield (first data row number, header, float block, valid mask) chunks of a CSV file, one
+    sample per non-empty line; the first yield is (None, header, None, None). A line that is
+    not a row of numbers is a bad row (NaN, valid False) reported in `errors` as (row, why)."""
+    with open(path, "rb") as fh:
+        line_no, header = 0, None
+        for raw in fh:
+            line_no += 1
+            if raw.strip():
+                header = [f.strip().strip('"') for f in
+                          raw.strip(b"\r\n").decode("utf-8", errors="replace").split(",")]
+                break
+        if header is None:
+            raise ValueError(f"{path}: empty file (no header row)")
         yield None, header, None, None
         width = len(header)
         rows, valid, start, row_no = [], [], 0, 0
-        for fields in reader:
-            if not fields:
+        for raw in fh:
+            line_no += 1
+            raw = raw.rstrip(b"\r\n")
+            if not raw:
                 continue
-            ok = len(fields) == width
+            fields, why = _split_line(raw, line_no, width)
             values = np.full(width, np.nan)
-            if ok:
+            if fields is not None:
                 try:
                     values = np.array([float(x) for x in fields])
                 except ValueError:
-                    ok = False
-                    errors.append((row_no, "non-numeric field"))
-            else:
-                errors.append((row_no, f"{len(fields)} fields, expected {width}"))
+                    bad = next(k for k, x in enumerate(fields) if not _is_float(x))
+                    why = f"line {line_no}: non-numeric field {fields[bad][:20]!r} in column {header[bad]!r}"
+            if why is not None:
+                errors.append((row_no, why))
+                values = np.full(width, np.nan)
             rows.append(values)
-            valid.append(ok)
+            valid.append(why is None)
             row_no += 1
             if len(rows) == batch_size:
                 yield start, header, np.array(rows), np.array(valid)
@@ -141,65 +295,79 @@ def _csv_chunks(path, batch_size, errors):
             yield start, header, np.array(rows), np.array(valid)
 
 
+def _is_float(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def _array_source(path):
     """{name: array-like (N, k)} from an NPZ file or a directory of .npy files (memory-mapped)."""
     if os.path.isdir(path):
-        return {f[:-4]: np.load(os.path.join(path, f), mmap_mode="r")
+        return {f[:-4]: np.load(os.path.join(path, f), mmap_mode="r", allow_pickle=False)
                 for f in sorted(os.listdir(path)) if f.endswith(".npy")}
-    data = np.load(path, allow_pickle=False)
-    return {k: data[k] for k in data.files}
+    return read_npz(path, "NPZ log")
 
 
 # ------------------------------------------------------------------------------ writers
 
 class _Writer:
-    def __init__(self, path, plan, n_rows=None):
-        self.path = path
-        model = plan.model
+    """The estimates, streamed in row order into `path` (a temporary file that atomic_path
+    moves into place once complete). NPZ: each array's rows go to an unnamed temporary file
+    next to it (nothing is left behind, whatever stops the run) and are zipped at the end."""
+
+    def __init__(self, path, plan, kind):
+        self.path, self.kind = path, kind
         self.links = [plan.problem.wrench_links[b] for b in sorted(plan.problem.wrench_links)]
-        self.nv = model.nv
-        self.kind = "npz" if path.endswith(".npz") else "csv"
-        if self.kind == "csv":
+        self.nv = plan.model.nv
+        self.n_rows = 0
+        if kind == ".csv":
             self.fh = open(path, "w", newline="", encoding="utf-8")
             self.w = csv.writer(self.fh)
             self.w.writerow(["row", "ok"] + [f"tau_{k}" for k in range(self.nv)]
                             + [f"{l}_wrench_{k}" for l in self.links for k in range(6)])
         else:
-            if n_rows is None:
-                raise ValueError("NPZ output needs the number of rows")
-            self.tmp = tempfile.mkdtemp(prefix="sparsedyn_estimate_", dir=os.path.dirname(os.path.abspath(path)))
-            mm = np.lib.format.open_memmap
-            self.arrays = {"row": mm(os.path.join(self.tmp, "row.npy"), "w+", np.int64, (n_rows,)),
-                           "ok": mm(os.path.join(self.tmp, "ok.npy"), "w+", np.int8, (n_rows,)),
-                           "tau": mm(os.path.join(self.tmp, "tau.npy"), "w+", float, (n_rows, self.nv))}
-            for l in self.links:
-                self.arrays[f"wrench_{l}"] = mm(os.path.join(self.tmp, f"wrench_{l}.npy"), "w+", float, (n_rows, 6))
+            self.columns = {"row": (np.int64, ()), "ok": (np.int8, ()), "tau": (float, (self.nv,)),
+                            **{f"wrench_{l}": (float, (6,)) for l in self.links}}
+            folder = os.path.dirname(os.path.abspath(path))
+            self.parts = {}
+            for name in self.columns:
+                self.parts[name] = tempfile.TemporaryFile(dir=folder, prefix=".sparsedyn_estimate_")
 
     def write(self, rows, ok, tau, wrenches):
-        if self.kind == "csv":
+        self.n_rows += len(rows)
+        if self.kind == ".csv":
             block = np.column_stack([rows, ok, tau] + [wrenches[l] for l in self.links])
             for r in block:
                 self.w.writerow([int(r[0]), int(r[1])] + [repr(float(x)) for x in r[2:]])
             return
-        a = self.arrays
-        a["row"][rows] = rows
-        a["ok"][rows] = ok
-        a["tau"][rows] = tau
-        for l in self.links:
-            a[f"wrench_{l}"][rows] = wrenches[l]
+        values = {"row": rows, "ok": ok, "tau": tau, **{f"wrench_{l}": wrenches[l] for l in self.links}}
+        for name, (dtype, _) in self.columns.items():
+            self.parts[name].write(np.ascontiguousarray(values[name], dtype=dtype).tobytes())
 
-    def close(self):
-        if self.kind == "csv":
+    def finish(self):
+        """Complete the file (the NPZ archive from the parts)."""
+        if self.kind == ".csv":
             self.fh.close()
             return
-        for arr in self.arrays.values():
-            arr.flush()
-        names = list(self.arrays)
-        self.arrays = None
+        fmt = np.lib.format
         with zipfile.ZipFile(self.path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-            for n in names:
-                zf.write(os.path.join(self.tmp, n + ".npy"), n + ".npy")
-        shutil.rmtree(self.tmp, ignore_errors=True)
+            for name, (dtype, shape) in self.columns.items():
+                part = self.parts[name]
+                size = part.tell()
+                part.seek(0)
+                with zf.open(zipfile.ZipInfo(name + ".npy"), "w", force_zip64=size > 2 ** 30) as out:
+                    fmt.write_array_header_1_0(out, {"descr": fmt.dtype_to_descr(np.dtype(dtype)),
+                                                     "fortran_order": False,
+                                                     "shape": (self.n_rows, *shape)})
+                    shutil.copyfileobj(part, out, 2 ** 22)
+
+    def close(self):
+        for fh in [getattr(self, "fh", None), *getattr(self, "parts", {}).values()]:
+            if fh is not None:
+                fh.close()
 
 
 # ------------------------------------------------------------------------------ the engine
@@ -277,63 +445,47 @@ def estimate_log(plan_or_problem, input_path, output_path, batch_size=1024, sche
     {"rows", "estimated", "singular", "bad_rows": [(row, reason), ...]}.
 
     plan_or_problem: an EstimationPlan, an EstimationProblem (compiled here), or None with
-    `spec` (problem_from_spec); a Dask `scheduler` address needs `spec` (workers rebuild the plan).
+    `spec` (plan_from_spec: its covariances too); a Dask `scheduler` address needs `spec`
+    (workers rebuild the plan). The output is written atomically and may not be the log or the
+    spec file (ValueError).
     """
     from .plan import EstimationPlan, compile_estimation
     from .problem import EstimationProblem
+    input_path, output_path = os.fspath(input_path), os.fspath(output_path)
     if batch_size < 1:
         raise ValueError(f"batch_size: must be positive, got {batch_size}")
+    kind = os.path.splitext(output_path)[1].lower()
+    if kind not in OUTPUT_KINDS:
+        raise ValueError(f"output: expected a {' or '.join(OUTPUT_KINDS)} file, got {output_path!r}")
+    spec_file = spec if isinstance(spec, (str, os.PathLike)) else None
+    check_output(output_path)
+    refuse_overwrite(output_path, **{"input log": input_path, "spec file": spec_file})
+    if spec is not None:
+        spec = read_spec(spec)
     if plan_or_problem is None:
         if spec is None:
             raise ValueError("plan_or_problem: give a plan, a problem or a spec")
-        plan_or_problem = problem_from_spec(spec)
+        plan_or_problem = plan_from_spec(spec, method)
     plan = (plan_or_problem if isinstance(plan_or_problem, EstimationPlan)
             else compile_estimation(plan_or_problem, method=method)
             if isinstance(plan_or_problem, EstimationProblem) else None)
     if plan is None:
         raise TypeError(f"plan_or_problem: expected an EstimationPlan or EstimationProblem, got "
                         f"{type(plan_or_problem).__name__}")
+    if scheduler is not None and spec is None:
+        raise ValueError("scheduler: running on a Dask cluster needs `spec` (a JSON-able problem "
+                         "description) so that workers can rebuild the plan")
+    errors = []
+    names, chunks, n_rows = _open_log(plan, input_path, batch_size, errors, progress)
+    cols = _Columns(plan, names, input_path)
     client = None
     if scheduler is not None:
-        if spec is None:
-            raise ValueError("scheduler: running on a Dask cluster needs `spec` (a JSON-able problem "
-                             "description) so that workers can rebuild the plan")
         try:
             from distributed import Client
         except ImportError:
             raise ImportError("scheduler: Dask distributed is not installed "
                               "(pip install sparsedyn[dask])") from None
         client = Client(scheduler)
-    errors = []
-    is_csv = os.path.isfile(input_path) and input_path.lower().endswith(".csv")
-    if is_csv:
-        chunks = _csv_chunks(input_path, batch_size, errors)
-        _, header, _, _ = next(chunks)
-        cols = _Columns(plan, header, input_path)
-        n_rows = None
-        if output_path.endswith(".npz"):
-            with open(input_path, "rb") as fh:
-                n_rows = max(sum(1 for line in fh if line.strip()) - 1, 0)
-        names = header
-    else:
-        arrays = _array_source(input_path)
-        names, parts = [], []
-        for key, arr in arrays.items():
-            arr2 = arr.reshape(arr.shape[0], -1)
-            names += [f"{key}_{k}" for k in range(arr2.shape[1])]
-            parts.append(arr2)
-        cols = _Columns(plan, names, input_path)
-        n_rows = parts[0].shape[0] if parts else 0
-        lengths = {k: a.shape[0] for k, a in arrays.items()}
-        if len(set(lengths.values())) > 1:
-            raise ValueError(f"{input_path}: arrays have different lengths {lengths}")
-
-        def array_chunks():
-            for start in range(0, n_rows, batch_size):
-                block = np.column_stack([np.asarray(p[start:start + batch_size], dtype=float) for p in parts])
-                yield start, None, block, np.ones(block.shape[0], bool)
-        chunks = array_chunks()
-    writer = _Writer(output_path, plan, n_rows)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -341,24 +493,27 @@ def estimate_log(plan_or_problem, input_path, output_path, batch_size=1024, sche
     summary = {"rows": 0, "estimated": 0, "singular": 0}
     try:
         if client is None:
-            results = (( _solve_block(plan, cols, block, valid, start, errors), None)
+            results = ((_solve_block(plan, cols, block, valid, start, errors), None)
                        for start, _, block, valid in chunks)
         else:
-            spec_d = dict(json.load(open(spec)) if isinstance(spec, (str, os.PathLike)) else spec)
-            spec_d["_columns"] = list(names)
-            spec_json = json.dumps(spec_d, sort_keys=True)
+            spec_json = json.dumps({**spec, "_columns": list(names)}, sort_keys=True)
             results = _bounded_remote(client, spec_json, method, chunks)
-        for (rows, status, tau, wrenches), remote_errors in results:
-            if remote_errors:
-                errors.extend(remote_errors)
-            writer.write(rows, status, tau, wrenches)
-            summary["rows"] += len(rows)
-            summary["estimated"] += int((status == 1).sum())
-            summary["singular"] += int((status == 0).sum())
-            if bar is not None:
-                bar.update(len(rows))
+        with atomic_path(output_path) as tmp:
+            writer = _Writer(tmp, plan, kind)
+            try:
+                for (rows, status, tau, wrenches), remote_errors in results:
+                    if remote_errors:
+                        errors.extend(remote_errors)
+                    writer.write(rows, status, tau, wrenches)
+                    summary["rows"] += len(rows)
+                    summary["estimated"] += int((status == 1).sum())
+                    summary["singular"] += int((status == 0).sum())
+                    if bar is not None:
+                        bar.update(len(rows))
+                writer.finish()
+            finally:
+                writer.close()
     finally:
-        writer.close()
         if bar is not None:
             bar.close()
         if client is not None:
@@ -367,16 +522,57 @@ def estimate_log(plan_or_problem, input_path, output_path, batch_size=1024, sche
     return summary
 
 
+def _open_log(plan, input_path, batch_size, errors, progress):
+    """(column names, chunks as _csv_chunks yields them, number of rows or None) of a log."""
+    if os.path.isfile(input_path) and input_path.lower().endswith(".csv"):
+        chunks = _csv_chunks(input_path, batch_size, errors)
+        _, header, _, _ = next(chunks)
+        n_rows = None
+        if progress:                   # the bar's total (lines that are not empty)
+            with open(input_path, "rb") as fh:
+                n_rows = max(sum(1 for line in fh if line.strip(b"\r\n")) - 1, 0)
+        return header, chunks, n_rows
+    arrays = _array_source(input_path)
+    used = {"q", "v"} | {s.name for s in plan.problem.sensors}
+    names, parts = [], []
+    for key, arr in arrays.items():
+        if key not in used:
+            continue
+        if arr.dtype.kind not in "biuf" or arr.ndim == 0:
+            raise ValueError(f"{input_path}: array {key!r} is not an array of numbers "
+                             f"(dtype {arr.dtype}, shape {arr.shape})")
+        arr2 = arr.reshape(arr.shape[0], -1)
+        names += [f"{key}_{k}" for k in range(arr2.shape[1])]
+        parts.append(arr2)
+    n_rows = parts[0].shape[0] if parts else 0
+    lengths = {k: a.shape[0] for k, a in arrays.items() if k in used}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"{input_path}: arrays have different lengths {lengths}")
+
+    def array_chunks():
+        for start in range(0, n_rows, batch_size):
+            block = np.column_stack([np.asarray(p[start:start + batch_size], dtype=float)
+                                     for p in parts])
+            yield start, None, block, np.ones(block.shape[0], bool)
+    return names, array_chunks(), n_rows
+
+
 # ------------------------------------------------------------------------------ CLI entry
 
 def add_estimate_arguments(parser):
     """Arguments of `sparsedyn estimate` (for the lead's cli.py)."""
-    parser.add_argument("spec", help="problem description (JSON: model, floating_base, sensors, "
-                                     "unknown_wrenches)")
+    from ..cli import positive_int
+    parser.description = __doc__
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("spec", help="problem description (JSON object: model, floating_base, "
+                                     "sensors, unknown_wrenches, unactuated_base, covariances)")
     parser.add_argument("input", help="log: .csv, .npz, or a directory of .npy files")
-    parser.add_argument("output", help="estimates: .csv or .npz")
-    parser.add_argument("--method", default="auto", choices=("auto", "exact", "lstsq", "map"))
-    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("output", help="estimates: .csv or .npz (written when complete; never "
+                                       "the log or the spec)")
+    parser.add_argument("--method", default="auto", choices=("auto", "exact", "lstsq", "map"),
+                        help="auto: exact when the sensors determine every variable, least "
+                             "squares otherwise, MAP when the spec has covariances")
+    parser.add_argument("--batch-size", type=positive_int, default=1024)
     parser.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local)")
     parser.add_argument("--no-progress", action="store_true")
     return parser
@@ -399,6 +595,5 @@ def run_estimate_command(args):
 
 
 def main_estimate(argv=None):
-    import argparse
     parser = add_estimate_arguments(argparse.ArgumentParser(prog="sparsedyn estimate"))
     return run_estimate_command(parser.parse_args(argv))

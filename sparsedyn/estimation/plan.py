@@ -6,8 +6,17 @@
 
 method: "exact" (square: permuted static-pivot LU, solve_exact.py), "map" (BERDY's MAP,
 solve_map.py), "lstsq" (weighted least squares), "auto" (exact if square, else lstsq).
-Numerically singular states: ok[b] = False; "exact" returns NaN for them unless
-on_singular="map" (the default), which re-solves them with the MAP route and says so in a warning.
+
+ok: est.ok[b] is True exactly when the data determine state b's estimate: the scaled data
+information has no eigenvalue below 1e-12 (solve_map.Identifiability: the same test on every
+route, with unit weights for "exact" and "lstsq", the plan's weights for "map"; it ignores the
+prior). Otherwise ok[b] is False, est.undetermined(b) names the variables, a
+SingularStateWarning says so, and the estimate is the prior-regularised one ("map", "lstsq";
+"exact" with on_singular="map", the default) or NaN (on_singular="nan"; "raise" raises
+SingularModelError). Without a user prior the default is uninformative (solve_map.py): on a
+determined state "map" then gives the weighted least-squares estimate. A state whose assembled
+system or estimate overflows (inputs too large for double precision) raises NonFiniteError
+naming the batch indices and the inputs: no route returns a non-finite number with ok True.
 
 Online backends: "numba" (default when numba imports) is the compiled route: the sensor rows are
 part of the assembly program (compiled_rows.py); "exact" runs the fused assembly + LU kernel
@@ -37,9 +46,13 @@ class SingularStateWarning(RuntimeWarning):
 def compile_estimation(problem, method="auto", covariances=None, ordering="auto", backend="auto",
                        map_backend="cholmod", check=True, compiled="auto", map_form="auto"):
     """Plan an EstimationProblem once (offline). `check` runs problem.check() first (raises
-    IllPosedError naming undetermined variables). map_backend ("cholmod" or "lu") is the
-    reference MAP route's factorization. compiled: "auto" also builds the compiled online route
-    when numba imports and every sensor has a compiled form, True requires it, False skips it.
+    IllPosedError naming undetermined variables). covariances (method "map"): {"dynamics": var,
+    <sensor name>: var or (size,) vars, "prior": var, (n,) vars or {kind: var}, "prior_mean":
+    value or (n,)}; a row without one gets solve_map.DEFAULT_VARIANCES, a variable without a
+    prior the uninformative default (so that MAP without covariances is least squares).
+    map_backend ("cholmod" or "lu") is the reference MAP route's factorization. compiled: "auto"
+    also builds the compiled online route when numba imports and every sensor has a compiled
+    form, True requires it, False skips it.
     map_form: the compiled MAP / lstsq route's system, "normal" (N = A^T W A + P), "augmented"
     (the quasi-definite [[W^-1, A], [A^T, -P]]) or "auto" (fewer counted flops; stats["map_form"])."""
     from .compiled_map import MAP_FORMS
@@ -125,7 +138,13 @@ class EstimationPlan:
     def solve(self, q, v, readings, on_singular="map", backend=None, threads=None):
         """Estimate for one state (q (nq,), v (nv,), readings {name: (size,)}) or a batch.
 
-        on_singular ("map", "nan", "raise"): what an exact plan does with singular states.
+        Returns an Estimate; est.ok[b] is True exactly when the data determine state b's
+        estimate (module docstring: a data-only, scale-invariant test, the same on every route
+        and backend): an estimate with ok False has directions filled by the prior (or NaN) and
+        est.undetermined(b) names them. Raises NonFiniteError (naming batch indices and inputs)
+        where the system or the estimate overflows.
+        on_singular ("map", "nan", "raise"): what an exact plan does with states that are not
+        determined.
         backend: "numba" (compiled route, the default when built) or "numpy" (reference route);
         threads: for "numba", how many threads split the batch (default: all of numba's)."""
         if on_singular not in ("map", "nan", "raise"):
@@ -157,7 +176,12 @@ class EstimationPlan:
         Pvals = None
         if redo.size:
             sub = {k: r[redo] for k, r in readings.items()}
-            values, rhs, _, _ = problem.assemble(q[redo], v[redo], sub)
+            with np.errstate(over="ignore", invalid="ignore"):
+                values, rhs, _, _ = problem.assemble(q[redo], v[redo], sub)
+            finite = np.isfinite(values).all(axis=1) & np.isfinite(rhs).all(axis=1)
+            if not finite.all():
+                raise self._nonfinite("[D; D_Y] or its right-hand side", redo[~finite], q, v,
+                                      readings)
             xr, okr, maskr, Pr = self._solve_reference(values, rhs, on_singular, redo)
             x[redo], ok[redo] = xr, okr
             if maskr is not None:
@@ -165,6 +189,9 @@ class EstimationPlan:
                 mask[redo] = maskr
             if redo.size == B:
                 Pvals = Pr
+        overflow = np.flatnonzero(~np.isfinite(x).all(axis=1) & ok)
+        if overflow.size:           # never a non-finite estimate called ok
+            raise self._nonfinite("the estimate", overflow, q, v, readings)
         if self.method != "exact" and Pvals is None:
             Pvals = (lambda: self.solver.normal_values(problem.assemble(q, v, readings)[0]))
         est = Estimate(self, x, single, ok, mask, Pvals, (q, v), readings)
@@ -185,25 +212,30 @@ class EstimationPlan:
     def _solve_reference(self, values, rhs, on_singular, index):
         """The reference route on assembled states (batch indices `index` of the caller's
         batch): (x, ok, undetermined mask or None, P values or None)."""
-        undetermined_mask = Pvals = None
+        Pvals = None
         if self.method == "exact":
-            x, ok = self.solver.solve(values, rhs)
+            x, ok, undetermined_mask = self.solver.solve(values, rhs)
             bad = np.flatnonzero(~ok)
             if bad.size:
                 if on_singular == "raise":
                     from ..errors import SingularModelError
                     where = index[bad].tolist()
                     raise SingularModelError(
-                        f"{self.problem.describe()}: [D; D_Y] is numerically singular at batch "
-                        f"indices {where[:20]}", batch_indices=where)
+                        f"{self.problem.describe()}: [D; D_Y] is numerically singular (the data "
+                        f"do not determine the estimate) at batch indices {where[:20]}",
+                        batch_indices=where)
                 if on_singular == "map":
-                    xm, _, pd, _ = self.fallback().solve(values[bad], rhs[bad])
-                    x[bad] = xm
-                    undetermined_mask = np.zeros(x.shape, bool)
-                    undetermined_mask[bad] = pd
+                    x[bad] = self.fallback().solve(values[bad], rhs[bad])[0]
         else:
             x, ok, undetermined_mask, Pvals = self.solver.solve(values, rhs)
         return x, ok, undetermined_mask, Pvals
+
+    def _nonfinite(self, what, indices, q, v, readings):
+        """NonFiniteError naming the batch `indices` whose `what` overflowed and the inputs."""
+        from ..errors import nonfinite_error
+        inputs = {"q": q, "v": v, **{f"readings[{k!r}]": r for k, r in readings.items()}}
+        return nonfinite_error(self.problem.describe(), what, np.asarray(indices).tolist(),
+                               inputs)
 
 
 def vecs_v(v):
@@ -219,7 +251,14 @@ def _check_threads(threads):
 
 class Estimate(Result):
     """Estimated variables (problems.plan.Result: est["tau"], est["qdd"], est["f", link], ...)
-    plus wrench(link), ok (B,) status, undetermined(b), covariance(kind) (MAP), residual(gyro)."""
+    plus wrench(link), ok (B,) status, undetermined(b), covariance(kind) (MAP), residual(gyro).
+
+    ok[b] (a bool for a single state) is True exactly when the data determine state b's
+    estimate: the column-equilibrated information of the measurements, W^1/2 [D; D_Y] (unit
+    weights for "exact" and "lstsq"), has no singular value below 1e-6 (solve_map.IDENTIFIABLE),
+    whatever the prior; the estimate is then finite and, without a user prior, the (weighted)
+    least-squares one. ok[b] False: some directions are filled by the prior (or NaN, exact
+    route with on_singular="nan"); undetermined(b) names their variables."""
 
     def __init__(self, plan, x, single, ok, undetermined_mask, Pvals, state, readings):
         super().__init__(plan, x, single)

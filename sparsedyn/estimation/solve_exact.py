@@ -2,10 +2,18 @@
 Sec. VI: eq. 17 solved with the offline/online split of Sec. IV-D, V-D).
 
 Offline: pivots from a magnitude-weighted matching (magnitude_matching), then sparsedyn.planner's
-fill-reducing column order with minimum flops for the worst-case pattern. Online: one batched numeric LU + substitutions per state. A state
-whose static pivot vanishes is re-solved by the planner with partial pivoting; a state that is
-numerically singular (e.g. both feet flat and parallel under the slippery-floor assumption) is
-reported in the status mask with NaN in its solution — never a garbage number.
+fill-reducing column order with minimum flops for the worst-case pattern. Online: one batched
+numeric LU + substitutions per state. A state whose static pivot vanishes is re-solved by the
+planner with partial pivoting. A state that is singular or nearly so (e.g. both feet flat and
+parallel under the slippery-floor assumption, a stretched knee) is reported in the status mask
+with NaN in its solution — never a garbage number: the reference route (solve) applies the MAP
+route's data-only identifiability test (solve_map.Identifiability, unit weights, as least
+squares) to every state. The compiled route (CompiledExact) cannot see it in its pivots (a
+static pivot of a nearly singular state need not be small: on a stretched chain it scales with
+the square root of the smallest singular value), so it solves each batch twice, the second time
+with the readings perturbed by a fixed random delta, and sends every state whose response
+(x' - x, in units of each variable's typical data information) exceeds PROBE_GAIN |delta| to
+the reference route: the response to a random delta is ~|delta| / sigma_min.
 
 Preconditions: the problem is square (as many rows as unknowns) and structurally well-posed.
 """
@@ -21,6 +29,11 @@ from ..kinematics import forward_kinematics
 #: backward error max|A x - b| / (max|A| max|x| + max|b|) above which a solution is not trusted
 #: (a small but nonzero generic pivot): the state is re-solved with partial pivoting
 BACKWARD_TOL = 1e-11
+
+#: the compiled route's probe: a response above PROBE_GAIN max|delta| (sigma_min of the
+#: column-equilibrated [D; D_Y] below ~1e-4, the reference test's threshold being 1e-6) sends the
+#: state to the reference route
+PROBE_GAIN = 1e3
 
 
 def magnitude_matching(problem, rng=0, n_states=3):
@@ -63,6 +76,7 @@ class ExactSolver:
         # worst-case entries, nonzero except on a measure-zero set of states. The planner's
         # breakdown test and the backward-error test below catch the states where such a pivot
         # is (nearly) zero.
+        self.problem = problem
         self.pivot_mask = magnitude_matching(problem, rng)
         self.factorization = plan_factorization(problem.pattern, self.pivot_mask,
                                                 constant_values=problem.constant_values,
@@ -70,25 +84,43 @@ class ExactSolver:
         P = problem.pattern
         self._rows = P.indices.astype(np.int64)
         self._cols = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr)).astype(np.int64)
+        self._identifiability = None
 
     @property
     def stats(self):
         return dict(self.factorization.stats)
 
     def compiled(self, problem):
-        """The compiled route: assembly of [D; D_Y] fused with this LU program and the same
-        backward-error test (FusedSolver; its broken states go to `solve`)."""
+        """The compiled route (CompiledExact): assembly of [D; D_Y] fused with this LU program
+        and the same backward-error test, and the conditioning probe."""
         from ..kernels.assemble_numba import FusedSolver
         from .compiled_rows import sensor_assembly
-        return FusedSolver(sensor_assembly(problem), self.factorization.program, [], [],
-                           residual=(self._rows, self._cols, BACKWARD_TOL))
+        from .solve_map import typical_information
+        fused = FusedSolver(sensor_assembly(problem), self.factorization.program, [], [],
+                            residual=(self._rows, self._cols, BACKWARD_TOL))
+        scale = np.sqrt(typical_information(problem, np.ones(problem.shape[0])))
+        delta = np.random.default_rng(12345).normal(size=problem.rows.n_rows)
+        return CompiledExact(fused, delta, scale)
+
+    @property
+    def identifiability(self):
+        """The data-only identifiability test of least squares (unit weights), built on use."""
+        if self._identifiability is None:
+            from .solve_map import Identifiability, NormalEquations
+            self._identifiability = Identifiability(NormalEquations(self.problem.pattern),
+                                                    np.ones(self.problem.shape[0]))
+        return self._identifiability
 
     def solve(self, values, rhs):
-        """(x (B, n), ok (B,)): x is NaN where ok is False (numerically singular state)."""
+        """(x (B, n), ok (B,), undetermined (B, n) bool): x is NaN where ok is False (a
+        singular state, or one the data do not determine: solve_map.Identifiability)."""
         x, ok = self.factorization.solve(values, rhs, return_status=True)
         x, ok = np.array(x), np.array(ok)
         self._backward_error_check(values, rhs, x, ok)
-        return x, ok
+        determined, undetermined, _ = self.identifiability(values)
+        ok &= determined
+        x[~ok] = np.nan
+        return x, ok, undetermined
 
     def _backward_error_check(self, values, rhs, x, ok):
         """Re-solve with partial pivoting (splu, with the planner's rank test) every state whose
@@ -108,3 +140,23 @@ class ExactSolver:
                 x[b] = lu.solve(rhs[b])
             else:
                 ok[b], x[b] = False, np.nan
+
+
+class CompiledExact:
+    """The compiled exact route: the fused kernel (FusedSolver) on the readings y and on
+    y + delta; run() flags, besides the kernel's broken states, those whose response to delta
+    says they are nearly singular (module docstring)."""
+
+    def __init__(self, fused, delta, scale):
+        self.fused, self.delta, self.scale = fused, delta, scale
+        self.threshold = PROBE_GAIN * float(np.abs(delta).max())
+
+    def run(self, q, v, y, full=True, threads=1):
+        """(out, x (B, n), flag (B,) bool) for checked q, v and readings y (B, n_sensor_rows):
+        flag marks states the reference route must solve (FusedSolver.run's, plus the probe)."""
+        out, x, broken = self.fused.run(q, v, y, full=True, threads=threads)
+        _, x2, broken2 = self.fused.run(q, v, y + self.delta, full=True, threads=threads)
+        with np.errstate(invalid="ignore", over="ignore"):     # (inf - inf: NaN, suspect)
+            response = np.abs(x2 - x) * self.scale
+        suspect = ~(response.max(axis=1) <= self.threshold)
+        return out, x, broken | broken2 | suspect

@@ -8,8 +8,13 @@
     posterior      P = Sigma_d^-1 + A^T W A,   P mu = Sigma_d^-1 mu_d + A^T W r,   Cov = P^-1
                    A = [D; D_Y], r = -[b; b_Y - y], W = diag(Sigma_D^-1, Sigma_y^-1)
 
-Weighted least squares is the limit of a vanishing prior ("lstsq": unit weights and a ridge of
-1e-15 of the largest weight, which only selects the minimum-norm answer in singular directions).
+The prior is the user's (covariances["prior"], BERDY's Sigma_d) where given. Elsewhere, and for
+"lstsq" (unit weights), the default is uninformative: a ridge of RIDGE times the variable's
+typical data information (the median of diag(A^T W A) over random states: scale-invariant, fixed
+per plan) that only selects an answer in directions the data leave undetermined. It stays out of
+the refinement's gradient, so on a determined state the estimate is the weighted least-squares
+one (the ridge's bias, RIDGE / lambda, is squared by the refinement step). Rows without a given
+variance share one default, so "map" without covariances is least squares.
 
 The normal matrix P has a fixed worst-case pattern (union of A^T A and the diagonal): its entries
 are accumulated for a whole batch by a numba kernel from precomputed entry pairs, and each state
@@ -18,11 +23,13 @@ backend "lu", by the planner's batched static-pivot LU (pivot-safe: P is SPD, pi
 diagonal). One step of iterative refinement on the un-squared residual keeps the accuracy of the
 normal equations close to that of a QR solve.
 
-Per-state identifiability: with L = A^T W A (the likelihood alone) and a tiny ridge rho, the
-response s = (L + rho)^-1 rho delta (rho = 1e-12 diag(L)) to a fixed random delta is ~delta on the directions the
-measurements do not determine and ~rho/lambda (negligible) elsewhere (for "lstsq", P is that
-matrix; for "map" it costs one more factorization per state). Those states get ok = False and
-the variables are listed; their MAP answer is the prior-regularised one, as BERDY's.
+Identifiability (ok), from the data alone and scale-invariantly (Identifiability): with
+S = J^-1/2 (A^T W A) J^-1/2, J its diagonal (every variable in the unit of its own data
+information), a state is determined when the smallest eigenvalue of S is at least IDENTIFIABLE
+(the column-equilibrated W^1/2 A has no singular value below 1e-6); it is found by shifted
+inverse iteration, and the variables of the near-null vector are the undetermined ones. The
+exact route (solve_exact.py) uses the same test with unit weights. An estimate that is not
+determined is the prior-regularised one (BERDY's) and its state has ok = False.
 
 Preconditions: problem (EstimationProblem) assembled; variances positive.
 """
@@ -38,10 +45,20 @@ try:
 except ImportError:                                          # pragma: no cover
     njit = None
 
+#: the uninformative default prior's precision, relative to each variable's typical information
+RIDGE = 1e-15
+#: smallest eigenvalue of the scaled data information S of a determined state
+IDENTIFIABLE = 1e-12
+#: inverse iteration on S + PROBE_SHIFT (above S's round-off, below IDENTIFIABLE), this many steps:
+#: a direction with eigenvalue <= IDENTIFIABLE gains >= (1 / 1.1e-12)^k on one of order 1
+PROBE_SHIFT = 1e-13
+PROBE_STEPS = 3
+#: an undetermined state's undetermined variables: near-null vector components above this share
 SENSITIVITY_TOL = 1e-3
-LSTSQ_RIDGE = 1e-15
-LIKELIHOOD_RIDGE = 1e-12
-DEFAULT_VARIANCES = {"dynamics": 1e-8, "sensor": 1e-4, "prior": 1e4}
+#: row variances where the covariances give none: one value for every row, so that with the
+#: default (uninformative) prior "map" is least squares (BERDY's setting gives its own, e.g. 1e-8
+#: for the dynamics: a weight spread the normal equations pay for in accuracy)
+DEFAULT_VARIANCES = {"dynamics": 1e-4, "sensor": 1e-4}
 
 
 def _kernel(fn):
@@ -142,21 +159,41 @@ def _lookup(csc, r, c):
 
 
 def _cholmod_direct(pattern, values, rhs, diag):
-    """One SPD solve through CHOLMOD (supernodal L L^T, own analysis) for the states whose P has
-    pivots spread wider than SparseCholesky's singularity test admits (a MAP prior can be 1e-15
-    of a dynamics weight and still be exact). If P is numerically singular (least squares on a
-    singular state) a ridge of 1e-10 of its largest diagonal entry is added. Returns (X, ridged)."""
+    """One SPD solve through CHOLMOD (supernodal L L^T, own analysis) for the states that
+    SparseCholesky's singularity test refuses (a ridge prior on an undetermined state). If P is
+    not numerically positive definite, 1e-10 of each diagonal entry is added (a Jacobi-relative,
+    scale-invariant ridge; such a state is undetermined, the identifiability test says so)."""
     from sksparse.cholmod import CholmodNotPositiveDefiniteError, cholesky
     P = sp.csc_matrix((values, pattern.indices, pattern.indptr), shape=pattern.shape)
     try:
-        return cholesky(P, ordering_method="amd")(rhs), False
+        return cholesky(P, ordering_method="amd")(rhs)
     except CholmodNotPositiveDefiniteError:
-        beta = 1e-10 * float(values[diag].max())
-        return cholesky(P, beta=beta, ordering_method="amd")(rhs), True
+        ridged = np.array(values, dtype=float)
+        ridged[diag] *= 1.0 + 1e-10
+        P = sp.csc_matrix((ridged, pattern.indices, pattern.indptr), shape=pattern.shape)
+        return cholesky(P, ordering_method="amd")(rhs)
+
+
+def typical_information(problem, weights, rng=0, n_states=3):
+    """Each variable's typical data information (n,): the median of diag(A^T W A) over a few
+    random states (the scale of the uninformative prior and of the compiled routes' probe)."""
+    from ..kinematics import forward_kinematics
+    rng = np.random.default_rng(rng)
+    model, P = problem.model, problem.pattern
+    cols = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))
+    out = []
+    for _ in range(n_states):
+        kin = forward_kinematics(model, model.random_configuration(rng), rng.normal(size=model.nv))
+        A = problem.values(kin)[0]
+        out.append(np.bincount(cols, weights[P.indices] * A * A, minlength=P.shape[1]))
+    d = np.median(out, axis=0)
+    # a variable without data at the sampled states takes the smallest positive scale
+    return np.where(d > 0, d, d[d > 0].min() if (d > 0).any() else 1.0)
 
 
 def _variances(problem, covariances, method):
-    """Row weights (1/variance) and prior (precision, mean, std) from the user's covariances."""
+    """(row weights 1/variance (m,), prior precision in P (n,), prior precision in the gradient
+    (n,): 0 where the prior is the uninformative ridge, prior mean (n,)) from the covariances."""
     covariances = dict(covariances or {})
     known = {s.name for s in problem.sensors} | {"dynamics", "prior", "prior_mean"}
     unknown = sorted(set(covariances) - known)
@@ -175,22 +212,80 @@ def _variances(problem, covariances, method):
         if v is None:
             raise ValueError(f"covariances[{s.name!r}]: expected a variance or ({s.size},) variances")
         var[sl] = v
-    prior = covariances.get("prior", DEFAULT_VARIANCES["prior"])
+    prior = None if lstsq else covariances.get("prior")
+    pv = np.full(n, np.nan)                     # NaN: no prior given, the ridge
     if isinstance(prior, dict):
-        pv = np.empty(n)
+        kinds = sorted({b.kind for b in problem.columns.blocks})
+        extra = sorted(set(prior) - set(kinds))
+        if extra:
+            raise KeyError(f"covariances['prior']: no variable kind {extra} (kinds: {kinds})")
         for b in problem.columns.blocks:
-            pv[b.slice] = prior.get(b.kind, DEFAULT_VARIANCES["prior"])
-    else:
+            if b.kind in prior:
+                pv[b.slice] = prior[b.kind]
+    elif prior is not None:
         pv = np.broadcast_to(np.asarray(prior, dtype=float), (n,)).copy()
-    for name, arr in (("dynamics/sensor variances", var), ("prior variances", pv)):
+    given = ~np.isnan(pv)
+    for name, arr in (("dynamics/sensor variances", var), ("prior variances", pv[given])):
         if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
             raise ValueError(f"covariances: {name} must be finite and positive")
     w = 1.0 / var
-    if lstsq:
-        pv = np.full(n, 1.0 / (LSTSQ_RIDGE * w.max()))  # a ridge: only fixes singular directions
+    p_grad = np.where(given, 1.0 / np.where(given, pv, 1.0), 0.0)
+    p = p_grad if given.all() else np.where(given, p_grad, RIDGE * typical_information(problem, w))
     mean = np.zeros(n) if covariances.get("prior_mean") is None else np.broadcast_to(
         np.asarray(covariances["prior_mean"], dtype=float), (n,)).copy()
-    return w, 1.0 / pv, mean, np.sqrt(pv)
+    return w, p, p_grad, mean
+
+
+class Identifiability:
+    """Which variables the data alone determine at each state (module docstring): the smallest
+    eigenvalue of the scaled information S = J^-1/2 (A^T W A) J^-1/2 by inverse iteration."""
+
+    def __init__(self, normal, weights, ordering="amd"):
+        from ..kernels import SparseCholesky
+        self.normal, self.weights = normal, np.asarray(weights, dtype=float)
+        P = normal.pattern
+        self.cholesky = SparseCholesky(P, ordering=ordering)
+        self._rows = P.indices.astype(np.int64)
+        self._cols = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))
+        # a fixed random start: generic, so it is never orthogonal to a null direction
+        self._start = np.random.default_rng(12345).normal(size=normal.n)
+
+    def __call__(self, values):
+        """(determined (B,) bool, undetermined variables (B, n) bool, smallest eigenvalue of S
+        (B,)) for A's values (B, nnz); a state whose information is not finite is undetermined."""
+        normal = self.normal
+        L = normal.values(np.ascontiguousarray(values), self.weights, np.zeros(normal.n))
+        diag = L[:, normal.diag]
+        # a variable without data at this state keeps S_jj = 0 (its scale is immaterial)
+        inv = 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0))
+        S = L * inv[:, self._rows] * inv[:, self._cols]
+        B = S.shape[0]
+        lam = np.empty(B)
+        undetermined = np.zeros((B, normal.n), dtype=bool)
+        for b in range(B):
+            lam[b], s = self._smallest(S[b], b)
+            if not lam[b] >= IDENTIFIABLE:
+                undetermined[b] = ~(np.abs(s) <= SENSITIVITY_TOL * np.abs(s).max())
+        return lam >= IDENTIFIABLE, undetermined, lam
+
+    def _smallest(self, values, state):
+        """(smallest eigenvalue, its vector) of one state's S (values in the pattern's order)."""
+        P = self.normal.pattern
+        if not np.isfinite(values).all():
+            return np.nan, np.ones(P.shape[0])
+        S = sp.csc_matrix((values, P.indices, P.indptr), shape=P.shape)
+        shifted = np.array(values)
+        shifted[self.normal.diag] += PROBE_SHIFT
+        try:
+            factor = self.cholesky.factor(shifted, state=state)
+        except SingularModelError:          # not expected above round-off: the dense spectrum
+            lam, vec = np.linalg.eigh(S.toarray())
+            return lam[0], vec[:, 0]
+        s = self._start
+        for _ in range(PROBE_STEPS):
+            s = factor.solve(s)
+            s = s / np.abs(s).max()
+        return float(s @ (S @ s)) / float(s @ s), s
 
 
 class MAPSolver:
@@ -205,14 +300,12 @@ class MAPSolver:
         self.method = method
         self.backend = backend
         self.refine = int(refine)
-        self.weights, self.prior_precision, self.prior_mean, self.prior_std = _variances(
-            problem, covariances, method)
+        (self.weights, self.prior_precision, self.gradient_precision,
+         self.prior_mean) = _variances(problem, covariances, method)
         self.normal = NormalEquations(problem.pattern)
-        # a fixed random direction probing which variables the measurements leave undetermined
-        self._delta = np.random.default_rng(12345).normal(size=problem.shape[1])
+        self.identifiability = Identifiability(self.normal, self.weights, ordering=ordering)
         if backend == "cholmod":
-            from ..kernels import SparseCholesky
-            self.cholesky = SparseCholesky(self.normal.pattern, ordering=ordering)
+            self.cholesky = self.identifiability.cholesky       # same pattern and ordering
             self.factorization = None
         else:
             from ..planner import plan_factorization
@@ -220,6 +313,11 @@ class MAPSolver:
             diag[self.normal.diag] = True
             self.factorization = plan_factorization(self.normal.pattern, diag, ordering="auto")
             self.cholesky = None
+
+    @property
+    def ridge(self):
+        """(n,) bool: variables whose prior is the uninformative default (no user prior)."""
+        return self.gradient_precision == 0.0
 
     @property
     def stats(self):
@@ -232,11 +330,8 @@ class MAPSolver:
     def normal_values(self, values):
         return self.normal.values(values, self.weights, self.prior_precision)
 
-    def _solve_spd(self, Pvals, rhs_list, regularised=None):
-        """Solve P_b X = [rhs_1 ... rhs_k][b] for every state b; returns a list of (B, n).
-
-        `regularised` (B,) bool, if given, is set for states whose P was numerically singular
-        and had to be solved with an extra ridge (only possible for method "lstsq")."""
+    def _solve_spd(self, Pvals, rhs_list):
+        """Solve P_b X = [rhs_1 ... rhs_k][b] for every state b; returns a list of (B, n)."""
         B, n = Pvals.shape[0], self.normal.n
         if self.cholesky is not None:
             out = [np.empty((B, n)) for _ in rhs_list]
@@ -245,50 +340,34 @@ class MAPSolver:
                 try:
                     X = self.cholesky.factor(Pvals[b], state=b).solve(stacked[b])
                 except SingularModelError:
-                    X, ridged = _cholmod_direct(self.normal.pattern, Pvals[b], stacked[b],
-                                                self.normal.diag)
-                    if regularised is not None:
-                        regularised[b] |= ridged
+                    X = _cholmod_direct(self.normal.pattern, Pvals[b], stacked[b],
+                                        self.normal.diag)
                 for k in range(len(rhs_list)):
                     out[k][b] = X[:, k]
             return out
         k = len(rhs_list)
-        X = self.factorization.solve(np.tile(Pvals, (k, 1)), np.concatenate(rhs_list, axis=0))
+        rhs = np.concatenate(rhs_list, axis=0)
+        X, good = self.factorization.solve(np.tile(Pvals, (k, 1)), rhs, return_status=True)
+        X = np.array(X)
+        for i in np.flatnonzero(~np.asarray(good)):       # singular P (a ridge prior): CHOLMOD
+            X[i] = _cholmod_direct(self.normal.pattern, Pvals[i % B], rhs[i], self.normal.diag)
         return [X[i * B:(i + 1) * B] for i in range(k)]
 
     def solve(self, values, rhs):
-        """(x (B, n), ok (B,), undetermined (B, n) bool, P values (B, nnz_P))."""
+        """(x (B, n), ok (B,), undetermined (B, n) bool, P values (B, nnz_P)): ok[b] is the
+        data-only identifiability of state b (module docstring), whatever the prior."""
         values = np.ascontiguousarray(values)
-        w, p = self.weights, self.prior_precision
+        w, p, mu = self.weights, self.prior_precision, self.prior_mean
         Pvals = self.normal_values(values)
-        g = self.normal.transpose_times(values, rhs * w) + p * self.prior_mean
-        ridged = np.zeros(values.shape[0], bool)
-        if self.method == "lstsq":
-            # P is the likelihood plus a ridge already: one solve gives both answers
-            x, sens = self._solve_spd(Pvals, [g, np.broadcast_to(p * self._delta, g.shape)], ridged)
-        else:
-            x = self._solve_spd(Pvals, [g])[0]
-            sens = self._likelihood_sensitivity(values, ridged)
+        x = self._solve_spd(Pvals, [self.normal.transpose_times(values, rhs * w) + p * mu])[0]
         for _ in range(self.refine):
-            # r = A^T W (rhs - A x) + Sigma_d^-1 (mu - x): the gradient at x, a correction step
+            # the gradient at x (the user's prior in it, the ridge not), a correction step
             res = rhs - self.normal.times(values, x)
-            corr = self.normal.transpose_times(values, res * w) + p * (self.prior_mean - x)
+            corr = (self.normal.transpose_times(values, res * w)
+                    + self.gradient_precision * (mu - x))
             x = x + self._solve_spd(Pvals, [corr])[0]
-        undetermined = np.abs(sens) > SENSITIVITY_TOL * np.abs(self._delta).max()
-        if ridged.any():
-            # an extra ridge damps the response: locate the singular directions relatively
-            rel = np.abs(sens[ridged]) / np.abs(sens[ridged]).max(axis=1, keepdims=True)
-            undetermined[ridged] = rel > SENSITIVITY_TOL
-        ok = ~undetermined.any(axis=1)
+        ok, undetermined, _ = self.identifiability(values)
         return x, ok, undetermined, Pvals
-
-    def _likelihood_sensitivity(self, values, ridged):
-        """s = (L + rho)^-1 rho delta with L = A^T W A (no prior) and rho = 1e-12 diag(L) (scale
-        invariant): ~delta on the directions the measurements do not determine, ~0 elsewhere."""
-        L = self.normal.values(values, self.weights, np.zeros(self.normal.n))
-        rho = LIKELIHOOD_RIDGE * L[:, self.normal.diag]
-        L[:, self.normal.diag] += rho
-        return self._solve_spd(L, [rho * self._delta], ridged)[0]
 
     def covariance(self, Pvals, cols):
         """Posterior covariance block (B, k, k) of the columns `cols`."""
@@ -298,9 +377,22 @@ class MAPSolver:
         out = np.empty((B, len(cols), len(cols)))
         if self.cholesky is not None:
             for b in range(B):
-                out[b] = self.cholesky.factor(Pvals[b], state=b).solve(E)[cols]
+                try:
+                    out[b] = self.cholesky.factor(Pvals[b], state=b).solve(E)[cols]
+                except SingularModelError:
+                    raise SingularModelError(
+                        f"covariance: unbounded at batch index {b}: the data do not determine "
+                        f"that state (its ok is False) and no prior covers the undetermined "
+                        f"directions", batch_indices=(b,)) from None
             return out
         for k in range(len(cols)):
-            X = self.factorization.solve(Pvals, np.broadcast_to(E[:, k], (B, n)))
-            out[:, :, k] = X[:, cols]
+            X, good = self.factorization.solve(Pvals, np.broadcast_to(E[:, k], (B, n)),
+                                               return_status=True)
+            if not np.all(good):
+                b = int(np.flatnonzero(~np.asarray(good))[0])
+                raise SingularModelError(
+                    f"covariance: unbounded at batch index {b}: the data do not determine "
+                    f"that state (its ok is False) and no prior covers the undetermined "
+                    f"directions", batch_indices=(b,))
+            out[:, :, k] = np.asarray(X)[:, cols]
         return out

@@ -14,7 +14,9 @@ Per group of states (the lanes of its work arrays) the fused kernel
      or a pivot check need (FusedSolver.schedule: on a chain's forward dynamics 86% of them).
      For qdd a 1000-link chain's work array holds 21 slots per link (the program: 149 values);
   3. copies the requested outputs (e.g. tau in the public layout) and, if asked, the whole
-     solution vector, and flags states whose pivot check failed or whose solution is not finite.
+     solution vector, and flags states whose pivot check failed or whose solution is not finite
+     or, with a residual check (FusedSolver residual=: the estimation's exact route, dynamics
+     plans whose Factorization.checks_accuracy), whose backward error is above its tolerance.
 `assemble_batch` runs step 1 alone into (values, rhs) arrays in the layout NewtonEulerSystem.values
 / rhs produce (for tests and for peers that need D, b).
 
@@ -37,6 +39,7 @@ from numba import njit, prange
 from ..system.assembly_program import ROT_ANGLE, ROT_QUAT
 from .lu_numba import SET, lane_scales, lane_split, run_lanes
 from .lu_numpy import RECIP
+from .parallel import parallel_launch
 from .work_memory import WorkArrays
 
 #: lane counts of a work group (see lanes_for) and the budget of its work array. The
@@ -382,14 +385,16 @@ def _fused_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, 
     vel, E, r, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
                                                           chk_const.shape[0], lanes)
     acc = np.zeros(lanes)
-    # optional backward-error check (FusedSolver residual_tol): copies of D's state-dependent
+    # optional backward-error check (FusedSolver residual): copies of D's state-dependent
     # entries and of b, taken before the program overwrites them
-    r_slot, r_row, r_col, c_row, c_col, c_val, r_tol = rc
+    r_slot, r_row, r_col, c_row, c_col, c_val, r_tol, c_rowmax = rc
     check_res = r_tol.shape[0] > 0
     nr = r_slot.shape[0] if check_res else 0
     saved = np.zeros((nr, lanes))
     bsave = np.zeros((n if check_res else 0, lanes))
     res = np.zeros((n if check_res else 0, lanes))
+    rmax = np.zeros((c_rowmax.shape[0], lanes))
+    norms = np.zeros((4, lanes))
     for first in range(lo, hi, lanes):
         m = _lane_indices(first, hi, idx)
         # the constants read before the program (the rest: its SETs), then the assembly
@@ -412,8 +417,8 @@ def _fused_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, 
             bad[s] = False
         run_lanes(w, runs, t, a, b, scale, tol, bad, consts)
         if check_res:
-            _residual_check(w, sol_slot, saved, r_row, r_col, c_row, c_col, c_val, bsave, res,
-                            r_tol[0], acc, bad)
+            _residual_check(w, sol_slot, saved, r_row, r_col, c_row, c_col, c_val, c_rowmax,
+                            bsave, res, rmax, r_tol[0], norms, bad)
         # x - x is 0 for finite x and NaN for inf/NaN: one vectorised sweep per solution slot
         for s in range(lanes):
             acc[s] = 0.0
@@ -432,35 +437,69 @@ def _fused_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, 
 
 
 @njit(cache=True, error_model="numpy")
-def _residual_check(w, sol_slot, saved, r_row, r_col, c_row, c_col, c_val, bsave, res, tol, amax,
-                    bad):
-    """bad[s] |= max|D x - b| > tol (max|D| max|x| + max|b|) (backward error of the solve);
-    rows in the program's permuted order, columns as solution slots, x read from w (permuted
-    unknown k in slot sol_slot[k])."""
+def _residual_check(w, sol_slot, saved, r_row, r_col, c_row, c_col, c_val, c_rowmax, bsave, res,
+                    rmax, tol, norms, bad):
+    """bad[s] |= the backward error of the solve exceeds tol: row-wise when c_rowmax holds each
+    row's largest constant |entry| (|D x - b|_i > tol (max_j |D_ij| max|x| + |b_i|) for some row
+    i), else normwise (max|D x - b| > tol (max|D| max|x| + max|b|)). Rows in the program's
+    permuted order, columns as solution slots (permuted unknown k in slot sol_slot[k]); every
+    loop runs over the lanes innermost. norms: (4, lanes) scratch; non-finite x is left to the
+    caller's finiteness check."""
     lanes = w.shape[1]
     n = bsave.shape[0]
+    rowwise = c_rowmax.shape[0] > 0
+    xmax, amax, excess, bmax = norms[0], norms[1], norms[2], norms[3]
     for s in range(lanes):
+        xmax[s] = 0.0
         amax[s] = 0.0
+        bmax[s] = 0.0
+        excess[s] = 0.0
     for k in range(n):
+        c = c_rowmax[k] if rowwise else 0.0
         for s in range(lanes):
             res[k, s] = -bsave[k, s]
+        if rowwise:
+            for s in range(lanes):
+                rmax[k, s] = c
     for e in range(c_row.shape[0]):
         i, j, c = c_row[e], c_col[e], c_val[e]
         for s in range(lanes):
             res[i, s] += c * w[j, s]
-            amax[s] = max(amax[s], abs(c))
+    # the state-dependent entries: their product and their size in one pass
     for e in range(r_row.shape[0]):
         i, j = r_row[e], r_col[e]
+        if rowwise:
+            for s in range(lanes):
+                d = saved[e, s]
+                res[i, s] += d * w[j, s]
+                rmax[i, s] = max(rmax[i, s], abs(d))
+        else:
+            for s in range(lanes):
+                d = saved[e, s]
+                res[i, s] += d * w[j, s]
+                amax[s] = max(amax[s], abs(d))
+    for k in range(n):
+        slot = sol_slot[k]
         for s in range(lanes):
-            res[i, s] += saved[e, s] * w[j, s]
-            amax[s] = max(amax[s], abs(saved[e, s]))
-    for s in range(lanes):
-        xm, bm, rm = 0.0, 0.0, 0.0
+            xmax[s] = max(xmax[s], abs(w[slot, s]))
+    if rowwise:
         for k in range(n):
-            xm = max(xm, abs(w[sol_slot[k], s]))
-            bm = max(bm, abs(bsave[k, s]))
-            rm = max(rm, abs(res[k, s]))
-        if not rm <= tol * (amax[s] * xm + bm):
+            for s in range(lanes):
+                excess[s] = max(excess[s], abs(res[k, s])
+                                - tol * (rmax[k, s] * xmax[s] + abs(bsave[k, s])))
+    else:
+        for e in range(c_row.shape[0]):
+            c = abs(c_val[e])
+            for s in range(lanes):
+                amax[s] = max(amax[s], c)
+        for k in range(n):
+            for s in range(lanes):
+                bmax[s] = max(bmax[s], abs(bsave[k, s]))
+                excess[s] = max(excess[s], abs(res[k, s]))
+        for s in range(lanes):
+            excess[s] -= tol * (amax[s] * xmax[s] + bmax[s])
+    for s in range(lanes):
+        if excess[s] > 0.0:
             bad[s] = True
 
 
@@ -634,26 +673,32 @@ class FusedSolver:
     def schedule(self, full):
         """The Schedule of a call that reads the whole solution (full) or the outputs alone
         (without a residual check)."""
-        full = bool(full) or self._logical["rc"][-1].shape[0] > 0
+        full = bool(full) or self._logical["rc"][6].shape[0] > 0
         if full not in self._schedules:
             self._schedules[full] = self._schedule(full)
         return self._schedules[full]
 
     def _residual_arrays(self, residual, inv_row, inv_col, slot, sol):
-        """residual = (rows, cols, tol) of D's CSC entries: states whose backward error
-        max|D x - b| / (max|D| max|x| + max|b|) exceeds tol are reported broken; sol: the
-        solution's slots (layout numbers, permuted order)."""
+        """residual = (rows, cols, tol) or (rows, cols, tol, "rows") of D's CSC entries: states
+        whose backward error exceeds tol are reported broken, normwise max|D x - b| /
+        (max|D| max|x| + max|b|) or, with "rows", row-wise max_i |D x - b|_i /
+        (max_j |D_ij| max|x| + |b_i|) (_residual_check); sol: the solution's slots (layout
+        numbers, permuted order)."""
         z = np.zeros(0, dtype=np.int64)
         if residual is None:
-            return (z, z, z, z, z, np.zeros(0), np.zeros(0))
-        rows, cols, tol = residual
+            return (z, z, z, z, z, np.zeros(0), np.zeros(0), np.zeros(0))
+        rows, cols, tol, *mode = residual
         rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         dyn = np.asarray(self.assembly.dynamic_index, dtype=np.int64)
         const = np.setdiff1d(np.arange(rows.size), dyn)
         const = const[self.assembly.template[const] != 0.0]
+        c_val = self.assembly.template[const].astype(float)
+        rowmax = np.zeros(inv_row.size if mode == ["rows"] else 0)
+        if rowmax.size:
+            np.maximum.at(rowmax, inv_row[rows[const]], np.abs(c_val))
         return (slot(dyn), inv_row[rows[dyn]], sol[inv_col[cols[dyn]]],
-                inv_row[rows[const]], sol[inv_col[cols[const]]],
-                self.assembly.template[const].astype(float), np.array([float(tol)]))
+                inv_row[rows[const]], sol[inv_col[cols[const]]], c_val,
+                np.array([float(tol)]), rowmax)
 
     def _schedule(self, full):
         """Schedule: the layout's ops that the call needs (layout.live_ops) on physical slots:
@@ -747,5 +792,9 @@ class FusedSolver:
                 *sch.model_arrays, sch.xr, sch.a_dest, sch.f_dest, sch.zero_dest, sch.sol_slot,
                 p.col_perm, sch.init_slots, sch.init_values, sch.prog, p.tol, sch.out_slot, out,
                 x, broken, sch.rc)
-        (_fused_parallel if groups > 1 else _fused_serial)(*args)
+        if groups > 1:
+            with parallel_launch():
+                _fused_parallel(*args)
+        else:
+            _fused_serial(*args)
         return out, (x if full else None), broken

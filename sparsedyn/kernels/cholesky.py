@@ -14,11 +14,11 @@ import scipy.sparse as sp
 
 from ..batch import as_batch
 from ..errors import SingularModelError
-from ..serialization import check_format
+from ..serialization import check_format, stored_array, stored_scalar
 
 FORMAT = "sparsedyn.cholesky_plan"
 FORMAT_VERSION = 1
-PD_TOLERANCE = 1e-14  # relative LDL^T pivot below which a state counts as singular
+PD_TOLERANCE = 1e-14  # LDL^T pivot / its diagonal entry below which a state counts as singular
 ORDERINGS = ("amd", "metis", "nesdis", "colamd", "natural", "default", "best")
 
 
@@ -81,17 +81,22 @@ class SparseCholesky:
             raise ValueError(f"values: factor takes one state, got a batch of {values.shape[0]} "
                              f"(use solve_batch)")
         where = "" if state is None else f" at batch index {state}"
+        permuted = self._permuted(values[0])
         try:
-            factor = self._symbolic.cholesky(self._permuted(values[0]))
+            factor = self._symbolic.cholesky(permuted)
         except CholmodNotPositiveDefiniteError as exc:
             raise SingularModelError(f"values: matrix is not positive definite{where} ({exc})",
                                      batch_indices=() if state is None else (state,)) from None
-        # Simplicial CHOLMOD computes L D L^T without complaint on indefinite input: check D.
-        d = factor.D()
-        if not (d.size == 0 or d.min() > PD_TOLERANCE * d.max()):
+        # Simplicial CHOLMOD computes L D L^T without complaint on indefinite input: check D,
+        # each pivot against its own diagonal entry (d_k / A_kk >= the smallest eigenvalue of
+        # the Jacobi-scaled matrix: a test independent of the variables' units)
+        d, a = factor.D(), permuted.diagonal()
+        ratio = d / np.where(a > 0, a, np.nan)
+        if not (d.size == 0 or ratio.min() > PD_TOLERANCE):        # (NaN fails too)
+            k = int(np.argmin(np.nan_to_num(ratio, nan=-np.inf)))
             raise SingularModelError(
                 f"values: matrix is not (numerically) positive definite{where} "
-                f"(min pivot {d.min():.3g}, max pivot {d.max():.3g})",
+                f"(pivot {d[k]:.3g} on a diagonal entry {a[k]:.3g})",
                 batch_indices=() if state is None else (state,))
         return CholeskyFactor(factor, self.perm)
 
@@ -118,12 +123,13 @@ class SparseCholesky:
         """Rebuild from to_dict(); ValueError on foreign or inconsistent input."""
         d = check_format(d, FORMAT, FORMAT_VERSION)
         try:
-            shape = tuple(int(s) for s in np.asarray(d["shape"]))
-            indices = np.asarray(d["pattern_indices"], dtype=np.int64)
+            shape = tuple(int(s) for s in stored_array(d, "shape", "int"))
+            indices = stored_array(d, "pattern_indices", "int")
             pattern = sp.csc_matrix((np.ones(indices.size), indices,
-                                     np.asarray(d["pattern_indptr"], dtype=np.int64)), shape=shape)
+                                     stored_array(d, "pattern_indptr", "int")), shape=shape)
             pattern.check_format(full_check=True)
-            return cls(pattern, ordering=str(np.asarray(d["ordering"])), perm=d["perm"])
+            return cls(pattern, ordering=stored_scalar(d, "ordering", "str"),
+                       perm=stored_array(d, "perm", "int"))
         except KeyError as exc:
             raise ValueError(f"d: missing key {exc}") from None
         except (TypeError, IndexError) as exc:

@@ -6,10 +6,11 @@ BERDY's Gaussian form): per group of `lanes` states, in one pass that stays in c
   2. run the pair-chain program (estimation/chain_program.py: the Crout L D L^T of N = A^T W A +
      diag(p) with N formed inside its chains; each chain one lane_vectors.chain_block per block
      of lanes): factor; x = 0; solve (x = N^-1 g); residual r - A x; solve again (one refinement
-     step on the un-squared residual, as the reference MAPSolver's);
+     step on the un-squared residual, as the reference MAPSolver's); the probe z = N^-1 c;
   3. flag states for the caller's reference route: a pivot d_j that is not positive or a
-     non-finite x (1); a pivot that the likelihood hardly contributes to,
-     d_j - p_j <= sing_tol (N_jj - p_j), i.e. a direction the measurements do not determine (2).
+     non-finite x or z (1); a pivot that the likelihood hardly contributes to,
+     d_j - p_j <= sing_tol (N_jj - p_j), or a probe response |z_j| > z_tol_j, i.e. a direction
+     the measurements may not determine (2: estimation/compiled_map.py).
 
 The augmented (quasi-definite) form (run_augmented, below) shares step 1 (into its own array)
 and replaces 2-3 by the static-pivot LU of K = [[W^-1, A], [A^T, -diag(p)]], a probe
@@ -27,6 +28,7 @@ from numba import njit, prange
 from .assemble_numba import _assemble_lanes, _lane_indices, lane_scratch, thread_range
 from .lane_vectors import BLOCKS, chain_block_8, chain_block_32, chain_block_64
 from .lu_numba import lane_scales, lane_split, run_lanes
+from .parallel import parallel_launch
 
 OK, BROKEN, UNDETERMINED = 0, 1, 2
 _V64, _V32, _V8 = BLOCKS            # the lanes of chain_block_64, _32, _8
@@ -60,7 +62,8 @@ def _map_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, tr
                gravity, x_ptr, x_dest, x_src, t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l,
                q_coef, q_dest, a_dest, f_dest, zero_dest, one, ins_t, ins_src, ins_c0,
                ins_row, ins_q, ins_k, ins_kmid, ins_mid, ins_mode, ins_t2, ins_r2, pa, pb, pc,
-               factor_end, solve_end, x_slot, d_slot, nkk_slot, prior_p, sing_tol, x, flag):
+               factor_end, solve_end, resid_end, x_slot, d_slot, nkk_slot, z_slot, prior_p,
+               sing_tol, z_tol, x, flag):
     N, n, n_ins, lanes = parent.shape[0], x_slot.shape[0], ins_t.shape[0], w.shape[1]
     # the extra rows' arrays arrive flat: parallel regions take no nested tuples
     xr = (t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest)
@@ -83,8 +86,9 @@ def _map_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, tr
                 w[d, s] = 0.0
         run_chains(w, 0, factor_end, *prog)
         run_chains(w, factor_end, solve_end, *prog)
-        run_chains(w, solve_end, n_ins, *prog)         # r -= A x, in place
+        run_chains(w, solve_end, resid_end, *prog)     # r -= A x, in place
         run_chains(w, factor_end, solve_end, *prog)
+        run_chains(w, resid_end, n_ins, *prog)         # the probe z = N^-1 c
         # ---- flags, branch-free over whole rows of w (the lanes are contiguous): counts of
         # failed pivot / finiteness checks and of undetermined pivots per lane
         for s in range(lanes):
@@ -92,10 +96,12 @@ def _map_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, tr
             nund[s] = 0.0
         for j in range(n):
             d, nk, xs, p0 = d_slot[j], nkk_slot[j], x_slot[j], prior_p[j]
+            zs, zt = z_slot[j], z_tol[j]
             for s in range(lanes):
-                dj, xj = w[d, s], w[xs, s]
-                nbad[s] += (not dj > 0.0) + (xj - xj != 0.0)      # x - x: NaN unless finite
-                nund[s] += dj - p0 <= sing_tol * (w[nk, s] - p0)
+                dj, xj, zj = w[d, s], w[xs, s], w[zs, s]
+                # x - x: NaN unless finite
+                nbad[s] += (not dj > 0.0) + (xj - xj != 0.0) + (zj - zj != 0.0)
+                nund[s] += (dj - p0 <= sing_tol * (w[nk, s] - p0)) + (abs(zj) > zt)
         for s in range(cnt):
             flag[first + s] = BROKEN if nbad[s] > 0 else (UNDETERMINED if nund[s] > 0 else OK)
         x0 = x_slot[0]                                 # x's rows are consecutive
@@ -135,7 +141,8 @@ def run_map(args, B, work):
     contents need no initialisation (the kernel sets ONE and x; the assembly and the chains
     write every other slot before reading it, per lane group)."""
     if work.shape[0] > 1:
-        _map_parallel(B, work, *args)
+        with parallel_launch():
+            _map_parallel(B, work, *args)
     else:
         _map_serial(B, work, *args)
 
@@ -146,10 +153,10 @@ def run_map(args, B, work):
 #   1. assemble A, r into wA as above;
 #   2. load K into the LU program's work array: its constants (W^-1, -p and A's constant entries,
 #      folded offline by the planner: init_slots) and each dynamic entry of A twice (A, A^T);
-#   3. factorise once; substitute [r; -p mu] -> z, and the probe [0; -p delta] -> s = N^-1 p delta
-#      (N = A^T W A + diag(p)): ~delta on a direction the measurements leave undetermined, ~p/L
-#      elsewhere; a state with |s| > sens_tol is flagged UNDETERMINED (the quasi-definite pivots
-#      of a fill-reducing order do not see it: an x pivot eliminated before its rows is -p_j);
+#   3. factorise once; substitute [r; -p mu] -> z, and the probe [0; -c] -> s = N^-1 c
+#      (N = A^T W A + diag(p), c: compiled_map.probe_vectors); a state with |s_j| > sens_tol_j
+#      for some j is flagged UNDETERMINED (the quasi-definite pivots of a fill-reducing order do
+#      not see it: an x pivot eliminated before its rows is -p_j);
 #   4. `refine` steps on K's own residual (its static factorization grows with |A|^2 / (w^-1 p)):
 #      z += K^-1 ([r; -p mu] - K z), one substitution each.
 
@@ -216,9 +223,9 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
                 w[d, s] = c
         run_lanes(w, runs_s, t, a, b, scale, tol, bad, no_consts)
         for j in range(n):
-            d = kslot[m + j]
+            d, zt = kslot[m + j], sens_tol[j]
             for s in range(lanes):
-                if not abs(w[d, s]) <= sens_tol:         # (NaN counts as undetermined too)
+                if not abs(w[d, s]) <= zt:               # (NaN counts as undetermined too)
                     und[s] = True
         # ---- refinement on K's residual [r; -p mu] - K z
         for _ in range(refine):
@@ -277,6 +284,7 @@ def run_augmented(args, B, lanes, threads):
     `lanes`); thread split as run_map."""
     lanes, groups = lane_split(B, lanes, threads)
     if groups > 1:
-        _aug_parallel(groups, B, lanes, *args)
+        with parallel_launch():
+            _aug_parallel(groups, B, lanes, *args)
     else:
         _aug_serial(B, lanes, *args)

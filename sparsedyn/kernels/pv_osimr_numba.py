@@ -21,6 +21,7 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from ..opcount import counting
+from .parallel import parallel_launch
 from .pv_osimr_program import JOINT_CODES, build_program
 
 REVOLUTE, PRISMATIC, SPHERICAL, PLANAR, FREE = (JOINT_CODES[k] for k in
@@ -480,7 +481,8 @@ def run(program, q, parallel=None):
     if parallel is None:
         parallel = threads > 1 and B >= 8 * threads
     if parallel and B > 1:
-        _run_parallel(program.flat, q, out, status, min(B, threads))
+        with parallel_launch():
+            _run_parallel(program.flat, q, out, status, min(B, threads))
     else:
         _run_serial(program.flat, q, out, status)
     return out, status

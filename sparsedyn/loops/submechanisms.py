@@ -319,7 +319,7 @@ class ImplicitConstraint(ClusterConstraint):
         q[:, self.dependent] = self.z_guess
         for _ in range(max_iter):
             r = self._closure(q)
-            if np.abs(r).max() < tol:
+            if np.abs(r).max(initial=0.0) < tol:
                 return q
             Kz = self._call("K(q)", self._K, q, shape=(B, len(self.dependent), self.nv))[:, :, self.dependent]
             q[:, self.dependent] -= np.linalg.solve(Kz, r[:, :, None])[:, :, 0]

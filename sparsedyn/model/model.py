@@ -8,12 +8,13 @@ parent index lambda(i) < i (-1 is the fixed world), so Featherstone's sweeps are
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ModelError, ModelWarning
 from ..spatial import inertia_parameters, spatial_inertia
 from .joints import FreeFlyerJoint, Joint
 
@@ -49,7 +50,7 @@ class Model:
     """Kinematic tree. Do not construct directly: use ModelBuilder, load_urdf or sparsedyn.models."""
 
     def __init__(self, name, body_names, parents, joints, joint_placements, inertias, frames,
-                 joint_frames, lower, upper, effort, gravity=GRAVITY):
+                 joint_frames, lower, upper, effort, gravity=GRAVITY, floating_base=None):
         object.__setattr__(self, "_frozen", False)
         self.name = name
         self.link_names = tuple(body_names)
@@ -71,7 +72,11 @@ class Model:
         self.lower_position_limit = _readonly(lower)
         self.upper_position_limit = _readonly(upper)
         self.effort_limit = _readonly(effort)
-        self.floating_base = bool(self.nbodies and isinstance(self.joints[0], FreeFlyerJoint))
+        # a free-flyer root (joint_names leaves it out, as Pinocchio's names do the one its
+        # loader adds); None: body 0 moves by a free-flyer. load_urdf says which it added: a
+        # URDF's own floating joint is a listed joint, as Pinocchio lists it
+        root_ff = bool(self.nbodies and isinstance(self.joints[0], FreeFlyerJoint))
+        self.floating_base = root_ff if floating_base is None else bool(floating_base) and root_ff
         self.children = tuple(tuple(int(c) for c in np.flatnonzero(self.parents == i))
                               for i in range(self.nbodies))
         self.masses = _readonly([I[3, 3] for I in self.inertias])
@@ -187,29 +192,67 @@ class Model:
             if not (WORLD <= p < i):
                 raise ModelError(f"body {self.link_names[i]!r}: parent index {p} must precede it")
         for i, I in enumerate(self.inertias):
-            check_inertia(I, f"link {self.link_names[i]!r}")
+            # the links were checked as they were added (ModelBuilder.add_body, load_urdf); a body
+            # sums its links, which may still overflow
+            check_spatial_inertia(I, f"body {self.link_names[i]!r}")
 
     def __repr__(self):
         return (f"Model({self.name!r}: {self.nbodies} bodies, nq={self.nq}, nv={self.nv}, "
                 f"floating_base={self.floating_base})")
 
 
-def check_inertia(I, what):
-    """Raise ModelError unless I is a physically valid spatial inertia (mass >= 0, rotational
-    inertia about the COM symmetric PSD, finite). Zero mass is allowed: published URDFs carry
-    massless links, and the singular mass matrices they cause are reported by forward dynamics."""
+#: largest |entry| of a spatial inertia (about the square root of the largest double, so that a
+#: product of two inertia terms, as in D's elimination or X^T I X, stays finite)
+INERTIA_LIMIT = 1e150
+
+#: a rotational inertia counts as positive semi-definite when its smallest eigenvalue is at least
+#: -PSD_TOLERANCE times its largest (round-off in the printed digits of a URDF)
+PSD_TOLERANCE = 1e-9
+
+
+def check_spatial_inertia(I, what):
+    """Raise ModelError unless I is a finite 6x6 spatial inertia with mass >= 0 and a symmetric
+    rotational inertia about the COM. Zero mass is allowed: published URDFs carry massless links,
+    and the singular mass matrices they cause are reported by forward dynamics."""
     I = np.asarray(I, dtype=float)
-    if I.shape != (6, 6) or not np.all(np.isfinite(I)):
-        raise ModelError(f"{what}: spatial inertia must be a finite 6x6 matrix")
-    mass, _, Ic = inertia_parameters(I)
+    if I.shape != (6, 6):
+        raise ModelError(f"{what}: spatial inertia must be a 6x6 matrix, got shape {I.shape}")
+    if not np.all(np.isfinite(I)):
+        raise ModelError(f"{what}: spatial inertia is not finite (a mass, COM or inertia too "
+                         f"large for double precision)")
+    if np.abs(I).max() > INERTIA_LIMIT:
+        raise ModelError(f"{what}: spatial inertia entries up to {np.abs(I).max():.3g} exceed "
+                         f"{INERTIA_LIMIT:g}: the dynamics multiply such values and would overflow "
+                         f"double precision")
     if I[3, 3] < 0:
         raise ModelError(f"{what}: negative mass {I[3, 3]:g}")
+    _, _, Ic = inertia_parameters(I)
+    if not np.all(np.isfinite(Ic)):
+        raise ModelError(f"{what}: the rotational inertia about the COM overflows")
     if not np.allclose(Ic, Ic.T, atol=1e-9 * max(1.0, np.abs(Ic).max())):
         raise ModelError(f"{what}: rotational inertia is not symmetric")
-    ev = np.linalg.eigvalsh(0.5 * (Ic + Ic.T))
-    if ev.min() < -1e-9 * max(1.0, np.abs(ev).max()):
-        raise ModelError(f"{what}: rotational inertia is not positive semi-definite "
-                         f"(eigenvalues {np.array2string(ev, precision=3)})")
+    return Ic
+
+
+def check_inertia(I, what, strict=True):
+    """check_spatial_inertia, and the rotational inertia about the COM positive semi-definite.
+
+    Published URDFs break the latter (tiago's near-massless antenna links: eigenvalues -3.5e-8,
+    3.5e-8, 9.1e-8 kg m^2) and Pinocchio loads them as given, so with strict=False so does this,
+    with a ModelWarning naming the link and its eigenvalues; strict=True raises ModelError. The
+    inertia is kept as given either way, so results equal Pinocchio's; forward dynamics still
+    refuses a singular mass matrix (SingularModelError), and sd.aba an indefinite one."""
+    Ic = check_spatial_inertia(I, what)
+    ev = np.linalg.eigvalsh(0.5 * Ic + 0.5 * Ic.T)    # (Ic + Ic.T) / 2 may overflow
+    # Ic = I_O - m cx cx^T carries round-off of the size of the inertia about the origin I_O
+    scale = max(np.abs(ev).max(), np.abs(np.asarray(I, dtype=float)[:3, :3]).max())
+    if ev.min() < -PSD_TOLERANCE * scale:
+        message = (f"{what}: rotational inertia about the COM is not positive semi-definite "
+                   f"(eigenvalues {np.array2string(ev, precision=4)} kg m^2)")
+        if strict:
+            raise ModelError(message)
+        warnings.warn(ModelWarning(f"{message}; loaded as given, as Pinocchio does (strict=True "
+                                   f"refuses it)"), stacklevel=4)
 
 
 class ModelBuilder:
@@ -220,8 +263,11 @@ class ModelBuilder:
     ...                mass=1.0, com=[0, 0, 0.1], inertia=np.eye(3) * 1e-2)
     """
 
-    def __init__(self, name="robot", gravity=GRAVITY):
+    def __init__(self, name="robot", gravity=GRAVITY, strict=True):
+        """strict: refuse (ModelError) a link whose rotational inertia is not positive
+        semi-definite; False accepts it with a ModelWarning (check_inertia)."""
         self.name = name
+        self.strict = bool(strict)
         self.gravity = np.asarray(gravity, dtype=float)
         self._bodies = []
         self._frames = {}
@@ -251,7 +297,7 @@ class ModelBuilder:
                 raise ModelError(f"link {name!r}: negative mass {float(mass):g}")
             spatial = spatial_inertia(mass, com, inertia)
         spatial = np.array(spatial, dtype=float)
-        check_inertia(spatial, f"link {name!r}")
+        check_inertia(spatial, f"link {name!r}", self.strict)
         inf = np.full(joint.nq, np.inf)
         self._bodies.append(dict(name=name, parent=int(parent), joint=joint, placement=placement,
                                  inertia=spatial,
@@ -284,7 +330,9 @@ class ModelBuilder:
                 return i
         raise ModelError(f"no link named {name!r} has been added")
 
-    def build(self):
+    def build(self, floating_base=None):
+        """The read-only Model. floating_base: whether body 0's free-flyer is the model's root
+        free-flyer (left out of joint_names); None: whenever body 0 moves by a free-flyer."""
         B = self._bodies
         return Model(
             self.name, [b["name"] for b in B], [b["parent"] for b in B], [b["joint"] for b in B],
@@ -294,4 +342,4 @@ class ModelBuilder:
             np.concatenate([b["lower"] for b in B]) if B else np.zeros(0),
             np.concatenate([b["upper"] for b in B]) if B else np.zeros(0),
             np.concatenate([b["effort"] for b in B]) if B else np.zeros(0),
-            self.gravity)
+            self.gravity, floating_base)

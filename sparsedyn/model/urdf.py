@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ModelError
 from ..spatial import Transform, inertia_to_parent, rpy_to_rotation, spatial_inertia
 from .joints import FreeFlyerJoint, make_joint
-from .model import WORLD, ModelBuilder
+from .model import WORLD, ModelBuilder, check_inertia
 
 
 def _floats(text, n, what):
@@ -69,23 +69,34 @@ def _link_inertia(link):
                        [v["ixz"], v["iyz"], v["izz"]]])
         if not np.all(np.isfinite(Ic)):
             raise ModelError(f"{what}: inertia is not finite")
-        ev = np.linalg.eigvalsh(Ic)
-        if ev.min() < -1e-9 * max(1.0, np.abs(ev).max()):
-            raise ModelError(f"{what}: inertia tensor is not positive semi-definite "
-                             f"(eigenvalues {np.array2string(ev, precision=4)})")
     R = T[:3, :3]
     return spatial_inertia(mass, T[:3, 3], R @ Ic @ R.T)
 
 
+def _check_link_inertia(I, link, strict):
+    """model.check_inertia for a link that add_body does not check (the root of a fixed base, the
+    child of a fixed joint); one call deeper than add_body's, so warnings point at the caller."""
+    check_inertia(I, f"link {link!r}", strict)
+
+
 def _read_xml(path_or_xml):
+    if not isinstance(path_or_xml, (str, os.PathLike)):
+        raise TypeError(f"path_or_xml: expected a URDF file path or its XML text, got "
+                        f"{type(path_or_xml).__module__}.{type(path_or_xml).__name__}")
     text = path_or_xml
-    if isinstance(path_or_xml, os.PathLike) or (
-            isinstance(path_or_xml, str) and "<" not in path_or_xml):
+    if isinstance(path_or_xml, os.PathLike) or "<" not in path_or_xml:
         path = os.fspath(path_or_xml)
         if not os.path.exists(path):
             raise ModelError(f"URDF file {path!r} does not exist")
-        with open(path, "r", encoding="utf-8") as fh:
-            text = fh.read()
+        if os.path.isdir(path):
+            raise ModelError(f"URDF file {path!r} is a directory")
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ModelError(f"URDF file {path!r} is not UTF-8 text (byte {exc.start}): "
+                             "not a URDF (a saved plan or another binary file?)") from None
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
@@ -95,12 +106,15 @@ def _read_xml(path_or_xml):
     return root
 
 
-def load_urdf(path_or_xml, floating_base=False, name=None):
+def load_urdf(path_or_xml, floating_base=False, name=None, strict=False):
     """Build a Model from a URDF file path or an XML string.
 
     floating_base: put a free-flyer between the world and the root link (q = [p, quat x y z w]).
     Raises ModelError naming the element for malformed XML, unknown joint types, missing links,
-    loops, several roots, negative masses or non-PSD inertias.
+    loops, several roots, negative masses or inertias that are not finite.
+    strict: a link whose rotational inertia is not positive semi-definite raises ModelError;
+    by default it loads as given with a ModelWarning naming the link and its eigenvalues, as
+    Pinocchio loads it (published URDFs have such links, e.g. CAD round-off on massless ones).
     """
     robot = _read_xml(path_or_xml)
     links = {}
@@ -145,13 +159,15 @@ def load_urdf(path_or_xml, floating_base=False, name=None):
         raise ModelError(f"URDF has several root links {roots}: it is not one tree")
     root = roots[0]
 
-    builder = ModelBuilder(name or robot.get("name") or "robot")
+    builder = ModelBuilder(name or robot.get("name") or "robot", strict=strict)
     if floating_base:
         body = builder.add_body(root, WORLD, FreeFlyerJoint("root_joint"),
                                 spatial=_link_inertia(links[root]))
     else:
         body = WORLD
-        builder.add_frame(root, WORLD, np.eye(4), inertia=_link_inertia(links[root]))
+        root_inertia = _link_inertia(links[root])
+        _check_link_inertia(root_inertia, root, strict)     # ignored (welded), but reported
+        builder.add_frame(root, WORLD, np.eye(4), inertia=root_inertia)
 
     visited = {root}
     # iterative depth-first walk; a stack entry is (joint name, body carrying its parent link,
@@ -175,7 +191,9 @@ def load_urdf(path_or_xml, floating_base=False, name=None):
         if jtype == "fixed":
             builder.add_frame(jname, body, T_joint, kind="fixed_joint", parent=parent_link, child=child)
             X = Transform.from_placement(T_joint[:3, :3], T_joint[:3, 3])
-            I_child = inertia_to_parent(X, _link_inertia(links[child]))
+            I_link = _link_inertia(links[child])
+            _check_link_inertia(I_link, child, strict)
+            I_child = inertia_to_parent(X, I_link)
             builder.add_frame(child, body, T_joint, parent=parent_link, inertia=I_child)
             if body != WORLD:
                 builder.add_inertia(body, I_child)
@@ -206,4 +224,4 @@ def load_urdf(path_or_xml, floating_base=False, name=None):
         # every unreached link has a parent joint (it is no root), so following parents loops
         raise ModelError(f"links {unreached} are not connected to the root link {root!r}: their "
                          f"joints {sorted(child_of[l] for l in unreached)} form a cycle")
-    return builder.build()
+    return builder.build(floating_base=floating_base)

@@ -22,12 +22,13 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from .. import opcount
 from ..batch import as_batch
-from ..errors import SingularModelError
+from ..errors import IllPosedError, NonFiniteError, SingularModelError
 from ..kernels.lu_numpy import OP_COST, RECIP
-from ..serialization import check_format
+from ..serialization import check_format, stored_array, stored_scalar
 from .orderings import (
     KNOWN_ORDERINGS,
     OrderingUnavailable,
@@ -54,6 +55,48 @@ SYMMETRY_TOL = 1e-12
 #: normwise backward error |D x - rhs| / (|D| |x| + |rhs|) (infinity norms) above which a
 #: fallback solution is not trusted: a backward-stable solve of a nonsingular D stays near eps
 BACKWARD_TOL = 1e-10
+
+#: row-wise backward error (Factorization.row_backward_error) above which a static-pivot solution
+#: is re-solved with partial pivoting (checks_accuracy). Solutions by stable pivots stay near
+#: eps (1e-17 .. 1e-15 on the embedded humanoid under every ordering); sparsity-chosen orders on
+#: a chain with masses 1, 1e-6, 1, 1e6 reach 1e-11 .. 1e-8, with qdd off by up to 1e-3
+ROW_BACKWARD_TOL = 1e-12
+
+#: per-state status of Factorization.solve_status
+OK, SINGULAR, OVERFLOW = 0, 1, 2
+
+
+class _NoSafeMatching(Exception):
+    """The always-nonzero entries have no perfect matching, so no fill-reducing ordering of the
+    matched matrix is pivot-safe. D may still be nonsingular: a massless link between two massive
+    ones leaves its acceleration block without an always-nonzero pivot, yet Nori's (trusted) ABA
+    order pivots on the articulated inertias that fill creates. The candidates that need the
+    matching are skipped; structural orders are still tried."""
+
+    def __init__(self, cause):
+        super().__init__(f"skipped: no pivot-safe matching ({cause})")
+        self.cause = cause
+
+
+def _no_plan_error(pattern, no_match, table):
+    """The error when no candidate gave a plan: IllPosedError naming the rows and columns left
+    unmatched when D is structurally singular (singular for every value of its entries), else
+    the safe-matching failure, else a ValueError listing why each candidate failed."""
+    n = pattern.shape[0]
+    row_to_col = maximum_bipartite_matching(sp.csr_matrix(pattern), perm_type="column")
+    rows = np.flatnonzero(row_to_col < 0)
+    if rows.size:
+        cols = np.setdiff1d(np.arange(n), row_to_col[row_to_col >= 0])
+        err = IllPosedError(
+            f"pattern: structurally singular (structural rank {n - rows.size} < {n}: singular "
+            f"for every value of its entries); unmatched rows {rows.tolist()}, unmatched "
+            f"columns {cols.tolist()}", variables=tuple(int(c) for c in cols))
+        err.rows, err.cols = tuple(int(r) for r in rows), tuple(int(c) for c in cols)
+        return err
+    if no_match is not None:
+        return no_match.cause
+    return ValueError("no ordering gave a pivot-safe plan: " + "; ".join(
+        f"{r['name']}: {r['note']}" for r in table))
 
 
 class PivotBreakdownWarning(RuntimeWarning):
@@ -100,7 +143,8 @@ def _structural_order(pattern, always_nonzero, name, order):
             raise ValueError(f"{label}: {which} is not a permutation of 0..{n - 1}")
     entry_id = pattern.copy()
     entry_id.data = np.arange(1, pattern.nnz + 1, dtype=float)
-    diag = np.asarray(entry_id.tocsr()[row_perm, col_perm]).ravel().astype(np.int64) - 1
+    diag = (np.asarray(entry_id.tocsr()[row_perm, col_perm]).ravel().astype(np.int64) - 1 if n
+            else np.zeros(0, dtype=np.int64))
     stored = diag >= 0
     n_unsafe = int((~stored).sum() + (~always_nonzero[diag[stored]]).sum())
     return row_perm, col_perm, n_unsafe, len(items) == 3
@@ -155,6 +199,10 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
     Every state-dependent pivot gets the cancellation-aware check either way, so a state
     breaking that promise takes the splu fallback or raises SingularModelError.
     progress: optional callable(name, index, total), called before each ordering is tried.
+    When the always-nonzero entries have no perfect matching (e.g. a massless link between two
+    massive ones), the fill-reducing candidates, which need one, are skipped (their table note
+    says why) and "auto" picks among the structural orders. No usable candidate: IllPosedError
+    naming the unmatched rows and columns if the pattern is structurally singular.
     """
     pattern = _check_pattern(pattern)
     nnz = pattern.nnz
@@ -179,7 +227,7 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
         raise ValueError(f"ordering: unknown name {ordering!r}; known: "
                          f"{', '.join(('auto',) + KNOWN_ORDERINGS + tuple(structural_orders))}")
 
-    match = None
+    match = no_match = None
     table, plans = [], {}
     for index, name in enumerate(names):
         if progress is not None:
@@ -187,6 +235,8 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
         t0 = time.perf_counter()
         row = {"name": name, "nnz_LU": -1, "fill": -1, "flops": -1, "pivot_safe": False, "note": ""}
         try:
+            if name not in structural_orders and no_match is not None:
+                raise no_match
             if name in structural_orders:
                 row_perm, col_perm, n_unsafe, trusted = _structural_order(
                     pattern, always_nonzero, name, structural_orders[name])
@@ -201,15 +251,21 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
                                    f"entries (checked online)")
             else:
                 if match is None:   # the diagonal itself when symmetric (checked above)
-                    match = (np.arange(pattern.shape[0], dtype=np.int64) if symmetric
-                             else safe_matching(pattern, always_nonzero))
+                    try:
+                        match = (np.arange(pattern.shape[0], dtype=np.int64) if symmetric
+                                 else safe_matching(pattern, always_nonzero))
+                    except IllPosedError as exc:
+                        no_match = _NoSafeMatching(exc)
+                        raise no_match from exc
                 matched = pattern[match, :]
                 row_perm, col_perm = matched_pair(match, column_order(name, matched))
             sym = (symbolic_ldlt(pattern, col_perm, constant_values) if symmetric
                    else symbolic_lu(pattern, row_perm, col_perm, constant_values))
-        except (OrderingUnavailable, UnsafePivot) as exc:
+        except (OrderingUnavailable, UnsafePivot, _NoSafeMatching) as exc:
             row["note"] = str(exc)
             if ordering != "auto":
+                if isinstance(exc, _NoSafeMatching) and not structural_orders:
+                    raise exc.cause       # the planner cannot do anything else: say why
                 raise ValueError(f"ordering {name!r} cannot be used: {exc}") from exc
         else:
             row.update(nnz_LU=sym.nnz_LU, fill=sym.nnz_LU - nnz,
@@ -217,8 +273,10 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
             plans[name] = sym
         row["time_s"] = time.perf_counter() - t0
         table.append(row)
-    best = min((r for r in table if r["pivot_safe"]),
-               key=lambda r: (r["flops"], r["nnz_LU"], r["note"].startswith(TRUSTED)))
+    usable = [r for r in table if r["pivot_safe"]]
+    if not usable:
+        raise _no_plan_error(pattern, no_match, table)
+    best = min(usable, key=lambda r: (r["flops"], r["nnz_LU"], r["note"].startswith(TRUSTED)))
     sym = plans[best["name"]]
     return Factorization(pattern, always_nonzero, constant_values, sym.program,
                          ordering=best["name"], nnz_LU=sym.nnz_LU, table=table, backend=backend)
@@ -239,6 +297,8 @@ class Factorization:
         self._groups = None               # the NumPy path's schedule, built on first use
         self._prepared = None             # the compiled path's (lu_numba.prepare), likewise
         self._mirror = None
+        self._checks_accuracy = None      # checks_accuracy, decided on first use
+        self._rows_csr = None             # row_backward_error's row grouping, likewise
         self.stats = {"n": program.n, "nnz_D": pattern.nnz, "nnz_LU": int(nnz_LU),
                       "fill": int(nnz_LU) - pattern.nnz, **program.costs(),
                       "n_ops": int(program.op_code.size), "ordering": ordering,
@@ -278,25 +338,39 @@ class Factorization:
         for k right-hand sides per state that share one numeric factorization (B may be 1 on
         either side and broadcasts). x has rhs's shape (batched when either input is).
 
+        States whose static pivot breaks down, or whose solution fails the accuracy check
+        (checks_accuracy: row-wise backward error above ROW_BACKWARD_TOL), are re-solved with
+        partial pivoting (splu and one step of iterative refinement), with a
+        PivotBreakdownWarning. States that splu finds numerically singular raise
+        SingularModelError, states whose solution overflows NonFiniteError, both naming the
+        batch indices; with return_status=True they are flagged False in the status mask (x NaN).
+
         Counted cost per state: stats["flops"] for the first right-hand side, plus
-        stats["solve_flops"] for each further one."""
+        stats["solve_flops"] for each further one (the accuracy check is a safeguard, like the
+        pivot checks, and not counted)."""
+        x, status = self.solve_status(values, rhs, backend)
+        if return_status:
+            return x, status == OK
+        _raise_for_status(status, "values, rhs")
+        return x
+
+    def solve_status(self, values, rhs, backend=None):
+        """(x, status) as solve: status (B,) int8 per state, OK, SINGULAR or OVERFLOW (x NaN
+        where not OK); raises nothing for the states' numerics."""
         backend = self._resolved_backend(backend or self.backend)
         if backend not in ("numba", "numpy"):
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         n, nnz = self.program.n, self.program.nnz
         v_arr, rhs_arr = np.asarray(values), np.asarray(rhs)
         if rhs_arr.ndim == 3:
-            return self._solve_many(values, rhs_arr, return_status, backend)
+            return self._solve_many(values, rhs_arr, backend)
         B = max(v_arr.shape[0] if v_arr.ndim == 2 else 1, rhs_arr.shape[0] if rhs_arr.ndim == 2 else 1)
         values, v_single = as_batch(values, nnz, "values", batch=B)
         rhs, r_single = as_batch(rhs, n, "rhs", batch=B)
-        single = v_single and r_single
-        x, ok = self._run(values, rhs, return_status, backend)
-        if return_status:
-            return (x[0], ok) if single else (x, ok)
-        return x[0] if single else x
+        x, status = self._run(values, rhs, backend)
+        return (x[0], status) if v_single and r_single else (x, status)
 
-    def _solve_many(self, values, rhs, return_status, backend):
+    def _solve_many(self, values, rhs, backend):
         n, nnz = self.program.n, self.program.nnz
         if rhs.shape[1] != n or rhs.shape[2] < 1:
             raise ValueError(f"rhs: expected shape (B, {n}, k) with k >= 1, got {rhs.shape}")
@@ -310,15 +384,15 @@ class Factorization:
         rhs = flat.reshape(B, n, k)
         if not self.program.split:
             # a program stored before the split: one full run per right-hand side
-            cols = [self._run(values, rhs[:, :, j], return_status, backend) for j in range(k)]
+            cols = [self._run(values, rhs[:, :, j], backend) for j in range(k)]
             x = np.stack([c[0] for c in cols], axis=2)
-            ok = np.logical_and.reduce([c[1] for c in cols])
-        else:
-            x, ok = self._run(values, rhs, return_status, backend)
-        return (x, ok) if return_status else x
+            status = np.max([c[1] for c in cols], axis=0)
+            x[status != OK] = np.nan
+            return x, status
+        return self._run(values, rhs, backend)
 
-    def _run(self, values, rhs, return_status, backend):
-        """(x, ok) for batched values (B, nnz) and rhs (B, n) or (B, n, k)."""
+    def _run(self, values, rhs, backend):
+        """(x, status) for batched values (B, nnz) and rhs (B, n) or (B, n, k)."""
         B = values.shape[0]
         if self.program.symmetric:
             self._check_symmetric_values(values)
@@ -337,10 +411,73 @@ class Factorization:
             opcount.charge(mul=(s["mul"] + extra * s["solve_mul"]) * B,
                            add=(s["add"] + extra * s["solve_add"]) * B,
                            div=(s["div"] + extra * s["solve_div"]) * B, kind="sparse LU")
-        ok = np.ones(B, dtype=bool)
-        if broken.any():
-            ok = self._resolve_broken(values, rhs, x, np.flatnonzero(broken), return_status)
-        return x, ok
+        inaccurate = np.zeros(B, dtype=bool)
+        if self.checks_accuracy:
+            inaccurate = ~broken & ~(self.row_backward_error(values, rhs, x) <= ROW_BACKWARD_TOL)
+        status = np.zeros(B, dtype=np.int8)
+        redo = np.flatnonzero(broken | inaccurate)
+        if redo.size:
+            status[redo] = self.pivoted_solve(values[redo], rhs[redo], x, redo)
+            warn_resolved(redo[broken[redo] & (status[redo] == OK)],
+                          redo[~broken[redo] & (status[redo] == OK)], stacklevel=4)
+        return x, status
+
+    @property
+    def checks_accuracy(self):
+        """Whether solve (and the compiled dynamics path) checks each state's row-wise backward
+        error (row_backward_error): static pivots chosen for sparsity can lose accuracy on badly
+        scaled D (masses 1e-6 next to 1e6) without ever being small enough for the pivot check.
+        Not checked: an L D L^T (its diagonal pivots, for the SPD matrices it is planned for);
+        a program without state-dependent pivots (all known constants, so no state makes one
+        small: inverse dynamics under every ordering) or that eliminates nothing (P D Q
+        triangular: substitution is componentwise backward stable); a trusted structural order
+        (its provider vouches for its pivots: Nori's ABA order pivots on the ABA's articulated
+        inertias and computes what the ABA computes)."""
+        if self._checks_accuracy is None:
+            p = self.program
+            PDQ = self.pattern[p.row_perm][:, p.col_perm]
+            triangular = sp.triu(PDQ, 1).nnz == 0 or sp.tril(PDQ, -1).nnz == 0
+            trusted = any(r["name"] == self.stats["ordering"]
+                          and str(r["note"]).startswith(TRUSTED) for r in self.table)
+            constant_pivots = not (p.op_code == RECIP).any()
+            self._checks_accuracy = not (p.symmetric or constant_pivots or triangular or trusted)
+        return self._checks_accuracy
+
+    def row_backward_error(self, values, rhs, x):
+        """(B,) per state max_i |D x - rhs|_i / (max_j |D_ij| max|x| + |rhs_i|): the backward
+        error of x with each row of D weighed by its own entries (a normwise backward error
+        hides the light bodies' rows behind the heaviest's). Several right-hand sides: the
+        worst. Non-finite x gives NaN."""
+        if self._rows_csr is None:
+            P = self.pattern
+            order = np.argsort(P.indices, kind="stable")
+            rows = P.indices[order]
+            starts = np.flatnonzero(np.diff(rows, prepend=-1))
+            cols = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))[order]
+            self._rows_csr = (order, starts, cols, rows[starts])
+        order, starts, cols, row_of = self._rows_csr
+        const = self.constant_values[order]
+        known = ~np.isnan(const)
+        B, n = values.shape[0], self.program.n
+        k = x.shape[2] if x.ndim == 3 else 1        # explicit: -1 is ambiguous when B = 0
+        x3 = x.reshape(B, n, k)
+        r3 = rhs.reshape(B, n, k)
+        out = np.empty(B)
+        chunk = max(1, 2 ** 22 // max(1, order.size * x3.shape[2]))
+        with np.errstate(invalid="ignore", over="ignore"):
+            for lo in range(0, B, chunk):
+                hi = min(B, lo + chunk)
+                data = np.where(known, const, values[lo:hi, order])
+                res = -r3[lo:hi].copy()
+                products = data[:, :, None] * x3[lo:hi, cols]
+                res[:, row_of] += np.add.reduceat(products, starts, axis=1)
+                scale = np.zeros((hi - lo, n))
+                scale[:, row_of] = np.maximum.reduceat(np.abs(data), starts, axis=1)
+                xmax = np.abs(x3[lo:hi]).max(axis=1)
+                denom = scale[:, :, None] * xmax[:, None, :] + np.abs(r3[lo:hi])
+                ratio = np.abs(res) / np.where(denom > 0, denom, 1.0)
+                out[lo:hi] = ratio.reshape(hi - lo, -1).max(axis=1)
+        return out
 
     def _check_symmetric_values(self, values):
         """An L D L^T program reads only the lower triangle: values that are not symmetric
@@ -363,36 +500,41 @@ class Factorization:
         return sp.csc_matrix((data, self.pattern.indices, self.pattern.indptr),
                              shape=self.pattern.shape)
 
-    def _resolve_broken(self, values, rhs, x, broken, return_status):
+    def pivoted_solve(self, values, rhs, x=None, into=None):
+        """Status (k,) of solving the k states values (k, nnz), rhs (k, n) or (k, n, m) with
+        partial pivoting (splu) and one step of iterative refinement; each solution is written
+        to x[into[j]] (NaN unless OK). SINGULAR: splu's pivots are numerically rank deficient
+        or the backward error stays large; OVERFLOW: a pivot or the solution is not finite, or
+        the state fails as SINGULAR with entries beyond sqrt(float max) (their products
+        overflow: the inputs are out of range rather than D singular)."""
         from scipy.sparse.linalg import splu
         n = self.program.n
-        ok = np.ones(values.shape[0], dtype=bool)
-        for b in broken:
-            try:
-                D = self.assemble(values[b])
-                lu = splu(D)
-                diag = np.abs(lu.U.diagonal())
-                if not diag.min() > max(n, 10) * np.finfo(float).eps * diag.max():
-                    raise RuntimeError("numerically rank deficient")
-                xb = lu.solve(rhs[b])
-                if not np.isfinite(xb).all():
-                    raise RuntimeError("non-finite solution")
-                if _backward_error(D, xb, rhs[b]) > BACKWARD_TOL:
-                    raise RuntimeError("large backward error")
-                x[b] = xb
-            except RuntimeError:
-                ok[b] = False
-                x[b] = np.nan
-        resolved = [int(b) for b in broken if ok[b]]
-        singular = [int(b) for b in broken if not ok[b]]
-        if resolved:
-            warnings.warn(PivotBreakdownWarning(
-                f"values: static pivot broke down for batch indices {_short(resolved)}; "
-                f"re-solved with partial pivoting (splu)"), stacklevel=3)
-        if singular and not return_status:
-            raise SingularModelError(f"values: D is singular for batch indices {_short(singular)}",
-                                     batch_indices=singular)
-        return ok
+        status = np.zeros(values.shape[0], dtype=np.int8)
+        huge = np.sqrt(np.finfo(float).max)
+        for j in range(values.shape[0]):
+            D = self.assemble(values[j])
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                try:
+                    lu = splu(D)
+                    diag = np.abs(lu.U.diagonal())
+                except RuntimeError:                     # "Factor is exactly singular"
+                    lu, diag = None, np.zeros(1)
+                if not np.isfinite(diag).all():
+                    status[j] = OVERFLOW
+                elif not diag.min() > max(n, 10) * np.finfo(float).eps * diag.max():
+                    status[j] = SINGULAR
+                else:
+                    xj = lu.solve(rhs[j])
+                    xj = xj + lu.solve(rhs[j] - D @ xj)          # refinement
+                    if not np.isfinite(xj).all():
+                        status[j] = OVERFLOW
+                    elif _backward_error(D, xj, rhs[j]) > BACKWARD_TOL:
+                        status[j] = SINGULAR
+            if status[j] == SINGULAR and not (abs(D).max() < huge and np.abs(rhs[j]).max() < huge):
+                status[j] = OVERFLOW
+            if x is not None:
+                x[into[j]] = xj if status[j] == OK else np.nan
+        return status
 
     # ------------------------------------------------------------------ storage
     def to_dict(self):
@@ -426,82 +568,117 @@ class Factorization:
             raise ValueError(f"d: missing keys {missing}")
         if str(np.asarray(d["checksum"])) != _checksum(d):
             raise ValueError("d: checksum mismatch (corrupt or modified plan)")
-        shape = tuple(int(s) for s in np.asarray(d["shape"]))
+        shape = tuple(stored_array(d, "shape", "int").tolist())
+        if len(shape) != 2 or min(shape) < 0:
+            raise ValueError(f"d['shape']: expected two sizes, got {shape}")
+        indices = stored_array(d, "pattern_indices", "int")
+        indptr = stored_array(d, "pattern_indptr", "int")
         try:
-            pattern = sp.csc_matrix((np.ones(len(d["pattern_indices"])),
-                                     np.asarray(d["pattern_indices"], dtype=np.int64),
-                                     np.asarray(d["pattern_indptr"], dtype=np.int64)), shape=shape)
+            pattern = sp.csc_matrix((np.ones(indices.size), indices, indptr), shape=shape)
             pattern.check_format(full_check=True)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, IndexError) as exc:
             raise ValueError(f"d: invalid pattern ({exc})") from None
         pattern = _check_pattern(pattern)
         nnz = pattern.nnz
-        always_nonzero = _check_mask(d["always_nonzero"], nnz, "d['always_nonzero']", bool)
-        constant_values = _check_mask(d["constant_values"], nnz, "d['constant_values']", float)
+        always_nonzero = _check_mask(stored_array(d, "always_nonzero", "bool"), nnz,
+                                     "d['always_nonzero']", bool)
+        constant_values = _check_mask(stored_array(d, "constant_values", "float"), nnz,
+                                      "d['constant_values']", float)
         program = _program_from_dict(d, shape[0], nnz)
-        table = [dict(zip(_TABLE_COLUMNS, vals)) for vals in
-                 zip(*(np.asarray(d["table_" + c]).tolist() for c in _TABLE_COLUMNS))]
-        backend = str(np.asarray(d["backend"]))
+        if program.symmetric:
+            if not np.array_equal(program.row_perm, program.col_perm):
+                raise ValueError("d: invalid program: an L D L^T permutes rows and columns alike")
+            _check_symmetric_plan(pattern, always_nonzero, constant_values)
+        columns = [[] if np.size(d["table_" + c]) == 0 else   # to_dict of an empty table
+                   stored_array(d, "table_" + c, "str" if c in ("name", "note") else
+                                "bool" if c == "pivot_safe" else "float").tolist()
+                   for c in _TABLE_COLUMNS]
+        if len({len(c) for c in columns}) > 1:
+            raise ValueError("d: the table's columns differ in length")
+        table = [dict(zip(_TABLE_COLUMNS, vals)) for vals in zip(*columns)]
+        for row in table:
+            row.update({k: int(row[k]) for k in ("nnz_LU", "fill", "flops")})
+        backend = stored_scalar(d, "backend", "str")
         if backend not in BACKENDS:
             raise ValueError(f"d: unknown backend {backend!r}")
+        nnz_LU = stored_scalar(d, "nnz_LU", "int")
         return cls(pattern, always_nonzero, constant_values, program,
-                   ordering=str(np.asarray(d["ordering"])), nnz_LU=int(np.asarray(d["nnz_LU"])),
+                   ordering=stored_scalar(d, "ordering", "str"), nnz_LU=nnz_LU,
                    table=table, backend=backend)
 
 
 def _program_from_dict(d, n, nnz):
-    kw = {k: d["program_" + k] for k in LUProgram.__dataclass_fields__ if "program_" + k in d}
-    legacy = "n_factor_ops" not in kw      # stored before the factorization/substitution split
-    kw.setdefault("n_factor_ops", -1)
-    ints = ("n", "nnz", "n_slots", "rhs0", "n_factor_ops")
-    for k in ints:
-        kw[k] = int(np.asarray(kw[k]))
-    kw["tol"] = float(np.asarray(kw["tol"]))
-    kw["symmetric"] = bool(np.asarray(kw.get("symmetric", False)))   # LU before L D L^T existed
-    for k in ("row_perm", "col_perm", "op_t", "op_a", "op_b", "init_slots", "load_entries",
-              "scale_ptr", "scale_entries"):
-        kw[k] = np.asarray(kw[k], dtype=np.int64)
-    kw["op_code"] = np.asarray(kw["op_code"], dtype=np.int8)
-    kw["op_stage"] = np.asarray(kw.get("op_stage", np.zeros(0)), dtype=np.int64)  # older plans
-    kw["init_values"] = np.asarray(kw["init_values"], dtype=float)
-    kw["scale_const"] = np.asarray(kw["scale_const"], dtype=float)
+    """The stored LUProgram, every array checked for what the kernels index with (dtype, ranges,
+    lengths, permutations): ValueError naming what is wrong, never an out-of-bounds access."""
+    fields = LUProgram.__dataclass_fields__
+    key = {k: "program_" + k for k in fields}
+    legacy = key["n_factor_ops"] not in d   # stored before the factorization/substitution split
+    kw = {k: stored_scalar(d, key[k], "int") for k in ("n", "nnz", "n_slots", "rhs0")}
+    kw["n_factor_ops"] = -1 if legacy else stored_scalar(d, key["n_factor_ops"], "int")
+    kw["tol"] = stored_scalar(d, key["tol"], "float")
+    kw["symmetric"] = (key["symmetric"] in d            # LU before L D L^T existed
+                       and stored_scalar(d, key["symmetric"], "bool"))
+    for k in ("row_perm", "col_perm", "op_code", "op_t", "op_a", "op_b", "init_slots",
+              "load_entries", "scale_ptr", "scale_entries"):
+        kw[k] = stored_array(d, key[k], "int")
+    kw["op_stage"] = (stored_array(d, key["op_stage"], "int") if key["op_stage"] in d
+                      else np.zeros(0, dtype=np.int64))                      # older plans
+    kw["init_values"] = stored_array(d, key["init_values"], "float")
+    kw["scale_const"] = stored_array(d, key["scale_const"], "float")
+    slots, m = kw["n_slots"], kw["op_code"].size
+    code, t, a, b = kw["op_code"], kw["op_t"], kw["op_a"], kw["op_b"]
+
+    def outside(arr, lo, hi):
+        return arr.size > 0 and (arr.min() < lo or arr.max() >= hi)
+    problems = []
+    if (kw["n"], kw["nnz"], kw["rhs0"]) != (n, nnz, nnz):
+        problems.append("program size does not match the pattern")
+    if slots < nnz + n:
+        problems.append("n_slots leaves no room for the entries and the right-hand side")
+    if not (np.isfinite(kw["tol"]) and kw["tol"] >= 0):
+        problems.append("tol is not a finite non-negative number")
+    if not -1 <= kw["n_factor_ops"] <= m:
+        problems.append("n_factor_ops out of range")
+    for label in ("row_perm", "col_perm"):
+        perm = kw[label]
+        if perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
+            problems.append(f"{label} is not a permutation")
+    if not (t.size == a.size == b.size == m):
+        problems.append("op arrays differ in length")
+    elif outside(code, 0, len(OP_COST)):
+        problems.append("unknown opcode")
+    else:
+        for label, arr in (("op_t", t), ("op_a", a), ("op_b", b)):
+            if outside(arr, 0, slots):
+                problems.append(f"{label} out of range")
+        if outside(b[code == RECIP], 0, n):          # a pivot check's b is its permuted row
+            problems.append("op_b of a pivot check is not a row")
+    if kw["op_stage"].size not in (0, m):
+        problems.append("op_stage does not match the ops")
+    if outside(kw["init_slots"], 0, slots):
+        problems.append("init_slots out of range")
+    if kw["init_values"].shape != kw["init_slots"].shape:
+        problems.append("init_values/init_slots differ in length")
+    elif not np.isfinite(kw["init_values"]).all():
+        problems.append("init_values not finite")
+    if outside(kw["load_entries"], 0, nnz):
+        problems.append("load_entries out of range")
+    ptr, const = kw["scale_ptr"], kw["scale_const"]
+    if (ptr.shape != (n + 1,) or const.shape != (n,) or ptr[0] != 0
+            or ptr[-1] != kw["scale_entries"].size or (np.diff(ptr) < 0).any()):
+        problems.append("scale arrays inconsistent")
+    elif outside(kw["scale_entries"], 0, nnz) or not (np.isfinite(const) & (const >= 0)).all():
+        problems.append("scale entries out of range")
+    if problems:
+        raise ValueError("d: invalid program: " + "; ".join(problems))
+    kw["op_code"] = code.astype(np.int8)
     if legacy:
         # RECIP now reads its target slot (the pivot's accumulated magnitude) before overwriting
         # it: such a program accumulates none, so its reciprocal slots start at 0
-        recip_t = np.setdiff1d(kw["op_t"][kw["op_code"] == RECIP], kw["init_slots"])
+        recip_t = np.setdiff1d(t[code == RECIP], kw["init_slots"])
         kw["init_slots"] = np.concatenate((kw["init_slots"], recip_t))
         kw["init_values"] = np.concatenate((kw["init_values"], np.zeros(recip_t.size)))
-    p = LUProgram(**kw)
-    slots = p.n_slots
-    problems = []
-    if not -1 <= p.n_factor_ops <= p.op_code.size:
-        problems.append("n_factor_ops out of range")
-    if (p.n, p.nnz, p.rhs0) != (n, nnz, nnz):
-        problems.append("program size does not match the pattern")
-    for label, perm in (("row_perm", p.row_perm), ("col_perm", p.col_perm)):
-        if perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
-            problems.append(f"{label} is not a permutation")
-    m = p.op_code.size
-    if not (p.op_t.size == p.op_a.size == p.op_b.size == m):
-        problems.append("op arrays differ in length")
-    elif m and (p.op_code.min() < 0 or p.op_code.max() >= len(OP_COST)):
-        problems.append("unknown opcode")
-    for label, arr in (("op_t", p.op_t), ("op_a", p.op_a), ("op_b", p.op_b),
-                       ("init_slots", p.init_slots)):
-        if arr.size and (arr.min() < 0 or arr.max() >= slots):
-            problems.append(f"{label} out of range")
-    if p.init_values.shape != p.init_slots.shape:
-        problems.append("init_values/init_slots differ in length")
-    if p.op_stage.size not in (0, m):
-        problems.append("op_stage does not match the ops")
-    if p.load_entries.size and (p.load_entries.min() < 0 or p.load_entries.max() >= nnz):
-        problems.append("load_entries out of range")
-    if (p.scale_ptr.shape != (n + 1,) or p.scale_const.shape != (n,)
-            or p.scale_ptr[-1] != p.scale_entries.size or (np.diff(p.scale_ptr) < 0).any()):
-        problems.append("scale arrays inconsistent")
-    if problems:
-        raise ValueError("d: invalid program: " + "; ".join(problems))
-    return p
+    return LUProgram(**kw)
 
 
 def _backward_error(D, x, rhs):
@@ -529,3 +706,29 @@ def _checksum(d):
 def _short(indices, limit=20):
     head = ", ".join(str(i) for i in indices[:limit])
     return f"[{head}{', ...' if len(indices) > limit else ''}] ({len(indices)} states)"
+
+
+def _raise_for_status(status, what):
+    """SingularModelError (first) or NonFiniteError for the states of `status` that are not OK;
+    `what`: the inputs to name."""
+    singular = np.flatnonzero(status == SINGULAR).tolist()
+    if singular:
+        raise SingularModelError(f"values: D is singular for batch indices {_short(singular)}",
+                                 batch_indices=singular)
+    overflow = np.flatnonzero(status == OVERFLOW).tolist()
+    if overflow:
+        raise NonFiniteError(f"{what}: the solution of D x = rhs overflows (not finite) for batch "
+                             f"indices {_short(overflow)}", arguments=what.split(", "),
+                             batch_indices=overflow)
+
+
+def warn_resolved(broken, inaccurate, stacklevel=2):
+    """The PivotBreakdownWarning of states re-solved with partial pivoting: `broken` (a static
+    pivot failed its check) and `inaccurate` (the accuracy check failed) batch indices."""
+    for indices, why in ((broken, "static pivot broke down"),
+                         (inaccurate, "static pivots lost accuracy (row-wise backward error "
+                                      f"above {ROW_BACKWARD_TOL:g})")):
+        if len(indices):
+            warnings.warn(PivotBreakdownWarning(
+                f"values: {why} for batch indices {_short([int(i) for i in indices])}; "
+                f"re-solved with partial pivoting (splu)"), stacklevel=stacklevel + 1)

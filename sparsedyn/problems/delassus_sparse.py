@@ -34,14 +34,16 @@ import numpy as np
 
 from ..batch import check_configuration, unbatch
 from ..contacts import Contact, resolve_contacts
-from ..errors import IllPosedError, SingularModelError
+from ..errors import SingularModelError, nonfinite_error
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
 from ..opcount import charge, count_operations, counting, suspended
+from ..planner.factorization import OVERFLOW, SINGULAR
 from .dynamics import forward_dynamics
 
 BACKENDS = ("numba", "numpy")
 CHUNK = 256      # states per factorization call: bounds the (chunk, n, m) solution array
+_WHAT = "delassus (method 'sparse')"
 
 _PLANS = weakref.WeakKeyDictionary()     # model -> {(contact bodies, ordering): Plan}
 _DELASSUS = weakref.WeakKeyDictionary()  # model -> {(ordering, contact key): DelassusPlan}
@@ -54,24 +56,14 @@ def _short(indices, limit=20):
 
 def _fd_plan(model, bodies, ordering):
     """The compiled forward-dynamics problem with fx on `bodies` (shared by contact sets on the
-    same bodies). A pattern that is singular on its always-nonzero entries is a mass matrix
-    singular for every state: SingularModelError naming the joints involved."""
+    same bodies). A mass matrix singular for every state (a massless leaf) raises
+    SingularModelError naming the bodies (compile)."""
     from .plan import compile
     cache = _PLANS.setdefault(model, {})
     key = (bodies, ordering)
     if key not in cache:
         problem = forward_dynamics(model, f_ext=[model.link_names[b] for b in bodies])
-        try:
-            cache[key] = compile(problem, ordering=ordering)
-        except IllPosedError as exc:
-            columns = problem.system().columns
-            hit = {blk.body for blk in columns.blocks for c in getattr(exc, "cols", ())
-                   if blk.start <= c < blk.stop}
-            joints = [model.joints[b].name for b in sorted(hit)]
-            raise SingularModelError(
-                f"model {model.name!r}: the mass matrix is singular for every state (its Newton-"
-                f"Euler system is structurally singular at joints {joints}: massless links?)",
-                bodies=[model.link_names[b] for b in sorted(hit)]) from exc
+        cache[key] = compile(problem, ordering=ordering)
     return cache[key]
 
 
@@ -145,24 +137,32 @@ class DelassusPlan:
         out = np.zeros((B, m, m))
         if self.plan is None:
             return out
-        if backend == "numba":
-            values = self._compiled_values(q)
-        else:
-            values = self.plan.system.values(joint_transforms(self.model, q) if Xup is None else Xup)
-        bad = []
+        with np.errstate(over="ignore", invalid="ignore"):
+            if backend == "numba":
+                values = self._compiled_values(q)
+            else:
+                values = self.plan.system.values(joint_transforms(self.model, q) if Xup is None
+                                                 else Xup)
+        finite = np.isfinite(values).all(axis=1)
+        if not finite.all():
+            raise nonfinite_error(_WHAT, "D(q)", np.flatnonzero(~finite).tolist(), {"q": q})
+        status = np.zeros(B, dtype=np.int8)
         # in chunks of states: the whole solution (chunk, n, m) is needed only until C x
         for lo in range(0, B, CHUNK):
             hi = min(B, lo + CHUNK)
             # broken static pivots are re-solved with partial pivoting (PivotBreakdownWarning)
-            x, ok = self.plan.factorization.solve(values[lo:hi], self.B[None],
-                                                  return_status=True, backend=backend)
-            bad += (lo + np.flatnonzero(~ok)).tolist()
+            x, status[lo:hi] = self.plan.factorization.solve_status(values[lo:hi], self.B[None],
+                                                                    backend=backend)
             for rows, cols, K in self.reads:
                 out[lo:hi, rows, :] = np.einsum("ij,bjk->bik", K, x[:, cols, :])
+        bad = np.flatnonzero(status == SINGULAR).tolist()
         if bad:
             raise SingularModelError(f"model {self.model.name!r}: the mass matrix is singular "
                                      f"(forward dynamics: D is singular) for batch indices "
                                      f"{_short(bad)}", batch_indices=bad)
+        overflow = np.flatnonzero(status == OVERFLOW).tolist()
+        if overflow:
+            raise nonfinite_error(_WHAT, "Lambda^-1", overflow, {"q": q})
         charge(*self.read_cost, kind="C x")
         return out
 

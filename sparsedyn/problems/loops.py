@@ -18,12 +18,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import unbatch
+from ..errors import SingularModelError, nonfinite_error
 from ..loops.cluster_model import ClusterModel
 from ..opcount import count_operations
+from ..planner.factorization import OVERFLOW, SINGULAR
 from ..recursive._common import external_forces
 from ..system.loop_rows import LoopSystem
 from .dynamics import _fx_links
-from .plan import Result, _numba_available, plan_system
+from .plan import Result, _numba_available, _short, plan_system
 
 
 class LoopProblem:
@@ -115,10 +117,26 @@ class LoopPlan:
         elif f_ext:
             raise ValueError(f"f_ext: this plan of {problem.name} was compiled without external "
                              f"wrenches; compile {problem.name}(cluster_model, f_ext=[links]) instead")
-        values, rhs = self.system.assemble(q, qd, cm.spanning_torque(tau), fx)
+        if B == 0:                                   # no states: empty results of the usual shapes
+            return LoopResult(self, np.zeros((0, self.system.shape[1])), single)
+        inputs = {"q": q, "qd": qd, "tau": tau, "f_ext": fx}
+        with np.errstate(over="ignore", invalid="ignore"):
+            values, rhs = self.system.assemble(q, qd, cm.spanning_torque(tau), fx)
+        finite = np.isfinite(values).all(axis=1) & np.isfinite(rhs).all(axis=1)
+        if not finite.all():
+            raise nonfinite_error(problem.name, "D(q) or b(q, qd)",
+                                  np.flatnonzero(~finite).tolist(), inputs)
         lu_backend = None if _numba_available() else "numpy"
-        x = np.asarray(self.factorization.solve(values, rhs, backend=lu_backend))
-        return LoopResult(self, x, single)
+        x, status = self.factorization.solve_status(values, rhs, backend=lu_backend)
+        if (status == SINGULAR).any():
+            bad = np.flatnonzero(status == SINGULAR).tolist()
+            raise SingularModelError(f"cluster model {cm.name!r}: D is singular (a singular mass "
+                                     f"matrix or dependent loop constraints) for batch indices "
+                                     f"{_short(bad)}", batch_indices=bad)
+        if (status == OVERFLOW).any():
+            raise nonfinite_error(problem.name, "the solution",
+                                  np.flatnonzero(status == OVERFLOW).tolist(), inputs)
+        return LoopResult(self, np.asarray(x), single)
 
     def _check_f_ext(self, f_ext):
         if not f_ext:

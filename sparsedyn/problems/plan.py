@@ -21,16 +21,17 @@ from __future__ import annotations
 import importlib.util
 import json
 import warnings
-import zipfile
 from collections.abc import Mapping
 
 import numpy as np
 
 from .. import opcount
 from ..batch import state, unbatch
-from ..errors import PlanMismatchError, SingularModelError
+from ..errors import IllPosedError, PlanMismatchError, SingularModelError, nonfinite_error
+from ..files import atomic_write, read_npz
 from ..opcount import count_operations
 from ..recursive._common import external_forces
+from ..recursive.aba import structural_singularity_error
 from ..spatial import Transform, to_linear_first
 from .dynamics import Problem
 
@@ -74,7 +75,15 @@ def compile(problem, ordering="auto", backend="auto", progress=None):
                         f"forward_dynamics(model) / loop_forward_dynamics(cluster_model)) or an "
                         f"EstimationProblem, got {type(problem).__name__}")
     system = problem.system()
-    return Plan(problem, plan_system(system, system.always_nonzero, ordering, backend, progress))
+    try:
+        factorization = plan_system(system, system.always_nonzero, ordering, backend, progress)
+    except IllPosedError as exc:
+        if problem.name != "forward_dynamics" or not getattr(exc, "cols", ()):
+            raise
+        # D of forward dynamics is singular exactly when the mass matrix is: for every state
+        raise structural_singularity_error(
+            problem.model, system.bodies_of_columns(exc.cols)) from exc
+    return Plan(problem, factorization)
 
 
 def plan_system(system, pivot_candidates, ordering="auto", backend="auto", progress=None):
@@ -165,6 +174,9 @@ class Plan:
         elif f_ext:
             raise ValueError(f"f_ext: this plan of {problem.name} was compiled without external "
                              f"wrenches; compile {problem.name}(model, f_ext=[links]) instead")
+        if B == 0 or self.system.shape[0] == 0:
+            # no states, or no movable joints (only fixed ones): empty results of the usual shapes
+            return Result(self, np.zeros((B, self.system.shape[1])), single)
         if backend == "numpy":
             return Result(self, self._solve_numpy(q, vecs["v"], y, fx), single)
         # private copies (cheap next to the solve): the on-demand pass below must see the inputs
@@ -230,12 +242,36 @@ class Plan:
         return measured
 
     def _solve_numpy(self, q, v, y, fx):
-        values, rhs = self.system.assemble(q, v, self._measured(y, fx))
+        inputs = self._inputs(q, v, y, fx)
+        with np.errstate(over="ignore", invalid="ignore"):
+            values, rhs = self.system.assemble(q, v, self._measured(y, fx))
+        self._check_assembled(values, rhs, np.arange(q.shape[0]), inputs)
         lu_backend = None if _numba_available() else "numpy"
-        x, ok = self.factorization.solve(values, rhs, return_status=True, backend=lu_backend)
-        if not ok.all():
-            raise self._singular(np.flatnonzero(~ok).tolist())
+        x, status = self.factorization.solve_status(values, rhs, backend=lu_backend)
+        self._raise_for_status(status, np.arange(q.shape[0]), inputs)
         return np.asarray(x)
+
+    def _inputs(self, q, v, y, fx):
+        """The call's batched inputs by name, for NonFiniteError."""
+        return {"q": q, "v": v, self.problem.given: y, "f_ext": fx}
+
+    def _check_assembled(self, values, rhs, indices, inputs):
+        """NonFiniteError naming the inputs if D or b of the states `indices` overflowed."""
+        finite = np.isfinite(values).all(axis=1) & np.isfinite(rhs).all(axis=1)
+        if not finite.all():
+            raise nonfinite_error(self.problem.name, "D(q) or b(q, v)",
+                                  indices[~finite].tolist(), inputs)
+
+    def _raise_for_status(self, status, indices, inputs):
+        """SingularModelError or NonFiniteError for the states (batch `indices`) whose
+        Factorization status is not OK."""
+        from ..planner.factorization import OVERFLOW, SINGULAR
+        singular = indices[status == SINGULAR].tolist()
+        if singular:
+            raise self._singular(singular)
+        overflow = indices[status == OVERFLOW].tolist()
+        if overflow:
+            raise nonfinite_error(self.problem.name, self.problem.outputs[0], overflow, inputs)
 
     def _singular(self, indices):
         """The SingularModelError for these batch indices: D of a dynamics problem is singular
@@ -246,43 +282,51 @@ class Plan:
                                   f"{_short(indices)}", batch_indices=indices)
 
     def _fused_solver(self):
-        """The assembly program bound to the LU program (built once, on first use)."""
+        """The assembly program bound to the LU program (built once, on first use), with the
+        row-wise backward-error check where the factorization asks for it (checks_accuracy)."""
         if self._fused is None:
             from ..kernels.assemble_numba import FusedSolver
+            from ..planner.factorization import ROW_BACKWARD_TOL
             from ..system.assembly_program import AssemblyProgram
             problem, system, N = self.problem, self.system, self.model.nbodies
             order = [(problem.given, i) for i in range(N)] + [("fx", i) for i in problem.fx_bodies]
             out = np.concatenate([system.columns[(problem.outputs[0], i)].indices for i in range(N)])
-            self._fused = FusedSolver(AssemblyProgram(system), self.factorization.program, order, out)
+            residual = None
+            if self.factorization.checks_accuracy:
+                P = system.pattern
+                residual = (P.indices, np.repeat(np.arange(P.shape[1]), np.diff(P.indptr)),
+                            ROW_BACKWARD_TOL, "rows")
+            self._fused = FusedSolver(AssemblyProgram(system), self.factorization.program, order,
+                                      out, residual=residual)
         return self._fused
 
     def _solve_compiled(self, q, v, y, fx, full, threads, quiet=False):
         """(joint-space output (B, nv), whole solution (B, n) or None). States whose static pivot
-        fails (or whose solution is not finite) are re-solved by the NumPy path with partial
-        pivoting, as Factorization.solve does: PivotBreakdownWarning, SingularModelError."""
-        from ..planner import PivotBreakdownWarning
+        fails, whose solution fails the accuracy check (Factorization.checks_accuracy) or is not
+        finite are re-solved with partial pivoting (Factorization.pivoted_solve):
+        PivotBreakdownWarning; SingularModelError, NonFiniteError naming the batch indices."""
         fused = self._fused_solver()
         B = q.shape[0]
         ys = y if fx is None else np.concatenate((y, fx.reshape(B, -1)), axis=1)
         joint, x, broken = fused.run(q, v, ys, full=full, threads=threads)
         if broken.any():
+            from ..planner.factorization import ROW_BACKWARD_TOL, PivotBreakdownWarning
             bad = np.flatnonzero(broken)
+            inputs = self._inputs(q, v, y, fx)
             fx_b = None if fx is None else fx[bad]
-            with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore"):
-                warnings.simplefilter("ignore", PivotBreakdownWarning)
+            with np.errstate(over="ignore", invalid="ignore"):
                 values, rhs = self.system.assemble(q[bad], v[bad], self._measured(y[bad], fx_b))
-                finite = np.isfinite(values).all(axis=1) & np.isfinite(rhs).all(axis=1)
-                if not finite.all():
-                    raise ValueError(f"q, v, {self.problem.given}: D or b overflows (not finite) "
-                                     f"at batch indices {_short(bad[~finite].tolist())}")
-                xb, ok = self.factorization.solve(values, rhs, return_status=True, backend="numpy")
-            singular = bad[~ok].tolist()
-            if singular:
-                raise self._singular(singular)
+            self._check_assembled(values, rhs, bad, inputs)
+            xb = np.empty_like(rhs)
+            status = self.factorization.pivoted_solve(values, rhs, xb, np.arange(bad.size))
+            self._raise_for_status(status, bad, inputs)
             if not quiet:
+                why = ("static pivot broke down or lost accuracy (row-wise backward error above "
+                       f"{ROW_BACKWARD_TOL:g})" if self.factorization.checks_accuracy
+                       else "static pivot broke down")
                 warnings.warn(PivotBreakdownWarning(
-                    f"values: static pivot broke down for batch indices {_short(bad.tolist())}; "
-                    f"re-solved with partial pivoting (splu)"), stacklevel=3)
+                    f"values: {why} for batch indices {_short(bad.tolist())}; re-solved with "
+                    f"partial pivoting (splu)"), stacklevel=3)
             joint[bad] = xb[:, fused.out_columns]
             if x is not None:
                 x[bad] = xb
@@ -305,7 +349,7 @@ class Plan:
     # ------------------------------------------------------------------ storage
 
     def save(self, path):
-        """Write the plan to a versioned .npz file (no pickles)."""
+        """Write the plan to a versioned .npz file (no pickles), atomically (sparsedyn.files)."""
         arrays = {}
         manifest = _to_plain(self.factorization.to_dict(), arrays, "fact")
         P = self.system.pattern
@@ -313,7 +357,7 @@ class Plan:
                   "model": _model_summary(self.model), "problem": self.problem.describe(),
                   "pattern_shape": list(P.shape), "factorization": manifest}
         arrays.update(pattern_indptr=P.indptr, pattern_indices=P.indices)
-        with open(path, "wb") as fh:
+        with atomic_write(path, "wb") as fh:
             np.savez_compressed(fh, header=np.array(json.dumps(header)), **arrays)
 
     def __repr__(self):
@@ -326,13 +370,14 @@ def load_plan(path, model):
     """Read a plan saved by Plan.save and bind it to `model`.
 
     Raises PlanMismatchError (naming what differs) if the plan was compiled for another model,
-    ValueError if the file is not a sparsedyn plan (or is corrupt, or from a newer version)."""
+    ValueError if the file is not a sparsedyn plan (or is corrupt, or from a newer version):
+    every stored array is checked (CRC, dtype, ranges) before a kernel can index with it."""
+    arrays = read_npz(path, "sparsedyn plan file")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
         header = json.loads(str(arrays.pop("header")))
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"{path}: not a readable sparsedyn plan file ({type(exc).__name__}: {exc})") from None
+    except (ValueError, KeyError, RecursionError) as exc:
+        raise ValueError(f"{path}: not a readable sparsedyn plan file (header: "
+                         f"{type(exc).__name__}: {exc})") from None
     if not isinstance(header, dict) or header.get("format") != PLAN_FORMAT:
         raise ValueError(f"{path}: not a sparsedyn plan file (no {PLAN_FORMAT!r} header)")
     if not isinstance(header.get("version"), int) or header["version"] > PLAN_VERSION:
@@ -343,14 +388,21 @@ def load_plan(path, model):
         manifest = header["factorization"]
         indptr, indices = arrays["pattern_indptr"], arrays["pattern_indices"]
         shape = tuple(header["pattern_shape"])
-    except KeyError as exc:
+    except (KeyError, TypeError) as exc:
         raise ValueError(f"{path}: corrupt sparsedyn plan file (missing {exc})") from None
+    if not (isinstance(stored_model, dict) and isinstance(problem_desc, dict)
+            and isinstance(manifest, dict)):
+        raise ValueError(f"{path}: corrupt sparsedyn plan file (header entries of the wrong type)")
     differences = _model_differences(stored_model, _model_summary(model))
     if differences:
         raise PlanMismatchError(f"{path}: plan was compiled for another model: "
                                 + "; ".join(differences))
-    problem = Problem.from_description(model, problem_desc)
-    P = problem.system().pattern
+    try:
+        problem = Problem.from_description(model, problem_desc)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: corrupt problem description in plan file ({exc})") from None
+    system = problem.system()
+    P = system.pattern
     if (P.shape != shape or not np.array_equal(P.indptr, indptr)
             or not np.array_equal(P.indices, indices)):
         raise PlanMismatchError(f"{path}: the stored sparsity pattern of {problem!r} differs from "
@@ -358,8 +410,14 @@ def load_plan(path, model):
     _, Factorization = _planner()
     try:
         fact = Factorization.from_dict(_from_plain(manifest, arrays))
-    except (KeyError, ValueError, TypeError) as exc:
+    except (KeyError, ValueError, TypeError, RecursionError) as exc:
         raise ValueError(f"{path}: corrupt factorization in plan file ({exc})") from None
+    fact.verify_pattern(P)
+    if not (np.array_equal(fact.constant_values, system.constant_values, equal_nan=True)
+            and np.array_equal(fact.always_nonzero, system.always_nonzero)):
+        raise PlanMismatchError(f"{path}: the stored constant entries of D for {problem!r} differ "
+                                "from the ones this sparsedyn builds for the model (re-compile "
+                                "the plan)")
     return Plan(problem, fact)
 
 
@@ -464,7 +522,8 @@ def _model_differences(stored, actual):
         if stored.get(key) != actual[key]:
             out.append(f"{key} {stored.get(key)!r} in the plan, {actual[key]!r} in the model")
     for key, what in (("links", "link"), ("joints", "joint")):
-        s, a = list(stored.get(key, [])), actual[key]
+        s, a = stored.get(key), actual[key]
+        s = s if isinstance(s, list) else []       # a corrupt header: every entry differs
         if s != a:
             if len(s) != len(a):
                 out.append(f"{len(s)} {what}s in the plan, {len(a)} in the model")

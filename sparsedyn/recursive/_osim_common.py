@@ -41,14 +41,14 @@ class Pivot:
     """The articulated pivot of joint i (seed 000, eq. (7)-(9)): U = H^A_i S_i, D = S_i^T U,
     D^-1, batched, with the products every Delassus recursion needs."""
 
-    def __init__(self, model, IA, i, scale):
+    def __init__(self, model, IA, i):
         self.S = model.joints[i].S
         n = self.n = self.S.shape[1]
         charge(36 * n, 30 * n, kind="U = H S")
         self.U = IA @ self.S
         charge(6 * n * n, 5 * n * n, kind="D = S^T U")
         D = self.S.T @ self.U
-        check_articulated_pivots(model, D, i, scale)
+        check_articulated_pivots(model, D, i, IA)
         if n == 1:
             charge(div=1, kind="D^-1")
             self.Dinv = 1.0 / D

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import state, unbatch
-from ..errors import SingularModelError
+from ..errors import NonFiniteError, SingularModelError, check_finite
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
 from ..opcount import charge
@@ -19,7 +19,9 @@ from ._common import (S_times, S_transpose_times, external_forces, gravity_accel
                       inertia_times, matmul)
 from ..spatial import inertia_to_parent
 
-#: relative size, against the largest body inertia entry, below which D_i counts as singular
+#: relative size below which D_i = S_i^T I^A_i S_i counts as singular, against the size of the
+#: articulated inertia I^A_i it is taken from (articulated_scale): relative to the bodies joint i
+#: moves, so a 1e12 kg link elsewhere in the tree does not make light branches "singular"
 SINGULAR_TOLERANCE = 1e-12
 
 
@@ -32,16 +34,97 @@ def _solve_small(D, rhs, kind):
     return np.linalg.solve(D, rhs[..., None])[..., 0] if rhs.ndim == 2 else np.linalg.solve(D, rhs)
 
 
-def check_articulated_pivots(model, D, i, scale):
-    """Raise SingularModelError if D_i is (numerically) singular for some batch elements."""
+def articulated_scale(IA, S):
+    """(B,) the yardstick of the pivot D = S^T I^A S: max |I^A| times max |S|^2 (0 for a subtree
+    without mass or inertia, whose pivot is singular at any scale)."""
+    return np.abs(IA).max(axis=(-2, -1)) * np.abs(S).max(axis=(-2, -1)) ** 2
+
+
+#: mass ratio within the bodies a joint moves beyond which a numerically singular pivot is put
+#: down to the ratio (double precision resolves ~1e16 between the largest and smallest terms)
+MASS_RATIO_CAUSE = 1e6
+
+
+def singularity_cause(model, i, ev_min, scale):
+    """(bodies moved by joint i, why its articulated inertia D_i = S^T I^A S is singular): no
+    mass and no inertia at all; a negative D_i (inconsistent inertias); masses too far apart
+    for double precision; else no inertia about the joint's motion."""
+    sub = model.subtree(i)
+    names = [model.link_names[k] for k in sub]
+    if not np.any(model.inertias[sub]):
+        return names, f"bodies {names}, which have no mass and no rotational inertia (massless links)"
+    mass = float(model.masses[sub].sum())
+    if ev_min < 0:
+        return names, (f"bodies {names} ({mass:.3g} kg), whose articulated inertia about it is "
+                       f"negative ({ev_min:.3g}): their inertias are not physically consistent "
+                       f"(see the ModelWarning of load_urdf)")
+    relative = f"S^T I^A S = {ev_min:.3g}, {ev_min / scale if scale else 0.0:.2g} of |I^A| = {scale:.3g}"
+    ratio = mass_ratio_cause(model, sub)
+    if ratio:
+        return names, f"bodies {names}, numerically singular ({relative}): {ratio}"
+    return names, (f"bodies {names} ({mass:.3g} kg), which have no inertia about its motion in "
+                   f"these configurations ({relative}; e.g. point masses on its axis)")
+
+
+def mass_ratio_cause(model, bodies):
+    """'their masses differ too much ...' naming the heaviest and the lightest of `bodies` when
+    their ratio exceeds MASS_RATIO_CAUSE, else None."""
+    masses = model.masses[list(bodies)]
+    heavy = bodies[int(np.argmax(masses))]
+    light = [k for k in bodies if 0 < model.masses[k] < model.masses[heavy] / MASS_RATIO_CAUSE]
+    if not light:
+        return None
+    lightest = min(light, key=lambda k: model.masses[k])
+    return (f"their masses differ too much for double precision ({model.masses[heavy]:.3g} kg "
+            f"for {model.link_names[heavy]!r} against {model.masses[lightest]:.3g} kg for "
+            f"{model.link_names[lightest]!r})")
+
+
+def structural_singularity_error(model, bodies):
+    """The SingularModelError of a forward-dynamics system that is singular for every state (the
+    planner found its D structurally singular at variables of `bodies`): names the topmost joints
+    whose subtrees have no mass and no inertia (a massless leaf), else those bodies."""
+    joints = []
+    for b in sorted(set(bodies)):
+        tops = [i for i in model.support(b) if not np.any(model.inertias[model.subtree(i)])]
+        if tops and tops[-1] not in joints:
+            joints.append(tops[-1])
+    if joints:
+        causes = [f"joint {model.joints[i].name!r} moves {singularity_cause(model, i, 0.0, 0.0)[1]}"
+                  for i in joints]
+        moved = sorted({k for i in joints for k in model.subtree(i)})
+    else:
+        moved = sorted(set(bodies))
+        causes = [f"bodies {[model.link_names[k] for k in moved]} have no inertia along their "
+                  f"joints' motion in the worst-case pattern (entries below 1e-12 of a body's "
+                  f"largest count as zero)"]
+    names = [model.link_names[k] for k in moved]
+    return SingularModelError(f"model {model.name!r}: the mass matrix is singular for every state: "
+                              + "; ".join(causes), bodies=names)
+
+
+def check_articulated_pivots(model, D, i, IA):
+    """Raise SingularModelError naming the bodies and the cause if D_i is (numerically) singular
+    for some batch elements: smallest eigenvalue <= SINGULAR_TOLERANCE * articulated_scale.
+    A D_i that is not finite (inertias or positions too large for double precision) raises
+    NonFiniteError (a ValueError): it is an overflow, not a singular mass matrix."""
+    S = model.joints[i].S
+    scale = articulated_scale(IA, S)
+    finite = np.isfinite(D).all(axis=(-2, -1)) & np.isfinite(scale)
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        raise NonFiniteError(f"q: the articulated inertia about joint {model.joints[i].name!r} of "
+                             f"model {model.name!r} overflows (inertias or positions too large "
+                             f"for double precision) at batch indices {bad[:10].tolist()}"
+                             f"{'...' if bad.size > 10 else ''}", arguments=("q",),
+                             batch_indices=bad.tolist())
     ev_min = np.linalg.eigvalsh(D).min(axis=-1) if D.shape[-1] > 1 else D[:, 0, 0]
     bad = np.flatnonzero(ev_min <= SINGULAR_TOLERANCE * scale)
     if bad.size:
-        sub = [model.link_names[k] for k in model.subtree(i)]
+        sub, cause = singularity_cause(model, i, float(ev_min[bad[0]]), float(scale[bad[0]]))
         raise SingularModelError(
-            f"model {model.name!r}: the mass matrix is singular: joint {model.joints[i].name!r} moves "
-            f"bodies {sub} whose articulated inertia about it is zero (massless links?) "
-            f"at batch indices {bad[:10].tolist()}{'...' if bad.size > 10 else ''}",
+            f"model {model.name!r}: the mass matrix is singular: joint {model.joints[i].name!r} "
+            f"moves {cause}, at batch indices {bad[:10].tolist()}{'...' if bad.size > 10 else ''}",
             bodies=sub, batch_indices=bad.tolist())
 
 
@@ -49,7 +132,6 @@ def aba_sweeps(model, q, qd, tau, f_ext_body, Xup=None):
     """Three sweeps on batched arrays; returns qdd (B, nv) and body accelerations (B, N, 6)."""
     B, N = q.shape[0], model.nbodies
     Xup = joint_transforms(model, q) if Xup is None else Xup
-    scale = max(1.0, float(np.abs(model.inertias).max()))
     v = np.zeros((B, N, 6))
     c = np.zeros((B, N, 6))
     IA = [np.broadcast_to(I, (B, 6, 6)).copy() for I in model.inertias]
@@ -68,7 +150,7 @@ def aba_sweeps(model, q, qd, tau, f_ext_body, Xup=None):
         S = model.joints[i].S
         U[i] = matmul(IA[i], np.broadcast_to(S, (B, 6, S.shape[1])))          # U_i = I^A_i S_i
         D[i] = matmul(np.broadcast_to(S.T, (B, S.shape[1], 6)), U[i])         # D_i = S_i^T U_i
-        check_articulated_pivots(model, D[i], i, scale)
+        check_articulated_pivots(model, D[i], i, IA[i])
         u = tau[:, model.v_slice(i)] - S_transpose_times(S, pA[:, i])         # u_i = tau_i - S^T p^A
         Dinv_u[i] = _solve_small(D[i], u, "D^-1 u")
         p = model.parents[i]
@@ -94,5 +176,7 @@ def aba_sweeps(model, q, qd, tau, f_ext_body, Xup=None):
 def aba(model, q, v, tau, f_ext=None):
     """Joint accelerations (B, nv) (or (nv,)) produced by torques `tau` at state (q, v)."""
     q, vecs, B, single = state(model, q, v=v, tau=tau)
-    qdd, _ = aba_sweeps(model, q, vecs["v"], vecs["tau"], external_forces(model, f_ext, B))
+    fx = external_forces(model, f_ext, B)
+    qdd, _ = aba_sweeps(model, q, vecs["v"], vecs["tau"], fx)
+    check_finite(qdd, "aba", dict(q=q, **vecs, f_ext=fx), "qdd")
     return unbatch(qdd, single)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import check_configuration, unbatch
+from ..errors import check_finite
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
 from ..spatial import inertia_to_parent
@@ -41,4 +42,4 @@ def crba_sweeps(model, q, Xup=None):
 def crba(model, q):
     """Joint-space inertia matrix M(q)."""
     q, single = check_configuration(model, q)
-    return unbatch(crba_sweeps(model, q), single)
+    return unbatch(check_finite(crba_sweeps(model, q), "crba", {"q": q}, "M"), single)

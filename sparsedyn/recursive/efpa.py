@@ -18,7 +18,7 @@ import numpy as np
 
 from ..model.model import WORLD
 from ..opcount import charge, charge_matmul
-from ._osim_common import Pivot, inertia_scale, initial_inertias, transform_times_columns
+from ._osim_common import Pivot, initial_inertias, transform_times_columns
 from .pv_osimr import _topology
 
 
@@ -28,14 +28,13 @@ def efpa_sweeps(model, q, Xup, rc):
     top = _topology(model, rc.bodies)                              # ES(i), ancest(k1, k2)
     ne = len(rc.bodies)
     IA = initial_inertias(model, B)                                # init: I^A_i = I_i
-    scale = inertia_scale(model)
     chi = [{} for _ in range(ne)]                                  # chi[k][i] = kX_i (B, m_k, 6)
     for k, b in enumerate(rc.bodies):                              # kX_p(k) = kX_p(k) (= K_k)
         chi[k][b] = np.broadcast_to(rc.K[k], (B,) + rc.K[k].shape)
     pivots = [None] * model.nbodies
     ES = [sorted(e - top.nlinks for e in top.supported[i]) for i in range(model.nbodies)]
     for i in range(model.nbodies - 1, -1, -1):                     # inward, i = N..1
-        piv = pivots[i] = Pivot(model, IA[i], i, scale)            # K_i = S D^-1 S^T, L_i
+        piv = pivots[i] = Pivot(model, IA[i], i)            # K_i = S D^-1 S^T, L_i
         p = int(model.parents[i])
         if p == WORLD:
             continue

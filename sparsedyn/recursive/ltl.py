@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SingularModelError
+from ..errors import SingularModelError, check_finite
 from ..opcount import charge
-from .aba import SINGULAR_TOLERANCE
+from .aba import SINGULAR_TOLERANCE, mass_ratio_cause
 
 
 class _Pattern:
@@ -66,6 +66,10 @@ def _as_batch_matrix(M, n):
         M = M[None]
     if M.ndim != 3 or M.shape[1:] != (n, n):
         raise ValueError(f"M: expected shape ({n}, {n}) or (B, {n}, {n}), got {np.shape(M)}")
+    bad = np.flatnonzero(~np.isfinite(M).reshape(M.shape[0], n * n).all(axis=1))
+    if bad.size:      # NaN fails every pivot test: it would read as a singular mass matrix
+        raise ValueError(f"M: non-finite entries at batch indices {bad[:10].tolist()}"
+                         f"{'...' if bad.size > 10 else ''}")
     return M, single
 
 
@@ -75,11 +79,14 @@ def _check_pivot(model, pat, piv, k, scale):
         body = int(pat.dof_owner[k])
         joint = model.joints[body]
         local = k - int(model.v_index[body])
+        ratio = mass_ratio_cause(model, model.subtree(body))
+        cause = f" (numerically: the bodies it moves, {ratio})" if ratio else ""
         raise SingularModelError(
-            f"model {model.name!r}: non-positive pivot in the L^T L factorization at DoF {k} "
+            f"model {model.name!r}: a pivot of the L^T L factorization is not positive (at most "
+            f"{SINGULAR_TOLERANCE:g} of M_kk) at DoF {k} "
             f"(coordinate {local} of joint {joint.name!r}, body {model.link_names[body]!r}): the mass "
             f"matrix is not positive definite at batch indices {bad[:10].tolist()}"
-            f"{'...' if bad.size > 10 else ''}",
+            f"{'...' if bad.size > 10 else ''}{cause}",
             bodies=[model.link_names[body]], batch_indices=bad.tolist())
 
 
@@ -87,12 +94,14 @@ def _factorize(model, M, sqrt_pivots):
     pat = pattern(model)
     H, single = _as_batch_matrix(M, model.nv)
     H = H.copy()
-    scale = max(1.0, float(np.abs(np.diagonal(H, axis1=1, axis2=2)).max())) if model.nv else 1.0
+    # each pivot against its own diagonal entry M_kk before the updates (cancellation-aware and
+    # relative to the bodies that DoF moves, not to the heaviest body of the model)
+    scale = np.abs(np.diagonal(H, axis1=1, axis2=2)).copy()
     d = np.empty((H.shape[0], model.nv))
     for k in range(model.nv - 1, -1, -1):                          # k = n..1, tips first
         a = pat.ancestors[k]
         piv = H[:, k, k]
-        _check_pivot(model, pat, piv, k, scale)
+        _check_pivot(model, pat, piv, k, scale[:, k])
         ii, jj = pat.lower_tri[k]
         if sqrt_pivots:                                            # Table 6.3 (L^T L)
             charge(sqrt=1, div=len(a), kind="LTL")
@@ -114,12 +123,16 @@ def _factorize(model, M, sqrt_pivots):
 def ltl(model, M):
     """M = L^T L with L lower triangular in the expanded-parent pattern (B, nv, nv) or (nv, nv)."""
     L, _, single = _factorize(model, M, sqrt_pivots=True)
+    check_finite(L, "ltl", {"M": M if not single else np.asarray(M)[None]}, "L")
     return L[0] if single else L
 
 
 def ltdl(model, M):
     """M = L^T diag(d) L, L unit lower triangular in the expanded-parent pattern. Returns (L, d)."""
     L, d, single = _factorize(model, M, sqrt_pivots=False)
+    M = np.asarray(M)[None] if single else M
+    check_finite(L, "ltdl", {"M": M}, "L")
+    check_finite(d, "ltdl", {"M": M}, "d")
     return (L[0], d[0]) if single else (L, d)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contacts import contact_jacobian_sweeps
+from ..errors import check_finite
 from ..model.model import WORLD
 from ..opcount import charge_matmul
 from .crba import crba_sweeps
@@ -25,7 +26,7 @@ from .pv_osimr import _topology
 def ltl_osim_sweeps(model, q, Xup, rc):
     """(B, m, m) Delassus matrix for the resolved contacts rc (contacts.resolve_contacts)."""
     B = q.shape[0]
-    M = crba_sweeps(model, q, Xup)
+    M = check_finite(crba_sweeps(model, q, Xup), "delassus", {"q": q}, "the mass matrix")
     L = ltl(model, M)                                               # eq. (4)
     J = contact_jacobian_sweeps(model, Xup, rc)
     pat = pattern(model)

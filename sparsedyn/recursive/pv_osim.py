@@ -11,14 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.model import WORLD
-from ._osim_common import Pivot, inertia_scale, initial_inertias
+from ._osim_common import Pivot, initial_inertias
 
 
 def pv_osim_sweeps(model, q, Xup, rc):
     """(B, m, m) Delassus matrix for the resolved contacts rc (contacts.resolve_contacts)."""
     B = q.shape[0]
     IA = initial_inertias(model, B)                                # line 2: H^A_i = H_i
-    scale = inertia_scale(model)
     KA = [[] for _ in range(model.nbodies)]                        # blocks of K^A_i, in order
     LA = [[] for _ in range(model.nbodies + 1)]                    # diagonal blocks of L^A_i
     order = [[] for _ in range(model.nbodies + 1)]                 # contacts behind each row block
@@ -28,7 +27,7 @@ def pv_osim_sweeps(model, q, Xup, rc):
         LA[b].append(np.zeros((B, rc.K[k].shape[0], rc.K[k].shape[0])))  # line 5: blkdiag(L, 0)
         order[b].append([k])
     for i in range(model.nbodies - 1, -1, -1):                     # line 6: i in S_r
-        piv = Pivot(model, IA[i], i, scale)                        # line 7: D_i, Om_i = S D^-1 S^T
+        piv = Pivot(model, IA[i], i)                        # line 7: D_i, Om_i = S D^-1 S^T
         p = int(model.parents[i])
         if p != WORLD:                                             # lines 8-10
             IA[p] += piv.articulated_to_parent(Xup[i], IA[i])

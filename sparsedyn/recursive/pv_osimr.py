@@ -22,7 +22,7 @@ import numpy as np
 
 from ..model.model import WORLD
 from ..opcount import charge_matmul
-from ._osim_common import Pivot, inertia_scale, initial_inertias, rows_times_transform
+from ._osim_common import Pivot, initial_inertias, rows_times_transform
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,6 @@ def pv_osimr_sweeps(model, q, Xup, rc):
     top = _topology(model, rc.bodies)
     nl, E = top.nlinks, top.end_effectors
     IA = initial_inertias(model, B)                                # line 2: H^A_i = H_i
-    scale = inertia_scale(model)
     R = {}                                                         # span state per node d:
     Om = {}                                                        # R[d] = kP_d^T, Om[d] = kOm_d
     for k, e in enumerate(E):                                      # line 4: lambda(i)P_i = K_i^T,
@@ -112,7 +111,7 @@ def pv_osimr_sweeps(model, q, Xup, rc):
         Om[e] = None
     branching = set(top.branching)
     for i in range(nl - 1, -1, -1):                                # line 5: i in S_r
-        piv = Pivot(model, IA[i], i, scale)                        # line 8: D_i, S D^-1 S^T
+        piv = Pivot(model, IA[i], i)                        # line 8: D_i, S D^-1 S^T
         p = int(model.parents[i])
         if p != WORLD:                                             # lines 10-11
             IA[p] += piv.articulated_to_parent(Xup[i], IA[i])

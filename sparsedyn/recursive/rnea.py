@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import state, unbatch
+from ..errors import check_finite
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
 from ..spatial import cross_force, cross_motion
@@ -52,5 +53,7 @@ def rnea(model, q, v, a, f_ext=None):
 
     f_ext: {link name: wrench on that link in its frame, linear-first [force; torque]}."""
     q, vecs, B, single = state(model, q, v=v, a=a)
-    tau, *_ = rnea_sweeps(model, q, vecs["v"], vecs["a"], external_forces(model, f_ext, B))
+    fx = external_forces(model, f_ext, B)
+    tau, *_ = rnea_sweeps(model, q, vecs["v"], vecs["a"], fx)
+    check_finite(tau, "rnea", dict(q=q, **vecs, f_ext=fx), "tau")
     return unbatch(tau, single)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..batch import state, unbatch
-from ..errors import SingularModelError
+from ..errors import SingularModelError, check_finite
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
 from ..opcount import charge
@@ -275,7 +275,10 @@ def yamane_forward_dynamics(model, q, v, tau, f_ext=None, split=True, return_wre
     linear-first (Pinocchio's data.f, RNEA's joint forces)."""
     q, vecs, B, single = state(model, q, v=v, tau=tau)
     plan = _plan(model, split)
-    qdd, _, wrench = yamane_sweeps(model, plan, q, vecs["v"], vecs["tau"], external_forces(model, f_ext, B))
+    fx = external_forces(model, f_ext, B)
+    qdd, _, wrench = yamane_sweeps(model, plan, q, vecs["v"], vecs["tau"], fx)
+    check_finite(qdd, "yamane_forward_dynamics", dict(q=q, **vecs, f_ext=fx), "qdd")
     if return_wrenches:
+        check_finite(wrench, "yamane_forward_dynamics", dict(q=q, **vecs, f_ext=fx), "wrenches")
         return unbatch(qdd, single), unbatch(to_linear_first(wrench), single)
     return unbatch(qdd, single)

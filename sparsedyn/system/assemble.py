@@ -98,7 +98,7 @@ class NewtonEulerSystem:
         parts = ([self.rows[("ne_a", i)].indices for i in range(N)]
                  + [self.rows[("ne_f", i)].indices for i in range(N)]
                  + [self.rows[("y_" + k, b)].indices for k, b in self.measured])
-        parts = np.concatenate(parts)
+        parts = np.concatenate(parts + [np.zeros(0, dtype=int)])             # [] for no bodies
         self._rhs_gather = np.full(self.rows.size, len(parts))               # (3tau_i): b = 0
         self._rhs_gather[parts] = np.arange(len(parts))
         # the spatial primitives charge one state's cost per call; the calls below cover all
@@ -143,6 +143,12 @@ class NewtonEulerSystem:
             orders["aba"] = (*aba_order(N, self.rows, self.columns), TRUSTED)
         return orders
 
+    def bodies_of_columns(self, columns):
+        """Bodies owning the given columns of D (e.g. the planner's unmatched columns)."""
+        cols = np.asarray(columns, dtype=int)
+        return sorted({blk.body for blk in self.columns.blocks
+                       if np.any((blk.start <= cols) & (cols < blk.stop))})
+
     # ------------------------------------------------------------------ online assembly
 
     def values(self, Xup):
@@ -156,7 +162,7 @@ class NewtonEulerSystem:
             # iX = [[E, 0], [-E rx, E]] (Featherstone 2.24); row m of -E rx is r x E[m]
             minus_E_rx = cross3(np.broadcast_to(r, E.shape), E)
             charge(18 * k, 9 * k, kind="E rx")                   # skew(r) has 2 nonzeros a column
-            compact = np.concatenate((E, minus_E_rx), axis=2).reshape(B, -1)  # (B, k * 18)
+            compact = np.concatenate((E, minus_E_rx), axis=2).reshape(B, 18 * k)
             out[:, self._dynamic_index] = compact[:, self._dynamic_source]
         return out
 

@@ -92,7 +92,7 @@ class BlockLayout:
             extra = [k for k in keys if k not in self.index]
             raise ValueError(f"a block permutation must list every block exactly once "
                              f"(missing {sorted(missing)[:5]}, unknown {extra[:5]})")
-        return np.concatenate([self.index[k].indices for k in keys]).astype(np.int64)
+        return np.concatenate([self.index[k].indices for k in keys] + [np.zeros(0, np.int64)])
 
     def labels(self, body_names):
         """One label per scalar entry, e.g. 'a[link3][2]' (for messages and plots)."""

@@ -163,7 +163,9 @@ class SystemPattern:
             n = joint.nv
             Sj = np.where(np.abs(joint.S) > tol, joint.S, 0.0)
             I = model.inertias[i]
-            I = np.where(np.abs(I) > tol * max(1.0, np.abs(I).max()), I, 0.0)
+            # round-off zeros relative to the body's own inertia (no absolute floor: a 1e-9 kg
+            # link's entries are real, and dropping them would silently change D)
+            I = np.where(np.abs(I) > tol * np.abs(I).max(), I, 0.0)
             add(("ne_a", i), ("a", i), eye6, -eye6)                         # (5a) -1_6
             p = int(model.parents[i])
             if p != WORLD:
@@ -182,9 +184,10 @@ class SystemPattern:
                     sel = (selectors or {}).get((kind, i))
                     if sel is None:
                         sel = np.eye(cols[(kind, i)].size)
-                    sel = np.where(np.abs(sel) > tol * max(1.0, np.abs(sel).max()), sel, 0.0)
+                    sel = np.where(np.abs(sel) > tol * np.abs(sel).max(initial=0.0), sel, 0.0)
                     add(("y_" + kind, i), (kind, i), sel != 0, sel)         # (17) D_Y, constant
-        R, C, K, S = (np.concatenate(x) for x in (R, C, K, S))
+        R, C, K, S = (np.concatenate(x + [np.zeros(0, dtype=x0)])
+                      for x, x0 in ((R, int), (C, int), (K, float), (S, int)))   # [] for no bodies
         order = np.lexsort((R, C))                                         # CSC: by column, then row
         R, C, K, S = R[order], C[order], K[order], S[order]
         if np.any((np.diff(C) == 0) & (np.diff(R) == 0)):

@@ -20,9 +20,8 @@ from ...kinematics import joint_transforms
 from ...opcount import charge
 from ...spatial import Transform, cross_force, cross_motion
 from .._common import S_times, inertia_times, matmul
+from ..aba import SINGULAR_TOLERANCE, articulated_scale
 
-#: relative size, against the largest body inertia entry, below which D_k counts as singular
-SINGULAR_TOLERANCE = 1e-12
 
 
 @dataclass
@@ -157,8 +156,14 @@ def bias_forces(model, bodies, v, f_ext_body):
                      for li, i in enumerate(bodies)], axis=1)
 
 
-def check_cluster_pivots(cm, k, D, scale):
-    """SingularModelError (naming the cluster) if D_k is numerically singular."""
+def check_cluster_pivots(cm, k, D, IA, S, armature=None):
+    """SingularModelError (naming the cluster) if D_k = S_k^T I^A_k S_k (+ armature) is
+    numerically singular: its smallest eigenvalue at most SINGULAR_TOLERANCE times
+    max |I^A_k| max |S_k|^2 (aba.articulated_scale) plus the armature, i.e. relative to the
+    cluster's own bodies, not to the heaviest body of the model."""
+    scale = articulated_scale(IA, S)
+    if armature is not None:
+        scale = scale + np.abs(armature).max(initial=0.0)
     ev_min = np.linalg.eigvalsh(D).min(axis=-1) if D.shape[-1] > 1 else D[:, 0, 0]
     bad = np.flatnonzero(ev_min <= SINGULAR_TOLERANCE * scale)
     if bad.size:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...batch import as_batch, unbatch
-from ...errors import ModelError
+from ...errors import ModelError, check_finite
 from ...kinematics import frame_jacobian, joint_transforms
 from ...loops.cluster_model import ClusterModel
 from ...model.model import WORLD, ModelBuilder
@@ -63,8 +63,11 @@ def projected_rnea(cm, q, yd, ydd, f_ext=None):
     G, g = cm.explicit(q, yd)
     qd = _matvec(G, yd, "G yd")
     qdd = _matvec(G, ydd, "G ydd") + g
-    tau, *_ = rnea_sweeps(cm.model, q, qd, qdd, external_forces(cm.model, f_ext, B))
-    return unbatch(_matTvec(G, tau, "G^T tau"), single)
+    fx = external_forces(cm.model, f_ext, B)
+    tau, *_ = rnea_sweeps(cm.model, q, qd, qdd, fx)
+    tau_y = check_finite(_matTvec(G, tau, "G^T tau"), "projected_rnea",
+                         dict(q=q, yd=yd, ydd=ydd, f_ext=fx), "tau")
+    return unbatch(tau_y, single)
 
 
 # ---------------------------------------------------------------------------- forward dynamics
@@ -76,12 +79,15 @@ def projection_fd(cm, q, yd, tau, f_ext=None):
     Xup = joint_transforms(model, q)
     G, g = cm.explicit(q, yd)
     qd = _matvec(G, yd, "G yd")
+    inputs = dict(q=q, yd=yd, tau=tau, f_ext=external_forces(model, f_ext, B))
     H = crba_sweeps(model, q, Xup)
-    C, *_ = rnea_sweeps(model, q, qd, np.zeros_like(qd), external_forces(model, f_ext, B), Xup)
+    C, *_ = rnea_sweeps(model, q, qd, np.zeros_like(qd), inputs["f_ext"], Xup)
     HG = matmul(H, G, kind="H G")
     Hy = matmul(np.swapaxes(G, 1, 2), HG, kind="G^T H G")
     rhs = tau - _matTvec(G, C + _matvec(H, g, "H g"), "G^T (C + H g)")
-    return unbatch(_dense_cholesky_solve(Hy, rhs, "chol(G^T H G)"), single)
+    ydd = _dense_cholesky_solve(check_finite(Hy, "projection_fd", inputs, "G^T H G"), rhs,
+                                "chol(G^T H G)")
+    return unbatch(check_finite(ydd, "projection_fd", inputs, "ydd"), single)
 
 
 def lagrange_fd(cm, q, qd, tau, f_ext=None, method="ltl"):
@@ -90,8 +96,9 @@ def lagrange_fd(cm, q, qd, tau, f_ext=None, method="ltl"):
     model = cm.model
     q, qd, tau, B, single = cm._state(q, qd=qd, tau=tau)
     Xup = joint_transforms(model, q)
-    H = crba_sweeps(model, q, Xup)
-    C, *_ = rnea_sweeps(model, q, qd, np.zeros_like(qd), external_forces(model, f_ext, B), Xup)
+    inputs = dict(q=q, qd=qd, tau=tau, f_ext=external_forces(model, f_ext, B))
+    H = check_finite(crba_sweeps(model, q, Xup), "lagrange_fd", inputs, "the mass matrix")
+    C, *_ = rnea_sweeps(model, q, qd, np.zeros_like(qd), inputs["f_ext"], Xup)
     K, k = cm.implicit(q, qd)
     rhs_q = cm.spanning_torque(tau) - C
     n, c = model.nv, cm.nc
@@ -116,6 +123,7 @@ def lagrange_fd(cm, q, qd, tau, f_ext=None, method="ltl"):
             qdd = qdd0
     else:
         raise ValueError(f"method: expected 'dense' or 'ltl', got {method!r}")
+    check_finite(qdd, "lagrange_fd", inputs, "qdd")
     ydd = qdd[:, cm.independent_v]
     return (unbatch(ydd, single), unbatch(qdd, single))
 
@@ -132,8 +140,10 @@ def projection_inverse_osim(cm, q, frames):
     J = np.concatenate([frame_jacobian(model, q, f) for f in frames], axis=1)    # (B, 6m, nv)
     Hy = matmul(np.swapaxes(G, 1, 2), matmul(H, G, kind="H G"), kind="G^T H G")
     JG = matmul(J, G, kind="J G")
-    X = _dense_cholesky_solve(Hy, np.swapaxes(JG, 1, 2), "chol(G^T H G)")
-    return unbatch(matmul(JG, X, kind="J G Hy^-1 G^T J^T"), single)
+    X = _dense_cholesky_solve(check_finite(Hy, "projection_inverse_osim", {"q": q}, "G^T H G"),
+                              np.swapaxes(JG, 1, 2), "chol(G^T H G)")
+    out = matmul(JG, X, kind="J G Hy^-1 G^T J^T")
+    return unbatch(check_finite(out, "projection_inverse_osim", {"q": q}, "Lambda^-1"), single)
 
 
 # ---------------------------------------------------------------------------- approximations

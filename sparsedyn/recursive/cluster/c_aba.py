@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...batch import unbatch
+from ...errors import check_finite
 from ...opcount import charge
 from .._common import external_forces, gravity_acceleration, matmul
 from ..aba import _solve_small
@@ -27,7 +28,6 @@ def c_aba_sweeps(cm, q, yd, tau, f_ext_body, armature=None, Xup=None):
     IA = [cluster_inertia(model, c.bodies, B) for c in cm.clusters]                # line 20
     pA = [bias_forces(model, c.bodies, fp.v[k], f_ext_body).reshape(B, -1)         # line 21
           for k, c in enumerate(cm.clusters)]
-    scale = max(1.0, float(np.abs(model.inertias).max()))
     U, D, Dinv_u = [None] * cm.nclusters, [None] * cm.nclusters, [None] * cm.nclusters
     for k in range(cm.nclusters - 1, -1, -1):                                      # lines 25-35
         S = fp.S[k]
@@ -35,7 +35,8 @@ def c_aba_sweeps(cm, q, yd, tau, f_ext_body, armature=None, Xup=None):
         D[k] = matmul(np.swapaxes(S, 1, 2), U[k], kind="D = S^T U")                # line 27
         if armature is not None:
             D[k] = D[k] + np.diag(armature[cm.y_slice(k)])
-        check_cluster_pivots(cm, k, D[k], scale)
+        check_cluster_pivots(cm, k, D[k], IA[k], S,
+                             None if armature is None else armature[cm.y_slice(k)])
         u = tau[:, cm.y_slice(k)] - np.einsum("bji,bj->bi", S, pA[k])              # line 28
         charge(S.shape[1] * S.shape[2], S.shape[1] * S.shape[2], kind="u = tau - S^T pA")
         Dinv_u[k] = _solve_small(D[k], u, "D^-1 u")
@@ -72,6 +73,10 @@ def c_aba(cm, q, yd, tau, f_ext=None, armature=None):
 
     f_ext: {link name: wrench on that link in its frame, linear-first}, as in sparsedyn.aba."""
     q, yd, tau, B, single = cm._state(q, yd=yd, tau=tau)
+    if B == 0:
+        return np.zeros((0, cm.ny))
     arm = None if armature is None else np.asarray(armature, dtype=float).reshape(cm.ny)
-    ydd, _ = c_aba_sweeps(cm, q, yd, tau, external_forces(cm.model, f_ext, B), arm)
+    fx = external_forces(cm.model, f_ext, B)
+    ydd, _ = c_aba_sweeps(cm, q, yd, tau, fx, arm)
+    check_finite(ydd, "c_aba", dict(q=q, yd=yd, tau=tau, f_ext=fx), "ydd")
     return unbatch(ydd, single)

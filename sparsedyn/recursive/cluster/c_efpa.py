@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...batch import check_configuration, unbatch
+from ...errors import check_finite
 from ...kinematics import joint_transforms
 from ...model.model import WORLD
 from ...spatial import Transform
@@ -73,13 +74,12 @@ def c_efpa_sweeps(cm, q, frames, Xup=None):
         chi[e][k] = np.zeros((B, 6, 6 * len(cm.clusters[k].bodies)))
         chi[e][k][:, :, 6 * li:6 * li + 6] = eXb
     IA = [cluster_inertia(model, c.bodies, B) for c in cm.clusters]
-    scale = max(1.0, float(np.abs(model.inertias).max()))
     U, D = [None] * cm.nclusters, [None] * cm.nclusters
     for k in range(cm.nclusters - 1, -1, -1):                     # backward pass
         S = fp.S[k]
         U[k] = matmul(IA[k], S, kind="U = IA S")
         D[k] = matmul(np.swapaxes(S, 1, 2), U[k], kind="D = S^T U")
-        check_cluster_pivots(cm, k, D[k], scale)
+        check_cluster_pivots(cm, k, D[k], IA[k], S)
         p = cm.parents[k]
         if p < 0:
             continue
@@ -127,7 +127,8 @@ def c_efpa(cm, q, frames):
     q, single = check_configuration(cm.model, q)
     if isinstance(frames, str):
         frames = [frames]
-    return unbatch(c_efpa_sweeps(cm, q, list(frames), joint_transforms(cm.model, q)), single)
+    out = c_efpa_sweeps(cm, q, list(frames), joint_transforms(cm.model, q))
+    return unbatch(check_finite(out, "c_efpa", {"q": q}, "Lambda^-1"), single)
 
 
 __all__ = ["c_efpa", "c_efpa_sweeps"]

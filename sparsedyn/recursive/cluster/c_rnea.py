@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...batch import unbatch
+from ...errors import check_finite
 from ...opcount import charge
 from ...spatial import cross_force
 from .._common import external_forces, gravity_acceleration, inertia_times
@@ -47,5 +48,9 @@ def c_rnea_sweeps(cm, q, yd, ydd, f_ext_body, Xup=None):
 def c_rnea(cm, q, yd, ydd, f_ext=None):
     """Independent torques tau_y (B, ny) (or (ny,)) realising ydd at state (q, yd)."""
     q, yd, ydd, B, single = cm._state(q, yd=yd, ydd=ydd)
-    tau, _ = c_rnea_sweeps(cm, q, yd, ydd, external_forces(cm.model, f_ext, B))
+    if B == 0:
+        return np.zeros((0, cm.ny))
+    fx = external_forces(cm.model, f_ext, B)
+    tau, _ = c_rnea_sweeps(cm, q, yd, ydd, fx)
+    check_finite(tau, "c_rnea", dict(q=q, yd=yd, ydd=ydd, f_ext=fx), "tau")
     return unbatch(tau, single)
