@@ -11,7 +11,7 @@ from .delassus import delassus
 from . import models, sensors
 from .estimation import EstimationProblem, compile_estimation
 from .errors import (IllPosedError, ModelError, ModelWarning, NonFiniteError, PlanMismatchError,
-                     SingularModelError, SparsedynError)
+                     SensorError, SingularModelError, SingularStateWarning, SparsedynError)
 from .kinematics import forward_kinematics, frame_jacobian
 from .loops import ClusterModel
 from .model import Model, ModelBuilder, load_urdf
@@ -36,5 +36,5 @@ __all__ = [
     "ClusterModel", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",
     "yamane_forward_dynamics",
     "SparsedynError", "ModelError", "SingularModelError", "IllPosedError", "PlanMismatchError",
-    "ModelWarning", "NonFiniteError",
+    "SensorError", "NonFiniteError", "ModelWarning", "PivotBreakdownWarning", "SingularStateWarning",
 ]

@@ -30,6 +30,20 @@ class PlanMismatchError(SparsedynError, ValueError):
     """A stored plan was loaded against a model (or problem) it was not compiled for."""
 
 
+class SensorError(SparsedynError, ValueError):
+    """A sensor is declared on a link/joint the model does not have, or inconsistently, or its
+    readings do not fit it (names the sensor)."""
+
+
+class PivotBreakdownWarning(RuntimeWarning):
+    """A static pivot was (numerically) zero for some states, or their backward error was poor:
+    they were re-solved with partial pivoting (names the batch indices)."""
+
+
+class SingularStateWarning(RuntimeWarning):
+    """Some states of an estimation batch are not determined by the measurements (names them)."""
+
+
 class ModelWarning(UserWarning):
     """A robot description loads but has a defect worth knowing (names the element), e.g. a link
     inertia that is not physically valid; `load_urdf(..., strict=True)` raises ModelError instead."""

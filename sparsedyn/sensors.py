@@ -38,17 +38,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import SparsedynError
+from .errors import SensorError
 from .model.model import WORLD
 from .spatial import Transform, cross3, cross_force
 
 #: angular-first index of each public linear-first component (fx fy fz mx my mz)
 _LIN_FIRST = np.r_[3:6, 0:3]
 _STRUCT_TOL = 1e-12
-
-
-class SensorError(SparsedynError, ValueError):
-    """A sensor is declared on a link/joint the model does not have, or inconsistently."""
 
 
 @dataclass

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
+from estimate_outputs import read_estimate
 from oracles import pin_model, rel_err, robot_urdf
 from pin_sensors import PinTruth, robot_and_pin, singular_chain_setting
 from sparsedyn import IllPosedError
@@ -310,14 +311,8 @@ def test_estimate_log_csv_and_npz(tmp_path):
         summary = estimate_log(plan, str(path), str(tmp_path / out), batch_size=7, progress=False)
         assert summary["rows"] == B and summary["estimated"] == B - len(bad)
         assert {r for r, _ in summary["bad_rows"]} == bad
-        if out.endswith(".npz"):
-            res = np.load(tmp_path / out)
-            tau, ok, wl = res["tau"], res["ok"], res["wrench_l_sole"]
-        else:
-            res = np.genfromtxt(tmp_path / out, delimiter=",", names=True)
-            tau = np.column_stack([res[f"tau_{k}"] for k in range(model.nv)])
-            ok = res["ok"]
-            wl = np.column_stack([res[f"l_sole_wrench_{k}"] for k in range(6)])
+        res = read_estimate(tmp_path / out, model.nv, "l_sole")
+        tau, ok, wl = res["tau"], res["ok"], res["wrench"]
         good = np.array([r not in bad for r in range(B)])
         assert (ok[good] == 1).all() and (ok[~good] == -1).all() and np.isnan(tau[~good]).all()
         assert rel_err(tau[good], truth.tau[good]) < TOL

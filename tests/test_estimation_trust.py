@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import sparsedyn as sd
 from oracles import rel_err
 from pin_sensors import PinTruth, robot_and_pin
 from sparsedyn import sensors as S
@@ -330,3 +329,34 @@ def test_cholesky_singularity_test_is_relative_to_the_diagonal():
     bad = (np.array([[1.0, 1.0], [1.0, 1.0 + 1e-15]]) * np.outer(s, s)).ravel(order="F")
     with pytest.raises(SingularModelError):
         chol.factor(bad)
+
+
+def test_posterior_covariance_of_a_merged_link_is_in_that_links_frame():
+    """est.covariance("fx", "l_sole") is the covariance of est["fx", "l_sole"], which lives in
+    the frame of l_sole (merged into the body of l_foot): A C_foot A^T with A Pinocchio's force
+    transform from l_foot to l_sole (linear-first both sides), not C_foot relabelled."""
+    import sparsedyn as sd
+    from oracles import pin, pin_model
+    from sparsedyn import sensors as S
+    from sparsedyn.models import HUMANOID_URDF, humanoid
+    model = humanoid()
+    sensors = [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
+               S.ForceTorque("r_foot_ft_sensor")]
+    problem = sd.EstimationProblem(model, sensors, unknown_wrenches=["l_sole", "r_sole"])
+    plan = sd.compile_estimation(problem, method="map")
+    rng = np.random.default_rng(5)
+    q = model.random_configuration(rng, batch=2)
+    v, a = rng.normal(size=(2, 2, model.nv))
+    truth = S.ground_truth(model, q, v, a)
+    est = plan.solve(q, v, {s.name: s.simulate(model, q, v, truth) for s in sensors})
+    C_sole = est.covariance("fx", "l_sole")
+    pmodel = pin_model(HUMANOID_URDF, True)
+    sole = pmodel.frames[pmodel.getFrameId("l_sole")]
+    foot_link = model.link_names[model.frames["l_sole"].body]
+    foot = pmodel.frames[pmodel.getFrameId(foot_link)]
+    rel = foot.placement.actInv(sole.placement)             # l_sole in l_foot's frame
+    A = np.column_stack([rel.actInv(pin.Force(e)).vector for e in np.eye(6)])
+    C_body = est.covariance("fx", foot_link)
+    assert not np.allclose(rel.homogeneous, np.eye(4))
+    for b in range(2):
+        assert np.abs(C_sole[b] - A @ C_body[b] @ A.T).max() <= 1e-9 * np.abs(C_sole[b]).max()

@@ -11,6 +11,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from estimate_outputs import read_estimate
 from oracles import pin, pin_twin, rel_err
 from sparsedyn import PlanMismatchError
 from sparsedyn.files import atomic_write, read_npz, refuse_overwrite
@@ -369,13 +370,8 @@ def test_damaged_csv_lines_are_reported_and_the_rest_estimated(chain_log, tmp_pa
         assert {r for r, _ in summary["bad_rows"]} == set(bad)
         for r, why in summary["bad_rows"]:
             assert why.startswith(bad[r]), why
-        if out.endswith(".npz"):
-            res = np.load(tmp_path / out)
-            est, ok, row = res["tau"], res["ok"], res["row"]
-        else:
-            res = np.genfromtxt(tmp_path / out, delimiter=",", names=True)
-            est = np.column_stack([res[f"tau_{k}"] for k in range(model.nv)])
-            ok, row = res["ok"], res["row"]
+        res = read_estimate(tmp_path / out, model.nv)
+        est, ok, row = res["tau"], res["ok"], res["row"]
         assert np.array_equal(row, np.arange(14))
         assert all(ok[r] == -1 and np.isnan(est[r]).all() for r in bad)
         assert all(ok[r] == 1 for r in truth)

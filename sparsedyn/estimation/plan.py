@@ -33,14 +33,12 @@ import warnings
 import numpy as np
 
 from ..batch import state
+from ..errors import SingularStateWarning
 from ..problems.plan import Result
 from ..sensors import Gyroscope
+from ..spatial import Transform, operator_to_linear_first
 from .solve_exact import ExactSolver
 from .solve_map import MAPSolver
-
-
-class SingularStateWarning(RuntimeWarning):
-    """Some states of a batch are numerically singular for the measurement set."""
 
 
 def compile_estimation(problem, method="auto", covariances=None, ordering="auto", backend="auto",
@@ -310,7 +308,7 @@ class Estimate(Result):
             self._Pvals = self._Pvals()
         C = solver.covariance(self._Pvals, idx)
         if link is not None and kind in ("a", "f", "fx"):
-            C = C[:, np.r_[3:6, 0:3]][:, :, np.r_[3:6, 0:3]]      # linear-first, body frame
+            C = operator_to_linear_first(_to_link_frame(C, model.frames[link].placement, kind))
         return C[0] if self._single else C
 
     def residual(self, sensor_name):
@@ -323,3 +321,15 @@ class Estimate(Result):
             self._kin = forward_kinematics(self._plan.model, *self._state)
         r = self._readings[sensor_name] - s.predict(self._plan.model, self._kin)
         return r[0] if self._single else r
+
+
+def _to_link_frame(C, placement, kind):
+    """Covariances C (B, 6, 6) of a body's spatial vector (angular-first, body frame) in the frame
+    of a link merged into it (placement: the link in the body), as Result.variable moves the
+    vector itself: X C X^T with the motion transform X ("a") or the force transform X^-T."""
+    if np.array_equal(placement, np.eye(4)):
+        return C
+    X = Transform.from_placement(placement[:3, :3], placement[:3, 3]).matrix()
+    if kind != "a":
+        X = np.linalg.inv(X).T
+    return X @ C @ X.T

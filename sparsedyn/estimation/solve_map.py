@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import SingularModelError
+from ..kinematics import forward_kinematics
 
 try:
     from numba import njit
@@ -177,7 +178,6 @@ def _cholmod_direct(pattern, values, rhs, diag):
 def typical_information(problem, weights, rng=0, n_states=3):
     """Each variable's typical data information (n,): the median of diag(A^T W A) over a few
     random states (the scale of the uninformative prior and of the compiled routes' probe)."""
-    from ..kinematics import forward_kinematics
     rng = np.random.default_rng(rng)
     model, P = problem.model, problem.pattern
     cols = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))

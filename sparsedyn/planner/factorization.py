@@ -22,11 +22,10 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from .. import opcount
 from ..batch import as_batch
-from ..errors import IllPosedError, NonFiniteError, SingularModelError
+from ..errors import IllPosedError, NonFiniteError, PivotBreakdownWarning, SingularModelError
 from ..kernels.lu_numpy import OP_COST, RECIP
 from ..serialization import check_format, stored_array, stored_scalar
 from .orderings import (
@@ -35,6 +34,7 @@ from .orderings import (
     column_order,
     matched_pair,
     safe_matching,
+    unmatched_error,
 )
 from .symbolic import LUProgram, UnsafePivot, symbolic_lu
 from .symbolic_ldlt import symbolic_ldlt
@@ -82,25 +82,13 @@ def _no_plan_error(pattern, no_match, table):
     """The error when no candidate gave a plan: IllPosedError naming the rows and columns left
     unmatched when D is structurally singular (singular for every value of its entries), else
     the safe-matching failure, else a ValueError listing why each candidate failed."""
-    n = pattern.shape[0]
-    row_to_col = maximum_bipartite_matching(sp.csr_matrix(pattern), perm_type="column")
-    rows = np.flatnonzero(row_to_col < 0)
-    if rows.size:
-        cols = np.setdiff1d(np.arange(n), row_to_col[row_to_col >= 0])
-        err = IllPosedError(
-            f"pattern: structurally singular (structural rank {n - rows.size} < {n}: singular "
-            f"for every value of its entries); unmatched rows {rows.tolist()}, unmatched "
-            f"columns {cols.tolist()}", variables=tuple(int(c) for c in cols))
-        err.rows, err.cols = tuple(int(r) for r in rows), tuple(int(c) for c in cols)
+    err = unmatched_error(pattern, "(singular for every value of its entries)")
+    if err is not None:
         return err
     if no_match is not None:
         return no_match.cause
     return ValueError("no ordering gave a pivot-safe plan: " + "; ".join(
         f"{r['name']}: {r['note']}" for r in table))
-
-
-class PivotBreakdownWarning(RuntimeWarning):
-    """A static pivot was (numerically) zero for some states; they were re-solved with pivoting."""
 
 
 def _check_pattern(pattern):
@@ -188,7 +176,8 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
     every state, e.g. an SPD normal matrix: one permutation on both sides, diagonal pivots (which
     must be always-nonzero entries); solve() then checks that the values are symmetric.
 
-    ordering: "auto" (fewest kernel flops among the usable candidates; at equal cost an order
+    ordering: "auto" (fewest online flops among the usable candidates: the kernel's, plus the
+    backward-error check's where the order's pivots need one (checks_accuracy); at equal cost an order
     whose pivots are all always-nonzero entries wins), a name in KNOWN_ORDERINGS, or a key of
     structural_orders.
     structural_orders: {name: (row_perm, col_perm)}, an order whose pivots must be always-nonzero
@@ -233,7 +222,8 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
         if progress is not None:
             progress(name, index, len(names))
         t0 = time.perf_counter()
-        row = {"name": name, "nnz_LU": -1, "fill": -1, "flops": -1, "pivot_safe": False, "note": ""}
+        row = {"name": name, "nnz_LU": -1, "fill": -1, "flops": -1, "check_flops": -1,
+               "pivot_safe": False, "note": ""}
         try:
             if name not in structural_orders and no_match is not None:
                 raise no_match
@@ -268,18 +258,33 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
                     raise exc.cause       # the planner cannot do anything else: say why
                 raise ValueError(f"ordering {name!r} cannot be used: {exc}") from exc
         else:
+            checked = checks_accuracy(pattern, sym.program, row["note"].startswith(TRUSTED))
             row.update(nnz_LU=sym.nnz_LU, fill=sym.nnz_LU - nnz,
-                       flops=sym.program.costs()["flops"], pivot_safe=True)
+                       flops=sym.program.costs()["flops"], pivot_safe=True,
+                       check_flops=2 * nnz if checked else 0)
             plans[name] = sym
         row["time_s"] = time.perf_counter() - t0
         table.append(row)
     usable = [r for r in table if r["pivot_safe"]]
     if not usable:
         raise _no_plan_error(pattern, no_match, table)
-    best = min(usable, key=lambda r: (r["flops"], r["nnz_LU"], r["note"].startswith(TRUSTED)))
+    # the online cost: the program, plus the row-wise backward error D x - b (a multiply-add per
+    # entry of D) that orderings without stable pivots pay on every state
+    best = min(usable, key=lambda r: (r["flops"] + r["check_flops"], r["nnz_LU"],
+                                      r["note"].startswith(TRUSTED)))
     sym = plans[best["name"]]
     return Factorization(pattern, always_nonzero, constant_values, sym.program,
                          ordering=best["name"], nnz_LU=sym.nnz_LU, table=table, backend=backend)
+
+
+def checks_accuracy(pattern, program, trusted):
+    """Whether the online path must check each state's row-wise backward error for this program
+    of `pattern` (see Factorization.checks_accuracy); trusted: planned in a trusted structural
+    order."""
+    PDQ = pattern[program.row_perm][:, program.col_perm]
+    triangular = sp.triu(PDQ, 1).nnz == 0 or sp.tril(PDQ, -1).nnz == 0
+    constant_pivots = not (program.op_code == RECIP).any()
+    return not (program.symmetric or constant_pivots or triangular or trusted)
 
 
 class Factorization:
@@ -434,13 +439,9 @@ class Factorization:
         (its provider vouches for its pivots: Nori's ABA order pivots on the ABA's articulated
         inertias and computes what the ABA computes)."""
         if self._checks_accuracy is None:
-            p = self.program
-            PDQ = self.pattern[p.row_perm][:, p.col_perm]
-            triangular = sp.triu(PDQ, 1).nnz == 0 or sp.tril(PDQ, -1).nnz == 0
             trusted = any(r["name"] == self.stats["ordering"]
                           and str(r["note"]).startswith(TRUSTED) for r in self.table)
-            constant_pivots = not (p.op_code == RECIP).any()
-            self._checks_accuracy = not (p.symmetric or constant_pivots or triangular or trusted)
+            self._checks_accuracy = checks_accuracy(self.pattern, self.program, trusted)
         return self._checks_accuracy
 
     def row_backward_error(self, values, rhs, x):

@@ -40,25 +40,33 @@ def safe_structure(pattern, always_nonzero):
     return safe
 
 
+def unmatched_error(structure, where):
+    """None if the structure (CSC) has a perfect bipartite matching, else the IllPosedError
+    naming the rows and columns a maximum matching leaves unmatched (`.rows`, `.cols`;
+    `.variables` the columns); where: what structure this is, for the message."""
+    n = structure.shape[0]
+    row_to_col = maximum_bipartite_matching(sp.csr_matrix(structure), perm_type="column")
+    rows = np.flatnonzero(row_to_col < 0)
+    if not rows.size:
+        return None
+    cols = np.setdiff1d(np.arange(n), row_to_col[row_to_col >= 0])
+    err = IllPosedError(
+        f"pattern: structurally singular {where} (structural rank {n - rows.size} < {n}); "
+        f"unmatched rows {rows.tolist()}, unmatched columns {cols.tolist()}",
+        variables=tuple(int(c) for c in cols))
+    err.rows, err.cols = tuple(int(r) for r in rows), tuple(int(c) for c in cols)
+    return err
+
+
 def safe_matching(pattern, always_nonzero):
     """Row matched to each column, using always-nonzero entries only.
 
     Prefers diagonal entries (a safe diagonal is kept as is). Raises IllPosedError naming the
     rows and columns left unmatched when the safe structure has no perfect matching.
     """
-    n = pattern.shape[0]
     safe = safe_structure(pattern, always_nonzero)
-    row_to_col = maximum_bipartite_matching(safe.tocsr(), perm_type="column")
-    unmatched_rows = np.flatnonzero(row_to_col < 0)
-    if unmatched_rows.size:
-        unmatched_cols = np.setdiff1d(np.arange(n), row_to_col[row_to_col >= 0])
-        err = IllPosedError(
-            f"pattern: structurally singular on its always-nonzero entries (structural rank "
-            f"{n - unmatched_rows.size} < {n}); unmatched rows {unmatched_rows.tolist()}, "
-            f"unmatched columns {unmatched_cols.tolist()}",
-            variables=tuple(int(c) for c in unmatched_cols))
-        err.rows = tuple(int(r) for r in unmatched_rows)
-        err.cols = tuple(int(c) for c in unmatched_cols)
+    err = unmatched_error(safe, "on its always-nonzero entries")
+    if err is not None:
         raise err
     # Weight 1 on the diagonal, 2 elsewhere: the cheapest perfect matching keeps every safe
     # diagonal entry it can, so "natural" stays natural on already well-ordered systems.
@@ -66,7 +74,7 @@ def safe_matching(pattern, always_nonzero):
     weights = np.where(coo.row == coo.col, 1.0, 2.0)
     weighted = sp.csr_matrix((weights, (coo.row, coo.col)), shape=safe.shape)
     rows, cols = min_weight_full_bipartite_matching(weighted)
-    match = np.empty(n, dtype=np.int64)
+    match = np.empty(pattern.shape[0], dtype=np.int64)
     match[cols] = rows
     return match
 

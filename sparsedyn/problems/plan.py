@@ -310,7 +310,8 @@ class Plan:
         ys = y if fx is None else np.concatenate((y, fx.reshape(B, -1)), axis=1)
         joint, x, broken = fused.run(q, v, ys, full=full, threads=threads)
         if broken.any():
-            from ..planner.factorization import ROW_BACKWARD_TOL, PivotBreakdownWarning
+            from ..errors import PivotBreakdownWarning
+            from ..planner.factorization import ROW_BACKWARD_TOL
             bad = np.flatnonzero(broken)
             inputs = self._inputs(q, v, y, fx)
             fx_b = None if fx is None else fx[bad]
