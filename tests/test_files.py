@@ -151,6 +151,38 @@ def test_edited_index_arrays_with_a_valid_checksum_are_refused(chain_plans, tmp_
                               plan.solve(q, v, **{given: y}, backend=backend)[out])
 
 
+@pytest.mark.parametrize("which", ["fd", "id"])
+def test_in_range_edits_of_the_program_are_refused_or_harmless(chain_plans, tmp_path, which):
+    """Edits that keep every index in range and every dtype right (an operand moved to another
+    slot, the program's constants changed) behind a recomputed checksum: load_plan runs the
+    stored program on test states, so an edited plan is refused, or it solves exactly as the
+    original (never a plan that loads and answers wrongly)."""
+    model, plans = chain_plans
+    plan, path = plans[which]
+    _, _, fact = _stored(path)
+    ops = np.asarray(fact["program_op_a"])
+    edits = [(f"op_a[{k}] moved", _set("program_op_a", k, int(ops[(k + 1) % ops.size])))
+             for k in range(0, ops.size, max(1, ops.size // 8)) if ops[k] != ops[(k + 1) % ops.size]]
+    edits.append(("constants changed", _replace("program_init_values", lambda a: a * 2 + 0.5)))
+    rng = np.random.default_rng(1)
+    q = model.random_configuration(rng, batch=4)
+    v, y = rng.normal(size=(2, 4, model.nv))
+    given, out = plan.problem.given, plan.problem.outputs[0]
+    refused = 0
+    for label, edit in edits:
+        edited = str(tmp_path / "edited.npz")
+        _write_edited(path, edited, edit)
+        try:
+            loaded = load_plan(edited, model)
+        except ValueError:
+            refused += 1
+            continue
+        for backend in ("numpy", "numba"):
+            assert np.abs(loaded.solve(q, v, **{given: y}, backend=backend)[out]
+                          - plan.solve(q, v, **{given: y}, backend=backend)[out]).max() <= 1e-12, label
+    assert refused >= 1
+
+
 def test_edited_headers_are_refused(chain_plans, tmp_path):
     """The JSON header of a plan edited (valid zip, wrong content): ValueError or
     PlanMismatchError, never a TypeError or AttributeError from inside load_plan."""

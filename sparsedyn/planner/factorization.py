@@ -444,6 +444,18 @@ class Factorization:
             self._checks_accuracy = checks_accuracy(self.pattern, self.program, trusted)
         return self._checks_accuracy
 
+    def verify_program(self, values, rhs):
+        """ValueError unless the stored program, run as it is (no fallback), solves D x = rhs for
+        these states (values (B, nnz), rhs (B, n)) to round-off: a program that passes every
+        structural check can still have been edited within range (an operand, a constant)."""
+        from ..kernels.lu_numpy import schedule, solve_numpy
+        with np.errstate(all="ignore"):
+            x, broken = solve_numpy(self.program, schedule(self.program), values, rhs)
+            err = self.row_backward_error(values, rhs, x)
+        if broken.any() or not (err <= 1e3 * ROW_BACKWARD_TOL).all():
+            raise ValueError(f"the stored LU program does not solve its system (row-wise "
+                             f"backward error {np.nanmax(err):.3g} on a test state)")
+
     def row_backward_error(self, values, rhs, x):
         """(B,) per state max_i |D x - rhs|_i / (max_j |D_ij| max|x| + |rhs_i|): the backward
         error of x with each row of D weighed by its own entries (a normwise backward error

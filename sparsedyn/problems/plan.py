@@ -273,6 +273,16 @@ class Plan:
         if overflow:
             raise nonfinite_error(self.problem.name, self.problem.outputs[0], overflow, inputs)
 
+    def test_system(self, seed=0):
+        """(values (2, nnz), rhs (2, n)) of D and b at two seeded random states (inputs of unit
+        size): what load_plan checks a stored program against."""
+        model, problem = self.model, self.problem
+        rng = np.random.default_rng(seed)
+        q = model.random_configuration(rng, batch=2)
+        v, y = rng.normal(size=(2, 2, model.nv))
+        fx = rng.normal(size=(2, len(problem.fx_bodies), 6)) if problem.fx_bodies else None
+        return self.system.assemble(q, v, self._measured(y, fx))
+
     def _singular(self, indices):
         """The SingularModelError for these batch indices: D of a dynamics problem is singular
         exactly when the mass matrix is (Nori Sec. V: D's Schur complement onto qdd is M)."""
@@ -419,7 +429,12 @@ def load_plan(path, model):
         raise PlanMismatchError(f"{path}: the stored constant entries of D for {problem!r} differ "
                                 "from the ones this sparsedyn builds for the model (re-compile "
                                 "the plan)")
-    return Plan(problem, fact)
+    plan = Plan(problem, fact)
+    try:
+        fact.verify_program(*plan.test_system())
+    except ValueError as exc:
+        raise ValueError(f"{path}: corrupt factorization in plan file ({exc})") from None
+    return plan
 
 
 # ---------------------------------------------------------------------- results
