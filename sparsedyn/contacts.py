@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .batch import check_configuration, unbatch
+from .errors import check_finite
 from .kinematics import joint_transforms
 from .model.model import WORLD
 from .opcount import charge
@@ -121,4 +122,5 @@ def contact_jacobian(model, q, contacts):
     the contact frame (Pinocchio's getConstraintsJacobian for LOCAL RigidConstraintModels)."""
     rc = resolve_contacts(model, contacts)
     q, single = check_configuration(model, q)
-    return unbatch(contact_jacobian_sweeps(model, joint_transforms(model, q), rc), single)
+    J = contact_jacobian_sweeps(model, joint_transforms(model, q), rc)
+    return unbatch(check_finite(J, "contact_jacobian", dict(q=q), "J"), single)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .batch import check_configuration, state, unbatch
+from .errors import check_finite
 from .model.model import WORLD
 from .spatial import Transform, rows_to_linear_first, to_linear_first
 
@@ -102,7 +103,12 @@ def forward_kinematics(model, q, v=None):
     q, vecs, B, single = state(model, q, v=v)
     Xup = joint_transforms(model, q)
     vel = None if vecs["v"] is None else body_velocities(model, Xup, vecs["v"])
-    return Kinematics(model, Xup, world_transforms(model, Xup), vel, single, B)
+    Xworld = world_transforms(model, Xup)
+    origins = np.stack([X.r for X in Xworld], axis=1) if Xworld else np.zeros((B, 0, 3))
+    check_finite(origins, "forward_kinematics", dict(q=q), "a body placement")
+    if vel is not None:
+        check_finite(vel, "forward_kinematics", dict(q=q, v=vecs["v"]), "a body velocity")
+    return Kinematics(model, Xup, Xworld, vel, single, B)
 
 
 def frame_jacobian(model, q, frame):
@@ -119,4 +125,5 @@ def frame_jacobian(model, q, frame):
         S = model.joints[j].S
         cols = np.stack([fXj.apply_motion(np.broadcast_to(S[:, c], (B, 6))) for c in range(S.shape[1])], -1)
         J[:, :, model.v_slice(j)] = cols
+    check_finite(J, "frame_jacobian", dict(q=q), "J")
     return unbatch(rows_to_linear_first(J), single)

@@ -362,3 +362,24 @@ def test_factorization_solve_checks_accuracy():
         with pytest.warns(PivotBreakdownWarning, match="lost accuracy"):
             x = fact.solve(values, rhs, backend=backend)
         assert rel_err(x, np.linalg.solve(D, rhs[0])[None]) <= 1e-14
+
+
+def test_kinematics_raise_on_overflow():
+    """Positions near the largest double (a prismatic chain at 1e308) and velocities of 1e200:
+    placements, velocities and Jacobians overflow; every kinematic entry point raises
+    NonFiniteError naming the state, as Pinocchio's inf/NaN would not."""
+    model = sd.models.random_tree(6, seed=3, joint_types=("prismatic",))
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(3, model.nq))
+    q[1] = 1.7e308                                    # sums of these overflow in the placements
+    v = rng.normal(size=(3, model.nv))
+    link = model.link_names[3]                        # below body 0: two prismatic joints
+    calls = {"forward_kinematics": lambda: sd.forward_kinematics(model, q),
+             "frame_jacobian": lambda: sd.frame_jacobian(model, q, link)}
+    for name, call in calls.items():
+        with warnings.catch_warnings(), pytest.raises(NonFiniteError, match=name) as info:
+            warnings.simplefilter("ignore", RuntimeWarning)
+            call()
+        assert 1 in info.value.batch_indices
+    ok = sd.forward_kinematics(model, q[[0, 2]], v[[0, 2]])
+    assert np.isfinite(ok.placements).all() and np.isfinite(ok.velocities).all()
