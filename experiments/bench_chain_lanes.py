@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from sparsedyn.files import atomic_write
 from sparsedyn.models import serial_chain
 from sparsedyn.problems import compile, forward_dynamics
 
@@ -96,7 +97,7 @@ def main(argv=None):
         lines.append(f"| {N} | {n_slots} | {n_ops} | " + " | ".join(cells) + " |")
         print(lines[-1], flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
+    with atomic_write(args.out, "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print(f"written {args.out}; load average {after}")
 

@@ -31,6 +31,7 @@ import sparsedyn.models as sm
 from sparsedyn.bench import pin_configuration, pin_contact_models
 from sparsedyn.contacts import Contact, resolve_contacts
 from sparsedyn.delassus import METHODS, delassus
+from sparsedyn.files import atomic_write
 from sparsedyn.kernels.pv_osimr_numba import program_for, run
 
 TIPS = ["l_thumb_tip", "l_index_tip", "l_middle_tip", "r_thumb_tip", "r_index_tip", "r_middle_tip"]
@@ -141,7 +142,7 @@ def main(quick=False):
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
+    with atomic_write(OUT, "w") as f:
         f.write(text)
     print(f"wrote {OUT}")
 

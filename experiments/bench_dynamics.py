@@ -37,6 +37,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg
 
 from sparsedyn.bench import pin_configuration
+from sparsedyn.files import atomic_write
 from sparsedyn.models import HUMANOID_URDF, humanoid, serial_chain
 from sparsedyn.problems import compile, forward_dynamics, inverse_dynamics
 from sparsedyn.spatial import inertia_parameters
@@ -217,7 +218,7 @@ def write_markdown(path, hum, chains, threads, load_before, load_after, command)
     for kind, N, flops, t1, tn, t_pin in sorted(chains, key=lambda r: (r[0], r[1])):
         lines.append(f"| {kind} | {N} | {flops} | {t1:.2f} | {tn:.2f} | {1e3 * t1 / N:.1f} | "
                      f"{t_pin:.2f} | {t1 / t_pin:.2f} |")
-    with open(path, "w") as fh:
+    with atomic_write(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
 

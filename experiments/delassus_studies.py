@@ -24,6 +24,7 @@ import numpy as np
 import sparsedyn.models as sm
 from sparsedyn.contacts import Contact
 from sparsedyn.delassus import delassus
+from sparsedyn.files import atomic_path, atomic_write
 from sparsedyn.model import ModelBuilder, make_joint
 from sparsedyn.opcount import count_operations
 
@@ -184,7 +185,8 @@ def write(tree, k2, every, robots, quick):
     axes[0][0].set_ylabel("flops")
     axes[0][0].legend()
     fig.tight_layout()
-    fig.savefig(os.path.join(OUT, "delassus_tree.png"), dpi=110)
+    with atomic_path(os.path.join(OUT, "delassus_tree.png")) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
 
     for title, rows, xlabel, fname in (
@@ -208,7 +210,8 @@ def write(tree, k2, every, robots, quick):
         ax.set_title(title, fontsize=9)
         ax.legend()
         fig.tight_layout()
-        fig.savefig(os.path.join(OUT, fname), dpi=110)
+        with atomic_path(os.path.join(OUT, fname)) as tmp:
+            fig.savefig(tmp, dpi=110)
         plt.close(fig)
 
     lines += ["", "## (d), (e) humanoid, five-finger hands; total flops (and without the shared "
@@ -228,12 +231,13 @@ def write(tree, k2, every, robots, quick):
     ax.set_ylabel("flops")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(OUT, "delassus_robots.png"), dpi=110)
+    with atomic_path(os.path.join(OUT, "delassus_robots.png")) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
     if quick:
         lines.insert(1, "(--quick run: reduced sweeps)")
     path = os.path.join(OUT, "delassus_tables.md")
-    with open(path, "w") as fh:
+    with atomic_write(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"\nwrote {path} and {OUT}/delassus_*.png")

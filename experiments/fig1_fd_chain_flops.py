@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 import sparsedyn as sd
+from sparsedyn.files import atomic_path, atomic_write
 from sparsedyn.models import serial_chain
 from sparsedyn.problems import compile, forward_dynamics
 
@@ -86,7 +87,7 @@ def write_markdown(rows, path):
                  r["assembly"], r["nnz_D"]]
         cells += [r["orderings"].get(n, "-") for n in names]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    with open(path, "w") as fh:
+    with atomic_write(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
 
@@ -113,7 +114,8 @@ def plot(rows, path):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
 
 
 def main(argv=None):

@@ -30,6 +30,7 @@ import sparsedyn as sd
 from sparsedyn import IllPosedError
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, compile_estimation
+from sparsedyn.files import atomic_path, atomic_write
 from sparsedyn.model.joints import FreeFlyerJoint, RevoluteJoint
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
@@ -84,7 +85,7 @@ def main(argv=None):
     hp = EstimationProblem(hm, [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
                                 S.ForceTorque("r_foot_ft_sensor")], unknown_wrenches=links)
     hs = compile_estimation(hp).stats
-    with open(os.path.join(OUT, "fig2.md"), "w") as fh:
+    with atomic_write(os.path.join(OUT, "fig2.md"), "w") as fh:
         fh.write("# Fig. 2: torque estimation, floating serial chain, load cells at both ends\n\n")
         fh.write("Slippery floor at both ends (load cells alone: Remark 5, ill-posed for every state).\n")
         fh.write("Flops per state of the LU of the normal matrix P = A^T A (the system is over-determined by 4).\n\n")
@@ -111,7 +112,8 @@ def main(argv=None):
     plt.legend()
     plt.grid(True, which="both", alpha=0.3)
     plt.tight_layout()
-    plt.savefig(os.path.join(OUT, "fig2.png"), dpi=120)
+    with atomic_path(os.path.join(OUT, "fig2.png")) as tmp:
+        plt.savefig(tmp, dpi=120)
     print(f"wrote {OUT}/fig2.png and fig2.md")
 
 

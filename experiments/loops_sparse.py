@@ -22,6 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from sparsedyn.files import atomic_write
 from sparsedyn.loops import belt_chain, four_bar, geared_chain, mini_cheetah, mit_humanoid  # noqa: E402
 from sparsedyn.opcount import count_operations  # noqa: E402
 from sparsedyn.problems import compile, forward_dynamics, loop_forward_dynamics  # noqa: E402
@@ -100,7 +101,7 @@ def main():
         lines += ["", "Log-log slope of the op count over the longer half: " +
                   ", ".join(f"{k} {v:.2f}" for k, v in slope.items()) + "."]
     os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, "loops_sparse.md"), "w") as fh:
+    with atomic_write(os.path.join(OUT, "loops_sparse.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print("\n".join(lines[-2:]))
 

@@ -29,6 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from sparsedyn.files import atomic_path, atomic_write  # noqa: E402
 from sparsedyn.loops import belt_chain, geared_chain, mini_cheetah, mit_humanoid  # noqa: E402
 from sparsedyn.opcount import count_operations  # noqa: E402
 from sparsedyn.recursive.cluster import (approximate_aba, approximate_rnea, c_aba, c_efpa, c_rnea,  # noqa: E402
@@ -176,7 +177,7 @@ def write(rows, scaling, args):
                                                             "Lagrange (dense LU)")) +
                   " (published: C-ABA linear, projection and Lagrange cubic asymptotically)."]
     path = os.path.join(OUT, "loops_tables.md")
-    with open(path, "w") as fh:
+    with atomic_write(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print("\n".join(lines))
     try:
@@ -197,7 +198,8 @@ def write(rows, scaling, args):
         axes[1].set(xlabel="links", ylabel="us per state (Python, batched)", title="time")
         axes[0].legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(os.path.join(OUT, "loops_fig11.png"), dpi=120)
+        with atomic_path(os.path.join(OUT, "loops_fig11.png")) as tmp:
+            fig.savefig(tmp, dpi=120)
     except ImportError:
         pass
 

@@ -21,6 +21,7 @@ import numpy as np
 
 import sparsedyn as sd
 from sparsedyn import sensors as S
+from sparsedyn.files import atomic_write
 
 
 def main():
@@ -54,7 +55,7 @@ def main():
                         {"type": "ForceTorque", "joint": "r_foot_ft_sensor"}],
             "unknown_wrenches": list(w)}
     spec_path = os.path.join(args.dir, "spec.json")
-    with open(spec_path, "w") as fh:
+    with atomic_write(spec_path, "w") as fh:
         json.dump(spec, fh)
     out = os.path.join(args.dir, "estimates.npz")
     t0 = time.perf_counter()

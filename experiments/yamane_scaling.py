@@ -26,6 +26,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import sparsedyn as sd  # noqa: E402
+from sparsedyn.files import atomic_path, atomic_write
 from sparsedyn.model.joints import SphericalJoint  # noqa: E402
 from sparsedyn.model.model import WORLD, ModelBuilder  # noqa: E402
 from sparsedyn.opcount import charge, count_operations  # noqa: E402
@@ -128,7 +129,7 @@ def main():
               ", ".join(f"{x:.0f}" for x in inc("Yamane (split)")) + "; without splitting " +
               ", ".join(f"{x:.0f}" for x in inc("Yamane (no split)")) + "."]
     os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, "yamane_scaling.md"), "w") as fh:
+    with atomic_write(os.path.join(OUT, "yamane_scaling.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print("\n".join(lines))
     try:
@@ -145,7 +146,8 @@ def main():
             axes[1, col].set(title=f"{key}: Python time", xlabel="DoF", ylabel="us per state")
             axes[0, col].legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(os.path.join(OUT, "yamane_scaling.png"), dpi=120)
+        with atomic_path(os.path.join(OUT, "yamane_scaling.png")) as tmp:
+            fig.savefig(tmp, dpi=120)
     except ImportError:
         pass
 
