@@ -449,6 +449,8 @@ class Factorization:
         these states (values (B, nnz), rhs (B, n)) to round-off: a program that passes every
         structural check can still have been edited within range (an operand, a constant)."""
         from ..kernels.lu_numpy import schedule, solve_numpy
+        if self.program.n == 0:          # no unknowns (a robot with only fixed joints)
+            return
         with np.errstate(all="ignore"):
             x, broken = solve_numpy(self.program, schedule(self.program), values, rhs)
             err = self.row_backward_error(values, rhs, x)
