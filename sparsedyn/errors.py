@@ -79,6 +79,19 @@ def check_finite(result, function, inputs, output="the result"):
     raise nonfinite_error(function, output, bad, inputs)
 
 
+def check_assembled(function, what, inputs, *arrays, indices=None):
+    """NonFiniteError of `function` naming `what` (e.g. "D(q) or b(q, v)") if a row of any of
+    the assembled (B, ...) arrays is not finite; indices: the batch index of each row (default
+    0..B-1); inputs as check_finite's."""
+    import numpy as np
+    finite = np.logical_and.reduce([np.isfinite(a).reshape(a.shape[0], -1).all(axis=1)
+                                    for a in arrays])
+    if not finite.all():
+        rows = np.flatnonzero(~finite)
+        bad = (rows if indices is None else np.asarray(indices)[rows]).tolist()
+        raise nonfinite_error(function, what, bad, inputs)
+
+
 def nonfinite_error(function, output, batch_indices, inputs):
     """The NonFiniteError of `function` whose `output` overflows at `batch_indices` (see
     check_finite for `inputs`)."""

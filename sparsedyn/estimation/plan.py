@@ -33,7 +33,7 @@ import warnings
 import numpy as np
 
 from ..batch import state
-from ..errors import SingularStateWarning
+from ..errors import SingularStateWarning, check_assembled, nonfinite_error
 from ..problems.plan import Result
 from ..sensors import Gyroscope
 from ..spatial import Transform, operator_to_linear_first
@@ -176,10 +176,8 @@ class EstimationPlan:
             sub = {k: r[redo] for k, r in readings.items()}
             with np.errstate(over="ignore", invalid="ignore"):
                 values, rhs, _, _ = problem.assemble(q[redo], v[redo], sub)
-            finite = np.isfinite(values).all(axis=1) & np.isfinite(rhs).all(axis=1)
-            if not finite.all():
-                raise self._nonfinite("[D; D_Y] or its right-hand side", redo[~finite], q, v,
-                                      readings)
+            check_assembled(problem.describe(), "[D; D_Y] or its right-hand side",
+                            self._inputs(q, v, readings), values, rhs, indices=redo)
             xr, okr, maskr, Pr = self._solve_reference(values, rhs, on_singular, redo)
             x[redo], ok[redo] = xr, okr
             if maskr is not None:
@@ -189,7 +187,8 @@ class EstimationPlan:
                 Pvals = Pr
         overflow = np.flatnonzero(~np.isfinite(x).all(axis=1) & ok)
         if overflow.size:           # never a non-finite estimate called ok
-            raise self._nonfinite("the estimate", overflow, q, v, readings)
+            raise nonfinite_error(problem.describe(), "the estimate", overflow.tolist(),
+                                  self._inputs(q, v, readings))
         if self.method != "exact" and Pvals is None:
             Pvals = (lambda: self.solver.normal_values(problem.assemble(q, v, readings)[0]))
         est = Estimate(self, x, single, ok, mask, Pvals, (q, v), readings)
@@ -228,12 +227,10 @@ class EstimationPlan:
             x, ok, undetermined_mask, Pvals = self.solver.solve(values, rhs)
         return x, ok, undetermined_mask, Pvals
 
-    def _nonfinite(self, what, indices, q, v, readings):
-        """NonFiniteError naming the batch `indices` whose `what` overflowed and the inputs."""
-        from ..errors import nonfinite_error
-        inputs = {"q": q, "v": v, **{f"readings[{k!r}]": r for k, r in readings.items()}}
-        return nonfinite_error(self.problem.describe(), what, np.asarray(indices).tolist(),
-                               inputs)
+    @staticmethod
+    def _inputs(q, v, readings):
+        """The call's batched inputs by name, for NonFiniteError."""
+        return {"q": q, "v": v, **{f"readings[{k!r}]": r for k, r in readings.items()}}
 
 
 def vecs_v(v):

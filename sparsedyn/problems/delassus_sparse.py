@@ -34,7 +34,7 @@ import numpy as np
 
 from ..batch import check_configuration, unbatch
 from ..contacts import Contact, resolve_contacts
-from ..errors import SingularModelError, nonfinite_error
+from ..errors import SingularModelError, check_assembled, nonfinite_error
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
 from ..opcount import charge, count_operations, counting, suspended
@@ -143,9 +143,7 @@ class DelassusPlan:
             else:
                 values = self.plan.system.values(joint_transforms(self.model, q) if Xup is None
                                                  else Xup)
-        finite = np.isfinite(values).all(axis=1)
-        if not finite.all():
-            raise nonfinite_error(_WHAT, "D(q)", np.flatnonzero(~finite).tolist(), {"q": q})
+        check_assembled(_WHAT, "D(q)", {"q": q}, values)
         status = np.zeros(B, dtype=np.int8)
         # in chunks of states: the whole solution (chunk, n, m) is needed only until C x
         for lo in range(0, B, CHUNK):

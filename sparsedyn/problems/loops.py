@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import unbatch
-from ..errors import SingularModelError, nonfinite_error
+from ..errors import SingularModelError, check_assembled, nonfinite_error
 from ..loops.cluster_model import ClusterModel
 from ..opcount import count_operations
 from ..planner.factorization import OVERFLOW, SINGULAR
@@ -122,10 +122,7 @@ class LoopPlan:
         inputs = {"q": q, "qd": qd, "tau": tau, "f_ext": fx}
         with np.errstate(over="ignore", invalid="ignore"):
             values, rhs = self.system.assemble(q, qd, cm.spanning_torque(tau), fx)
-        finite = np.isfinite(values).all(axis=1) & np.isfinite(rhs).all(axis=1)
-        if not finite.all():
-            raise nonfinite_error(problem.name, "D(q) or b(q, qd)",
-                                  np.flatnonzero(~finite).tolist(), inputs)
+        check_assembled(problem.name, "D(q) or b(q, qd)", inputs, values, rhs)
         lu_backend = None if _numba_available() else "numpy"
         x, status = self.factorization.solve_status(values, rhs, backend=lu_backend)
         if (status == SINGULAR).any():

@@ -27,7 +27,8 @@ import numpy as np
 
 from .. import opcount
 from ..batch import state, unbatch
-from ..errors import IllPosedError, PlanMismatchError, SingularModelError, nonfinite_error
+from ..errors import (IllPosedError, PlanMismatchError, SingularModelError, check_assembled,
+                      nonfinite_error)
 from ..files import atomic_write, read_npz
 from ..opcount import count_operations
 from ..recursive._common import external_forces
@@ -245,7 +246,7 @@ class Plan:
         inputs = self._inputs(q, v, y, fx)
         with np.errstate(over="ignore", invalid="ignore"):
             values, rhs = self.system.assemble(q, v, self._measured(y, fx))
-        self._check_assembled(values, rhs, np.arange(q.shape[0]), inputs)
+        check_assembled(self.problem.name, "D(q) or b(q, v)", inputs, values, rhs)
         lu_backend = None if _numba_available() else "numpy"
         x, status = self.factorization.solve_status(values, rhs, backend=lu_backend)
         self._raise_for_status(status, np.arange(q.shape[0]), inputs)
@@ -254,13 +255,6 @@ class Plan:
     def _inputs(self, q, v, y, fx):
         """The call's batched inputs by name, for NonFiniteError."""
         return {"q": q, "v": v, self.problem.given: y, "f_ext": fx}
-
-    def _check_assembled(self, values, rhs, indices, inputs):
-        """NonFiniteError naming the inputs if D or b of the states `indices` overflowed."""
-        finite = np.isfinite(values).all(axis=1) & np.isfinite(rhs).all(axis=1)
-        if not finite.all():
-            raise nonfinite_error(self.problem.name, "D(q) or b(q, v)",
-                                  indices[~finite].tolist(), inputs)
 
     def _raise_for_status(self, status, indices, inputs):
         """SingularModelError or NonFiniteError for the states (batch `indices`) whose
@@ -327,7 +321,8 @@ class Plan:
             fx_b = None if fx is None else fx[bad]
             with np.errstate(over="ignore", invalid="ignore"):
                 values, rhs = self.system.assemble(q[bad], v[bad], self._measured(y[bad], fx_b))
-            self._check_assembled(values, rhs, bad, inputs)
+            check_assembled(self.problem.name, "D(q) or b(q, v)", inputs, values, rhs,
+                            indices=bad)
             xb = np.empty_like(rhs)
             status = self.factorization.pivoted_solve(values, rhs, xb, np.arange(bad.size))
             self._raise_for_status(status, bad, inputs)
