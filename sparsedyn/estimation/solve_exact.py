@@ -81,9 +81,7 @@ class ExactSolver:
         self.factorization = plan_factorization(problem.pattern, self.pivot_mask,
                                                 constant_values=problem.constant_values,
                                                 ordering=ordering, backend=backend)
-        P = problem.pattern
-        self._rows = P.indices.astype(np.int64)
-        self._cols = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr)).astype(np.int64)
+        self._rows, self._cols = self.factorization.entries
         self._identifiability = None
 
     @property

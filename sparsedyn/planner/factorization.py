@@ -304,6 +304,7 @@ class Factorization:
         self._mirror = None
         self._checks_accuracy = None      # checks_accuracy, decided on first use
         self._rows_csr = None             # row_backward_error's row grouping, likewise
+        self._entries = None              # entries, likewise
         self.stats = {"n": program.n, "nnz_D": pattern.nnz, "nnz_LU": int(nnz_LU),
                       "fill": int(nnz_LU) - pattern.nnz, **program.costs(),
                       "n_ops": int(program.op_code.size), "ordering": ordering,
@@ -444,6 +445,15 @@ class Factorization:
             self._checks_accuracy = checks_accuracy(self.pattern, self.program, trusted)
         return self._checks_accuracy
 
+    @property
+    def entries(self):
+        """(rows, cols) (nnz,) int64: row and column of each stored entry of D (CSC order)."""
+        if self._entries is None:
+            P = self.pattern
+            self._entries = (P.indices.astype(np.int64),
+                             np.repeat(np.arange(P.shape[1], dtype=np.int64), np.diff(P.indptr)))
+        return self._entries
+
     def verify_program(self, values, rhs):
         """ValueError unless the stored program, run as it is (no fallback), solves D x = rhs for
         these states (values (B, nnz), rhs (B, n)) to round-off: a program that passes every
@@ -468,7 +478,7 @@ class Factorization:
             order = np.argsort(P.indices, kind="stable")
             rows = P.indices[order]
             starts = np.flatnonzero(np.diff(rows, prepend=-1))
-            cols = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))[order]
+            cols = self.entries[1][order]
             self._rows_csr = (order, starts, cols, rows[starts])
         order, starts, cols, row_of = self._rows_csr
         const = self.constant_values[order]

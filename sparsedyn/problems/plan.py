@@ -297,9 +297,7 @@ class Plan:
             out = np.concatenate([system.columns[(problem.outputs[0], i)].indices for i in range(N)])
             residual = None
             if self.factorization.checks_accuracy:
-                P = system.pattern
-                residual = (P.indices, np.repeat(np.arange(P.shape[1]), np.diff(P.indptr)),
-                            ROW_BACKWARD_TOL, "rows")
+                residual = (*self.factorization.entries, ROW_BACKWARD_TOL, "rows")
             self._fused = FusedSolver(AssemblyProgram(system), self.factorization.program, order,
                                       out, residual=residual)
         return self._fused
