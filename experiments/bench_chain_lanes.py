@@ -16,7 +16,6 @@ the lanes the library picks (kernels/assemble_numba.lanes_for): flat means linea
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import platform
 import time
@@ -24,6 +23,7 @@ import time
 import numpy as np
 
 from sparsedyn.files import atomic_write
+from sparsedyn.kernels.assemble_numba import FusedSolver
 from sparsedyn.models import serial_chain
 from sparsedyn.problems import compile, forward_dynamics
 
@@ -42,18 +42,16 @@ def cases_for(N, rng):
     q = model.random_configuration(rng, batch=B)
     v, tau = rng.normal(size=(2, B, model.nv))
     fused = compile(forward_dynamics(model), ordering="aba")._fused_solver()
-    sch = fused.schedule(False)
+    sch = fused.ir.schedule(False)
     runs = []
     for lanes in LANES:
-        # the same solver with a fixed lane count: its own schedule cache, shared layout
-        fixed = copy.copy(fused)
-        fixed._lanes, fixed._schedules = lanes, {}
+        fixed = FusedSolver(fused.ir, lanes=lanes)      # a fixed lane count, the same IR
 
         def run(fixed=fixed):
             fixed.run(q, v, tau, threads=1)
         run()
         runs.append((lanes, run))
-    return sch.lanes, sch.n_slots, sch.prog[1].size, runs       # ops: with the SETs
+    return fused.lanes(sch), sch.n_slots, sch.prog.t.size, runs       # ops: with the SETs
 
 
 def main(argv=None):

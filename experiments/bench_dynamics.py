@@ -15,7 +15,7 @@ Part 2, serial revolute chains of N = 10 ... 1000 links (fixed orderings, so tha
 "rnea" for ID, Nori's eq. 11-12, and "aba" for FD, his Appendix B order, which "auto" picks from
 N ~ 20 on): compiled per-state time at B = 1024 and the time per state and link, which is flat
 if the online phase is linear in N. The compiled kernels run the plan in its sweep layout
-(sparsedyn/kernels/layout.py: one sweep per elimination direction, slots shared by values whose
+(sparsedyn/ir/layout.py: one sweep per elimination direction, slots shared by values whose
 lives do not overlap). experiments/bench_chain_lanes.py follows FD past 1000 links at every lane
 count.
 

@@ -1,8 +1,8 @@
-"""The LU program's opcodes as lu_numpy's docstring defines them, in plain NumPy: the oracle the
+"""The LU program's opcodes as sparsedyn.ir.instructions defines them, in plain NumPy: the oracle the
 kernel tests run programs with (no sparsedyn kernel involved)."""
 import numpy as np
 
-from sparsedyn.kernels import lu_numpy as K
+from sparsedyn.ir import instructions as K
 
 
 def apply_op(w, code, t, a, b):

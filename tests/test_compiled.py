@@ -15,7 +15,7 @@ import pytest
 import sparsedyn as sd
 from oracles import pin, pin_fext, pin_model, pin_twin, rel_err, robot_urdf, to_pin_q, twin_q
 from sparsedyn.kernels.assemble_numba import assemble_batch
-from sparsedyn.kernels.lu_numpy import RECIP
+from sparsedyn.ir.instructions import RECIP
 from sparsedyn.model import ModelBuilder, PlanarJoint, PrismaticJoint, RevoluteJoint, SphericalJoint
 from sparsedyn.model.model import WORLD
 from sparsedyn.models import HUMANOID_URDF, humanoid

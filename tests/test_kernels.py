@@ -196,7 +196,7 @@ def test_several_right_hand_sides_cost_and_bad_shapes():
 def test_program_stored_before_the_split_still_solves():
     """A stored plan without n_factor_ops (one program in one level order, RECIP slots not
     initialised) loads, solves like the split plan and takes several right-hand sides."""
-    from sparsedyn.kernels.lu_numpy import level_order
+    from sparsedyn.ir.lu_program import level_order
     from sparsedyn.planner import Factorization
     from sparsedyn.planner.factorization import _checksum
     system = newton_euler_chain(6, "fd", seed=5)[0]

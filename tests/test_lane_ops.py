@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 from lu_ops import apply_op
 
-from sparsedyn.kernels import lu_numpy as lu
+from sparsedyn.ir import instructions as lu
+from sparsedyn.ir.lu_program import opcode_runs
 from sparsedyn.kernels.lane_vectors import OP_BLOCK, WHOLE_ROWS
-from sparsedyn.kernels.lu_numba import SET, run_lanes
+from sparsedyn.ir.instructions import SET
+from sparsedyn.kernels.lu_numba import run_lanes
 
 LANE_COUNTS = sorted(set(WHOLE_ROWS) | {1, 3, OP_BLOCK + 5, 24, 72})
 
@@ -49,7 +51,7 @@ def test_run_lanes_matches_numpy_at_every_lane_count(lanes):
     expected_bad = _numpy_run(expected, code, t, a, b, scale, tol, consts)
     w = w0.copy()
     bad = np.zeros(lanes, dtype=np.bool_)
-    run_lanes(w, lu.opcode_runs(code), t.astype(np.int32), a.astype(np.int32),
+    run_lanes(w, opcode_runs(code), t.astype(np.int32), a.astype(np.int32),
               b.astype(np.int32), scale, tol, bad, consts)
     assert np.isfinite(expected).all()
     assert expected_bad.any() and (lanes == 1 or not expected_bad.all())   # checks both ways

@@ -1,4 +1,4 @@
-"""The fused kernel's sweep layout (sparsedyn.kernels.layout, FusedSolver's schedule): reordered
+"""The fused kernel's sweep layout (sparsedyn.ir.layout, FusedProgram.schedule): reordered
 operations on slots renumbered and shared by values whose lives do not overlap. Checked
 independently of the kernels: a plain-Python replay of the schedule tracks which value every
 physical slot holds, and the compiled result must equal the stored program run by the
@@ -10,9 +10,9 @@ import pytest
 from lu_ops import apply_op
 
 from sparsedyn.kernels.assemble_numba import assemble_batch
-from sparsedyn.kernels.layout import reuse_slots, sweep_layout
+from sparsedyn.ir.layout import reuse_slots, sweep_layout
 from sparsedyn.kernels.lu_numba import solve_numba
-from sparsedyn.kernels.lu_numpy import _READS_A, _READS_B, _READS_T, RECIP
+from sparsedyn.ir.instructions import READS_A as _READS_A, READS_B as _READS_B, READS_T as _READS_T, RECIP
 from sparsedyn.models import humanoid, random_tree, serial_chain
 from sparsedyn.planner import plan_factorization
 from sparsedyn.problems import compile, forward_dynamics, inverse_dynamics
@@ -126,15 +126,15 @@ def _replay(fs, sch):
     its live ops run in layout order, SETs writing the other constants) tracking which value
     each physical slot holds; returns the number of reads that find another value than the
     layout's op expects (a constant's slot: its value until an op overwrites it)."""
-    lay = fs.layout
-    t, a, b = sch.prog[1:4]
-    consts = sch.prog[7]
+    lay = fs.ir.layout
+    t, a, b = sch.prog.t, sch.prog.a, sch.prog.b
+    consts = sch.prog.consts
     m = sch.model_arrays
     holder = {int(s): "assembled" for s in np.concatenate((
-        sch.zero_dest, sch.y_dest, sch.a_dest.ravel(), sch.f_dest.ravel(), m[-2],
-        sch.xr[1], sch.xr[8]))}
+        sch.dest.zero, sch.dest.y, sch.dest.a.ravel(), sch.dest.f.ravel(), m.x_dest,
+        sch.xr.t_dest, sch.xr.q_dest))}
     # a constant holds its initial value (tagged by the value) until an op overwrites it
-    const_of = dict(zip(fs._logical["init_slots"].tolist(), fs.init_values.tolist()))
+    const_of = dict(zip(fs.ir._logical["init_slots"].tolist(), fs.ir.init_values.tolist()))
     holder.update({int(s): ("const", v) for s, v in zip(sch.init_slots, sch.init_values)})
     assert np.array_equal(sch.op_layout[sch.op_layout >= 0], np.flatnonzero(sch.live))
     overwritten = set()                             # constants' slots an op has written
@@ -156,10 +156,10 @@ def _replay(fs, sch):
                 wrong += held not in ("assembled", want)
         holder[int(t[o])] = int(lay.op_t[j])
         overwritten.add(int(lay.op_t[j]))
-    p = fs.program
+    p = fs.ir.program
     inv_col = np.empty(p.n, dtype=np.int64)
     inv_col[p.col_perm] = np.arange(p.n)
-    unknowns = (np.arange(p.n) if sch.sol_slot.size == p.n else inv_col[fs.out_columns])
+    unknowns = (np.arange(p.n) if sch.sol_slot.size == p.n else inv_col[fs.ir.out_columns])
     for k, phys in zip(unknowns, sch.sol_slot):      # the solution, read after the program
         if holder.get(int(phys)) not in ("assembled", int(lay.slot_of[p.rhs0 + k])):
             wrong += 1
@@ -170,7 +170,7 @@ def _poisoned_run(fs, sch, values, rhs):
     """One state through the stored program's ops in layout order in plain Python, with every op
     the schedule skips writing NaN instead of its result: returns the solution (natural column
     order). The outputs must come out exactly as without poison (the skipped ops reach none)."""
-    p, lay = fs.program, fs.layout
+    p, lay = fs.ir.program, fs.ir.layout
     w = np.zeros(p.n_slots)
     w[p.init_slots] = p.init_values
     w[p.load_entries] = values[p.load_entries]
@@ -196,7 +196,7 @@ def test_fused_schedule_replays_and_equals_the_stored_program(kind, size, orderi
     v, x = rng.normal(size=(2, B, model.nv))
     for plan in plans:
         fs = plan._fused_solver()
-        full, outputs = fs.schedule(True), fs.schedule(False)
+        full, outputs = fs.ir.schedule(True), fs.ir.schedule(False)
         assert full.live.all()
         assert _replay(fs, full) == 0 and _replay(fs, outputs) == 0
         p = plan.factorization.program
@@ -204,14 +204,14 @@ def test_fused_schedule_replays_and_equals_the_stored_program(kind, size, orderi
         out_full, xfull, broken = fs.run(q, v, x, full=True, threads=1)
         out_only, _, broken_only = fs.run(q, v, x, full=False, threads=1)
         order = [(plan.problem.given, i) for i in range(model.nbodies)]
-        values, rhs = assemble_batch(fs.assembly, q, v, x, order)
+        values, rhs = assemble_batch(fs.ir.assembly, q, v, x, order)
         ref, ref_broken = solve_numba(p, values, rhs)
         assert not broken.any() and not ref_broken.any() and not broken_only.any()
         assert np.array_equal(xfull, ref)                 # same operations on the same values
-        assert np.array_equal(out_only, ref[:, fs.out_columns])
+        assert np.array_equal(out_only, ref[:, fs.ir.out_columns])
         assert np.array_equal(out_full, out_only)
         poisoned = _poisoned_run(fs, outputs, values[0], rhs[0])
-        assert np.array_equal(poisoned[fs.out_columns], ref[0, fs.out_columns])
+        assert np.array_equal(poisoned[fs.ir.out_columns], ref[0, fs.ir.out_columns])
         # it skips the joint wrenches' rows, unless the accuracy check needs the whole solution
         if plan.problem.name == "forward_dynamics" and not plan.factorization.checks_accuracy:
             assert (~outputs.live).any() and np.isnan(poisoned).any()
@@ -260,7 +260,7 @@ def test_fused_schedule_of_a_plan_without_constants():
     B = 20
     q = model.random_configuration(rng, batch=B)
     v, x = rng.normal(size=(2, B, model.nv))
-    values, rhs = assemble_batch(fs.assembly, q, v, x,
+    values, rhs = assemble_batch(fs.ir.assembly, q, v, x,
                                  [(plan.problem.given, i) for i in range(model.nbodies)])
     ref, ref_broken = solve_numba(p, values, rhs)
     D = plan.factorization.pattern.copy().astype(float)
@@ -269,12 +269,12 @@ def test_fused_schedule_of_a_plan_without_constants():
         dense = np.linalg.solve(D.toarray(), rhs[s])
         assert np.abs(ref[s] - dense).max() <= 1e-9 * np.abs(dense).max()
     for full in (True, False):
-        sch = fs.schedule(full)
+        sch = fs.ir.schedule(full)
         assert sch.init_slots.size > 0 and (sch.op_layout < 0).any()   # both kinds of constant
         assert _replay(fs, sch) == 0
         out, xfull, broken = fs.run(q, v, x, full=full, threads=1)
         assert not broken.any() and not ref_broken.any()
-        assert np.array_equal(out, ref[:, fs.out_columns])
+        assert np.array_equal(out, ref[:, fs.ir.out_columns])
         if full:
             assert np.array_equal(xfull, ref)
 
@@ -286,18 +286,18 @@ def test_fused_assembly_writes_each_transform_component_once(kind, size):
     go to the same slot (the replays above check the values)."""
     model = _model(kind, size)
     fs = compile(forward_dynamics(model), ordering="auto")._fused_solver()
-    x_ptr, x_dest, x_src = fs.assembly.model_arrays()[-3:]
-    kept_ptr, kept_dest, kept_src = fs._logical["model_arrays"][-3:]   # layout numbers
+    x_ptr, x_dest, x_src = fs.ir.assembly.model_arrays()[-3:]
+    kept_ptr, kept_dest, kept_src = fs.ir._logical["model_arrays"][-3:]   # layout numbers
     assert kept_dest.size < x_dest.size
-    written = np.zeros(fs.program.n_slots, dtype=bool)
-    written[fs.program.op_t] = True
+    written = np.zeros(fs.ir.program.n_slots, dtype=bool)
+    written[fs.ir.program.op_t] = True
     body = np.repeat(np.arange(model.nbodies), np.diff(x_ptr))
     kept_body = np.repeat(np.arange(model.nbodies), np.diff(kept_ptr))
     read_only = ~written[x_dest]
-    written_now = np.zeros(fs.program.n_slots, dtype=bool)     # in the layout's numbers
-    written_now[fs.layout.op_t] = True
+    written_now = np.zeros(fs.ir.program.n_slots, dtype=bool)     # in the layout's numbers
+    written_now[fs.ir.layout.op_t] = True
     pairs = set(zip(body[read_only].tolist(), x_src[read_only].tolist()))
-    slots = fs.layout.slots(x_dest)
+    slots = fs.ir.layout.slots(x_dest)
     for bi, src in pairs:                   # every copy of one component: one slot, written once
         copies = read_only & (body == bi) & (x_src == src)
         assert np.unique(slots[copies]).size == 1
@@ -314,7 +314,7 @@ def test_chain_online_cost_is_linear_in_its_length(make, ordering):
     def cost(n):
         plan = compile(make(serial_chain(n)), ordering=ordering)
         fs = plan._fused_solver()
-        outputs, full = fs.schedule(False), fs.schedule(True)
+        outputs, full = fs.ir.schedule(False), fs.ir.schedule(True)
         return np.array([plan.stats["flops"], plan.stats["nnz_LU"], outputs.prog[1].size,
                          outputs.n_slots, full.prog[1].size, full.n_slots])
     steps = [cost(n + 3) - cost(n) for n in (12, 24, 48, 96)]

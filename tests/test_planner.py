@@ -364,7 +364,7 @@ def test_trusted_structural_order_accepts_fill_created_pivots():
     As a plain (rows, cols) pair it is refused; declared trusted it is planned, every
     state-dependent fill-created pivot is divided out through a checked reciprocal, "auto" takes
     it when it is the cheapest, and both backends solve like dense NumPy."""
-    from sparsedyn.kernels.lu_numpy import RECIP
+    from sparsedyn.ir.instructions import RECIP
     from sparsedyn.planner import TRUSTED
     n_links = 6
     system, _ = newton_euler_chain(n_links, "fd", seed=4)

@@ -128,7 +128,7 @@ def test_forward_dynamics_under_nori_aba_order_vs_pinocchio(name, with_fext):
     structural zeros of D that fill creates): qdd equals pin.aba on the fused compiled path, the
     NumPy assembly + compiled LU path, and the NumPy LU interpreter; every fill-created pivot is
     divided out through a checked reciprocal."""
-    from sparsedyn.kernels.lu_numpy import RECIP
+    from sparsedyn.ir.instructions import RECIP
     _, model, pmodel = (name,) + _robot(name)
     plan = compile(forward_dynamics(model, f_ext=with_fext), ordering="aba")
     assert plan.stats["ordering"] == "aba"

@@ -59,8 +59,8 @@ class AugmentedMAP:
 
     def __init__(self, problem, reference, ordering="amd", assembly=None, refine=None):
         from ..kernels.assemble_numba import lanes_for
-        from ..kernels.lu_numba import lane_checks
-        from ..kernels.lu_numpy import split_runs
+        from ..ir.lu_program import pivot_checks
+        from ..ir.lu_program import split_runs
         from ..planner import plan_factorization
         self.problem, self.reference = problem, reference
         if reference.ridge.any():
@@ -101,7 +101,7 @@ class AugmentedMAP:
                       np.ascontiguousarray(reference.prior_precision),
                       np.ascontiguousarray(reference.prior_precision * reference.prior_mean),
                       probe, (p.rhs0 + inv).astype(np.int64), p.n_slots, *split_runs(p),
-                      p.op_t, p.op_a, *lane_checks(p), p.tol, np.ascontiguousarray(z_tol))
+                      p.op_t, p.op_a, *pivot_checks(p), p.tol, np.ascontiguousarray(z_tol))
         self.lanes = lanes_for(p.n_slots + nA + 2 * (m + n))
         self.n, self.m = n, m
         self.refine = self._calibrate() if refine is None else int(refine)

@@ -91,11 +91,12 @@ class ExactSolver:
     def compiled(self, problem):
         """The compiled route (CompiledExact): assembly of [D; D_Y] fused with this LU program
         and the same backward-error test, and the conditioning probe."""
+        from ..ir.fused import FusedProgram
         from ..kernels.assemble_numba import FusedSolver
         from .compiled_rows import sensor_assembly
         from .solve_map import typical_information
-        fused = FusedSolver(sensor_assembly(problem), self.factorization.program, [], [],
-                            residual=(self._rows, self._cols, BACKWARD_TOL))
+        fused = FusedSolver(FusedProgram(sensor_assembly(problem), self.factorization.program, [],
+                                         [], residual=(self._rows, self._cols, BACKWARD_TOL)))
         scale = np.sqrt(typical_information(problem, np.ones(problem.shape[0])))
         delta = np.random.default_rng(12345).normal(size=problem.rows.n_rows)
         return CompiledExact(fused, delta, scale)

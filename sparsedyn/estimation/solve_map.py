@@ -41,10 +41,7 @@ import scipy.sparse as sp
 from ..errors import SingularModelError
 from ..kinematics import forward_kinematics
 
-try:
-    from numba import njit
-except ImportError:                                          # pragma: no cover
-    njit = None
+from numba import njit
 
 #: the uninformative default prior's precision, relative to each variable's typical information
 RIDGE = 1e-15
@@ -62,11 +59,7 @@ SENSITIVITY_TOL = 1e-3
 DEFAULT_VARIANCES = {"dynamics": 1e-4, "sensor": 1e-4}
 
 
-def _kernel(fn):
-    return njit(cache=True)(fn) if njit is not None else fn
-
-
-@_kernel
+@njit(cache=True)
 def _normal_values(A, w, p, e1, e2, prow, t1, t2, diag, out):
     """out[b] = entries of diag(p) + A_b^T diag(w) A_b (both triangles)."""
     B = A.shape[0]
@@ -82,7 +75,7 @@ def _normal_values(A, w, p, e1, e2, prow, t1, t2, diag, out):
             out[b, diag[c]] += p[c]
 
 
-@_kernel
+@njit(cache=True)
 def _transpose_times(A, rows, cols, y, n, out):
     """out[b] = A_b^T y[b]."""
     for b in range(A.shape[0]):
@@ -92,7 +85,7 @@ def _transpose_times(A, rows, cols, y, n, out):
             out[b, cols[e]] += A[b, e] * y[b, rows[e]]
 
 
-@_kernel
+@njit(cache=True)
 def _times(A, rows, cols, x, m, out):
     """out[b] = A_b x[b]."""
     for b in range(A.shape[0]):

@@ -3,19 +3,18 @@ run the LU program, a group of `lanes` states at a time, in one pass that stays 
 
 Per group of states (the lanes of its work arrays) the fused kernel
   1. writes the state-dependent entries of D (the joint transforms iX_lambda(i) and their
-     transposes: each component once where the program only reads it, _equal_entries) and the
+     transposes: each component once where the program only reads it, ir/fused.py) and the
      permuted right-hand side -b, y straight into the program's work array (no values array
      exists), body by body;
   2. computes the pivot-check row scales from the fresh entries, runs the LU program (run_lanes)
-     in its sweep layout (kernels/layout.py: one pass per elimination direction, the forward
+     in its sweep layout (ir/layout.py: one pass per elimination direction, the forward
      substitution riding along with the factorization, on slots shared by values whose lives do
      not overlap); the program's constants are written by SETs just before the run that first
      touches them; a call that wants the outputs alone (e.g. qdd) runs only the operations they
-     or a pivot check need (FusedSolver.schedule: on a chain's forward dynamics 86% of them).
-     For qdd a 1000-link chain's work array holds 21 slots per link (the program: 149 values);
+     or a pivot check need (ir.fused.FusedProgram.schedule);
   3. copies the requested outputs (e.g. tau in the public layout) and, if asked, the whole
      solution vector, and flags states whose pivot check failed or whose solution is not finite
-     or, with a residual check (FusedSolver residual=: the estimation's exact route, dynamics
+     or, with a residual check (FusedProgram residual=: the estimation's exact route, dynamics
      plans whose Factorization.checks_accuracy), whose backward error is above its tolerance.
 `assemble_batch` runs step 1 alone into (values, rhs) arrays in the layout NewtonEulerSystem.values
 / rhs produce (for tests and for peers that need D, b).
@@ -31,25 +30,22 @@ destinations from AssemblyProgram.bind.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
 
+from ..ir.fused import (AssemblyArrays, ExtraRowArrays, ProgramArrays, ResidualArrays,
+                        RhsDestinations)
 from ..system.assembly_program import ROT_ANGLE, ROT_QUAT
-from .lu_numba import SET, lane_scales, lane_split, run_lanes
-from .lu_numpy import RECIP
+from .lu_numba import lane_scales, lane_split, run_lanes
 from .parallel import parallel_launch
 from .work_memory import WorkArrays
 
 #: lane counts of a work group (see lanes_for) and the budget of its work array. The
 #: interpreter's cost per operation and the op stream, read once per group, are amortised over
-#: the lanes, so more lanes pay, up to work arrays of about this size (then memory dominates).
-#: Measured on chains, forward dynamics, 1 thread, B = 1024, one interleaved run
-#: (experiments/bench_chain_lanes.py), ns per link and state: 1000 links 76 on 32 lanes (5.3 MB
-#: work array) against 79 on 64 (10.6 MB); 2000 links 94 on 16 (5.3 MB) against 89 on 32;
-#: 3000 links 95 on 16 (7.9 MB) against 103 on 32 and 124 on 8; smaller batches get fewer lanes
-#: (lu_numba.lane_split)
+#: the lanes, so more lanes pay, up to work arrays of about this size (then memory dominates:
+#: experiments/kernel_design.md); smaller batches get fewer lanes (lu_numba.lane_split)
 MIN_LANES, MAX_LANES = 16, 64
 LANE_BYTES = 8 * 2 ** 20
 
@@ -108,16 +104,17 @@ def _sincos_lanes(qT, row, out):
 
 
 @njit(cache=True, error_model="numpy")
-def _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis,
-                    TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity,
-                    x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, w, vel, E, r, tmp, vj,
-                    qT):
+def _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc):
     """Write D's state-dependent entries and rhs = [-c, -nu, 0, y] for the states idx (lanes,) into
-    w[dest, lane]. vel (N, 6, lanes) body velocities; E (9, .), r (3, .), tmp (9, .), vj (6, .),
-    qT (nq + nv, .) scratch. Spatial vectors angular-first (spatial.py). xr: the program's extra
-    rows (AssemblyProgram.bind_extra; empty for the dynamics plans)."""
-    N, L = parent.shape[0], w.shape[1]
+    w[slot, lane]: model (AssemblyArrays), xr (ExtraRowArrays: the program's extra rows, empty
+    for the dynamics plans), dest (RhsDestinations), sc (LaneScratch). Spatial vectors
+    angular-first (spatial.py)."""
+    (parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col,
+     s_val, i_ptr, i_row, i_col, i_val, gravity, x_ptr, x_dest, x_src) = model
     t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest = xr
+    a_dest, f_dest, zero_dest, y_dest = dest
+    vel, E, r, tmp, vj, qT = sc.vel, sc.E, sc.r, sc.tmp, sc.vj, sc.qT
+    N, L = parent.shape[0], w.shape[1]
     # this group's coordinates and velocities as contiguous rows (nq + nv, lanes): every loop
     # below then reads whole rows instead of gathering from the (B, nq) / (B, nv) inputs
     nq = q.shape[1]
@@ -316,31 +313,41 @@ def lanes_for(n_slots, budget=LANE_BYTES):
 # ------------------------------------------------------------------------- assembly only
 
 
+class LaneScratch(NamedTuple):
+    """Per-lane-group scratch of _assemble_lanes and the pivot checks (sizes per lane): body
+    velocities vel (N, 6), the joint transform's E (9) and r (3), tmp (9), vj (6), the check
+    scales (n_checks), the lane state indices idx, q and qd as rows qT (nq + nv), and the
+    breakdown flags bad."""
+    vel: np.ndarray
+    E: np.ndarray
+    r: np.ndarray
+    tmp: np.ndarray
+    vj: np.ndarray
+    scale: np.ndarray
+    idx: np.ndarray
+    qT: np.ndarray
+    bad: np.ndarray
+
+
 @njit(cache=True)
 def lane_scratch(N, n_qv, n_checks, lanes):
-    """Per-lane-group scratch of _assemble_lanes and the pivot checks: body velocities (N, 6, .),
-    the joint transform's E (9, .), r (3, .), tmp (9, .), vj (6, .), the check scales, the lane
-    state indices, q and qd as rows (n_qv, .), and the breakdown flags."""
-    return (np.zeros((N, 6, lanes)), np.zeros((9, lanes)), np.zeros((3, lanes)), np.zeros((9, lanes)),
-            np.zeros((6, lanes)), np.zeros((n_checks, lanes)), np.zeros(lanes, dtype=np.int64),
-            np.zeros((n_qv, lanes)), np.zeros(lanes, dtype=np.bool_))
+    """A LaneScratch for N bodies, nq + nv = n_qv, n_checks pivot checks and `lanes` lanes."""
+    return LaneScratch(np.zeros((N, 6, lanes)), np.zeros((9, lanes)), np.zeros((3, lanes)),
+                       np.zeros((9, lanes)), np.zeros((6, lanes)), np.zeros((n_checks, lanes)),
+                       np.zeros(lanes, dtype=np.int64), np.zeros((n_qv, lanes)),
+                       np.zeros(lanes, dtype=np.bool_))
 
 
 @njit(cache=True, error_model="numpy")
-def _assemble_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
-                    rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                    i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, values,
-                    rhs):
-    N, nnz, n_rows = parent.shape[0], values.shape[1], rhs.shape[1]
+def _assemble_range(lo, hi, lanes, q, qd, y, model, xr, dest, values, rhs):
+    nnz, n_rows = values.shape[1], rhs.shape[1]
+    x_dest, t_dest = model.x_dest, xr.t_dest
     w = np.zeros((nnz + n_rows, lanes))            # slots: values entries, then nnz + rhs row
-    vel, E, r, tmp, vj, _, idx, qT, _ = lane_scratch(N, q.shape[1] + qd.shape[1], 0, lanes)
+    sc = lane_scratch(model.parent.shape[0], q.shape[1] + qd.shape[1], 0, lanes)
+    idx = sc.idx
     for first in range(lo, hi, lanes):
         m = _lane_indices(first, hi, idx)
-        _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
-                        rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                        i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, w, vel,
-                        E, r, tmp, vj, qT)
-        t_dest = xr[1]
+        _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc)
         for s in range(m):
             for e in range(x_dest.shape[0]):
                 values[first + s, x_dest[e]] = w[x_dest[e], s]
@@ -356,12 +363,12 @@ def assemble_batch(program, q, qd, y, measured_order):
     q, qd, y = _contiguous(q, qd, y)
     B = q.shape[0]
     slots = program.nnz + np.arange(program.n_rows)
-    a_dest, f_dest, zero_dest, y_dest = program.bind(slots, measured_order)
-    xr = program.bind_extra(slots)
+    dest = RhsDestinations(*program.bind(slots, measured_order))
+    xr = ExtraRowArrays(*program.bind_extra(slots))
     values = np.repeat(program.template[None], B, axis=0)          # constants in place
     rhs = np.empty((B, program.n_rows))
-    _assemble_range(0, B, min(MIN_LANES, B), q, qd, y, y_dest, *program.model_arrays(), xr, a_dest,
-                    f_dest, zero_dest, values, rhs)
+    _assemble_range(0, B, min(MIN_LANES, B), q, qd, y, AssemblyArrays(*program.model_arrays()), xr,
+                    dest, values, rhs)
     return values, rhs
 
 
@@ -373,26 +380,26 @@ def _contiguous(*arrays):
 
 
 @njit(cache=True, error_model="numpy")
-def _fused_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
-                 rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
-                 gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, sol_slot, col_perm,
-                 init_slots, init_values, prog, tol, out_slot, out, x, broken, rc):
-    """States lo..hi-1 on the work array w (n_slots, lanes), a lane group at a time."""
-    N, n = parent.shape[0], col_perm.shape[0]
+def _fused_range(lo, hi, w, q, qd, y, model, xr, dest, prog, rc, slots, res):
+    """States lo..hi-1 on the work array w (n_slots, lanes), a lane group at a time: the
+    bundles of a FusedKernel, res the FusedOutputs."""
+    init_slots, init_values, sol_slot, out_slot, col_perm, tol = slots
     runs, t, a, b, chk_ptr, chk_entries, chk_const, consts = prog
+    out, x, broken = res
+    n = col_perm.shape[0]
     full = x.shape[0] > 0
     lanes = w.shape[1]
-    vel, E, r, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
-                                                          chk_const.shape[0], lanes)
+    sc = lane_scratch(model.parent.shape[0], q.shape[1] + qd.shape[1], chk_const.shape[0], lanes)
+    scale, idx, bad = sc.scale, sc.idx, sc.bad
     acc = np.zeros(lanes)
-    # optional backward-error check (FusedSolver residual): copies of D's state-dependent
+    # optional backward-error check (FusedProgram residual): copies of D's state-dependent
     # entries and of b, taken before the program overwrites them
     r_slot, r_row, r_col, c_row, c_col, c_val, r_tol, c_rowmax = rc
     check_res = r_tol.shape[0] > 0
     nr = r_slot.shape[0] if check_res else 0
     saved = np.zeros((nr, lanes))
     bsave = np.zeros((n if check_res else 0, lanes))
-    res = np.zeros((n if check_res else 0, lanes))
+    res_ = np.zeros((n if check_res else 0, lanes))
     rmax = np.zeros((c_rowmax.shape[0], lanes))
     norms = np.zeros((4, lanes))
     for first in range(lo, hi, lanes):
@@ -402,10 +409,7 @@ def _fused_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, 
             v0 = init_values[k]
             for s in range(lanes):
                 w[init_slots[k], s] = v0
-        _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
-                        rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                        i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, w, vel,
-                        E, r, tmp, vj, qT)
+        _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc)
         lane_scales(w, chk_ptr, chk_entries, chk_const, scale)
         for k in range(nr):
             for s in range(lanes):
@@ -418,7 +422,7 @@ def _fused_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, 
         run_lanes(w, runs, t, a, b, scale, tol, bad, consts)
         if check_res:
             _residual_check(w, sol_slot, saved, r_row, r_col, c_row, c_col, c_val, c_rowmax,
-                            bsave, res, rmax, r_tol[0], norms, bad)
+                            bsave, res_, rmax, r_tol[0], norms, bad)
         # x - x is 0 for finite x and NaN for inf/NaN: one vectorised sweep per solution slot
         for s in range(lanes):
             acc[s] = 0.0
@@ -512,268 +516,74 @@ def thread_range(g, groups, B, lanes):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _fused_parallel(B, work, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
-                    rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                    i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, sol_slot,
-                    col_perm, init_slots, init_values, prog, tol, out_slot, out, x, broken, rc):
+def _fused_parallel(B, work, q, qd, y, model, xr, dest, prog, rc, slots, res):
+    # the bundles arrive one by one: parallel regions take no nested tuples
     groups, lanes = work.shape[0], work.shape[2]
     for g in prange(groups):
         lo, hi = thread_range(g, groups, B, lanes)
         if lo < hi:
-            _fused_range(lo, hi, work[g], q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans,
-                         trans_q, rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr,
-                         i_row, i_col, i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest,
-                         zero_dest, sol_slot, col_perm, init_slots, init_values, prog,
-                         tol, out_slot, out, x, broken, rc)
+            _fused_range(lo, hi, work[g], q, qd, y, model, xr, dest, prog, rc, slots, res)
 
 
 @njit(cache=True, error_model="numpy")
-def _fused_serial(B, work, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q, rot_basis,
-                  TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity,
-                  x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, sol_slot,
-                  col_perm, init_slots, init_values, prog, tol, out_slot, out, x, broken, rc):
-    _fused_range(0, B, work[0], q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
-                 rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
-                 gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, sol_slot,
-                 col_perm, init_slots, init_values, prog, tol, out_slot, out, x, broken, rc)
+def _fused_serial(B, work, q, qd, y, model, xr, dest, prog, rc, slots, res):
+    _fused_range(0, B, work[0], q, qd, y, model, xr, dest, prog, rc, slots, res)
 
 
-def _equal_entries(x_ptr, x_dest, x_src, program):
-    """The state-dependent entries of D that the assembly writes with one and the same component
-    of one body's transform (x_src: E in iX_lambda(i) and in its transpose, the same E rx twice)
-    and that the program only reads hold one value. Returns (same, (x_ptr, x_dest, x_src)):
-    `same` maps each such entry (a stored slot) to the first of them (sweep_layout gives both
-    one slot), and the assembly's entry arrays keep only the entries it still writes (about a
-    third less of a chain's work array to write and to hold in cache)."""
-    same = np.arange(program.n_slots)
-    written = np.zeros(program.n_slots, dtype=bool)
-    written[program.op_t] = True
-    body = np.repeat(np.arange(x_ptr.size - 1), np.diff(x_ptr))
-    read_only = np.flatnonzero(~written[x_dest])
-    _, first, group = np.unique(body[read_only] * 18 + x_src[read_only], return_index=True,
-                                return_inverse=True)
-    canonical = read_only[first][group]
-    same[x_dest[read_only]] = x_dest[canonical]
-    kept = np.ones(x_dest.size, dtype=bool)
-    kept[read_only[canonical != read_only]] = False
-    counts = np.bincount(body[kept], minlength=x_ptr.size - 1)
-    return same, (np.concatenate(([0], np.cumsum(counts))).astype(np.int64), x_dest[kept],
-                  x_src[kept])
-
-
-def _with_sets(ops, slots, values, first):
-    """ops = (code, t, a, b, reads_a, reads_b, op_layout) with SET slots[k] = consts[values[k]]
-    inserted before the run of one opcode that holds op first[k] (SETs before one run form one
-    run of their own); a SET's op_layout is -1."""
-    code = ops[0]
-    runs_at = np.flatnonzero(np.diff(code, prepend=-1))         # first op of each run
-    at = runs_at[np.searchsorted(runs_at, first, side="right") - 1]
-    order = np.argsort(np.concatenate((2 * np.arange(code.size) + 1, 2 * at)), kind="stable")
-    k = slots.size
-    added = (np.full(k, SET, dtype=code.dtype), slots, values, np.zeros(k, dtype=ops[3].dtype),
-             np.zeros(k, dtype=bool), np.zeros(k, dtype=bool), np.full(k, -1))
-    return tuple(np.concatenate((op, new))[order] for op, new in zip(ops, added))
-
-
-def _touch_span(op_t, op_a, op_b, reads_a, reads_b, n_slots):
-    """(first, last): per slot the first and the last op that writes or reads it (n_ops and -1
-    where none)."""
-    n_ops = op_t.size
-    pos = np.arange(n_ops)
-    first = np.full(n_slots, n_ops)
-    last = np.full(n_slots, -1)
-    for operand, reads in ((op_t, np.ones(n_ops, dtype=bool)), (op_a, reads_a), (op_b, reads_b)):
-        np.minimum.at(first, operand[reads], pos[reads])
-        np.maximum.at(last, operand[reads], pos[reads])
-    return first, last
-
-
-@dataclass
-class Schedule:
-    """What the fused kernel runs for one kind of call (FusedSolver.schedule): the layout's live
-    operations (`live`, a mask over the layout's ops) and the SETs of the constants as `prog` =
-    (runs, t, a, b, check data, the constants) on physical slots (op_layout: each op's index
-    among the layout's ops, -1 for a SET), the constants written at the start of a lane group
-    (init_slots, init_values), the assembly's destinations and the slots read afterwards on
-    those same slots (sol_slot: the whole solution in permuted column order, or only the
-    outputs), the work array's size and the lane count for it."""
-
-    live: np.ndarray
-    op_layout: np.ndarray
-    n_slots: int
-    lanes: int
-    prog: tuple
+class FusedSlots(NamedTuple):
+    """The constants written before the assembly (init_slots, init_values), the solution's slots
+    (sol_slot, in permuted column order: natural column col_perm[k] is in sol_slot[k]), the
+    outputs' slots and the pivot tolerance."""
     init_slots: np.ndarray
     init_values: np.ndarray
-    zero_dest: np.ndarray
-    y_dest: np.ndarray
-    a_dest: np.ndarray
-    f_dest: np.ndarray
-    model_arrays: tuple
-    xr: tuple
-    out_slot: np.ndarray
     sol_slot: np.ndarray
-    rc: tuple
+    out_slot: np.ndarray
+    col_perm: np.ndarray
+    tol: float
+
+
+class FusedKernel(NamedTuple):
+    """A Schedule as the fused kernel reads it (sparsedyn.ir.fused), bundle by bundle."""
+    model: AssemblyArrays
+    xr: ExtraRowArrays
+    dest: RhsDestinations
+    prog: ProgramArrays
+    rc: ResidualArrays
+    slots: FusedSlots
+
+
+class FusedOutputs(NamedTuple):
+    """What the fused kernel writes per state: the outputs (B, n_out), the whole solution (B, n)
+    or (0, n), and the states to re-solve (B,)."""
+    out: np.ndarray
+    x: np.ndarray
+    broken: np.ndarray
 
 
 class FusedSolver:
-    """Assembly program + LU program bound together (offline): `run` solves a batch online.
+    """The numba backend's kernel of a FusedProgram (sparsedyn.ir.fused): `run` solves a batch,
+    `lanes` states per group of a work array (None: lanes_for the schedule's work size)."""
 
-    measured_order: the measured blocks in the order of the columns of run's y;
-    out_columns: natural column indices of D whose solution values `run` returns (in order).
-    Two schedules, each built on first use: the whole solution (full=True, or a residual check),
-    and the outputs alone, which skips the operations only the other unknowns need."""
-
-    def __init__(self, assembly, lu_program, measured_order, out_columns, lanes=None,
-                 residual=None):
-        from .layout import sweep_layout
-        from .lu_numba import lane_checks
-        p = lu_program
-        n = p.n
-        if p.nnz != assembly.nnz or n != assembly.n_rows:
-            raise ValueError("lu_program: planned for another pattern than the assembly program's")
-        loaded = np.zeros(p.nnz, dtype=bool)
-        loaded[p.load_entries] = True
-        if not loaded[assembly.dynamic_index].all():
-            raise ValueError("lu_program: treats a state-dependent entry of D as a constant")
-        model = assembly.model_arrays()
-        same, x_arrays = _equal_entries(*model[-3:], p)
-        model = model[:-3] + x_arrays
-        layout = self.layout = sweep_layout(p, same)
-        slot = layout.slots
-        inv_row = np.empty(n, dtype=np.int64)
-        inv_row[p.row_perm] = np.arange(n)
-        inv_col = np.empty(n, dtype=np.int64)
-        inv_col[p.col_perm] = np.arange(n)
-        row_slot = slot(p.rhs0 + inv_row)
-        self.program, self.assembly = p, assembly
-        # the kernel's slot arrays on layout numbers (a Schedule relabels them to physical slots)
-        a_dest, f_dest, zero_dest, y_dest = assembly.bind(row_slot, measured_order)
-        xr = assembly.bind_extra(row_slot)
-        # entries the program loads although they are constant (a plan made without
-        # constant_values): written with the constants at the start of every lane group
-        const_loads = np.setdiff1d(p.load_entries, assembly.dynamic_index)
-        self.init_values = np.concatenate((p.init_values, assembly.template[const_loads]))
-        self.out_columns = np.asarray(out_columns, dtype=np.int64)
-        b_checked, chk_ptr, chk_entries, chk_const = lane_checks(p)
-        sol_slot = slot(p.rhs0 + np.arange(n))
-        self._logical = dict(
-            init_slots=slot(np.concatenate((p.init_slots, const_loads))), zero_dest=zero_dest,
-            y_dest=y_dest, a_dest=a_dest, f_dest=f_dest,
-            model_arrays=model[:-2] + (slot(model[-2]), model[-1]),       # x_dest: entries of D
-            xr=xr[:1] + (slot(xr[1]),) + xr[2:],                          # t_dest: entries of D
-            out_slot=slot(p.rhs0 + inv_col[self.out_columns]),
-            sol_slot=sol_slot,
-            rc=self._residual_arrays(residual, inv_row, inv_col, slot, sol_slot),
-            checks=(b_checked[layout.order], chk_ptr, slot(chk_entries), chk_const))
+    def __init__(self, ir, lanes=None):
+        self.ir = ir
         self._lanes = lanes
-        self._schedules = {}
+        self._kernels = {}
         self._work = WorkArrays()
 
-    def schedule(self, full):
-        """The Schedule of a call that reads the whole solution (full) or the outputs alone
-        (without a residual check)."""
-        full = bool(full) or self._logical["rc"][6].shape[0] > 0
-        if full not in self._schedules:
-            self._schedules[full] = self._schedule(full)
-        return self._schedules[full]
+    def lanes(self, schedule):
+        """States per lane group for a schedule."""
+        return lanes_for(schedule.n_slots) if self._lanes is None else int(self._lanes)
 
-    def _residual_arrays(self, residual, inv_row, inv_col, slot, sol):
-        """residual = (rows, cols, tol) or (rows, cols, tol, "rows") of D's CSC entries: states
-        whose backward error exceeds tol are reported broken, normwise max|D x - b| /
-        (max|D| max|x| + max|b|) or, with "rows", row-wise max_i |D x - b|_i /
-        (max_j |D_ij| max|x| + |b_i|) (_residual_check); sol: the solution's slots (layout
-        numbers, permuted order)."""
-        z = np.zeros(0, dtype=np.int64)
-        if residual is None:
-            return (z, z, z, z, z, np.zeros(0), np.zeros(0), np.zeros(0))
-        rows, cols, tol, *mode = residual
-        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
-        dyn = np.asarray(self.assembly.dynamic_index, dtype=np.int64)
-        const = np.setdiff1d(np.arange(rows.size), dyn)
-        const = const[self.assembly.template[const] != 0.0]
-        c_val = self.assembly.template[const].astype(float)
-        rowmax = np.zeros(inv_row.size if mode == ["rows"] else 0)
-        if rowmax.size:
-            np.maximum.at(rowmax, inv_row[rows[const]], np.abs(c_val))
-        return (slot(dyn), inv_row[rows[dyn]], sol[inv_col[cols[dyn]]],
-                inv_row[rows[const]], sol[inv_col[cols[const]]], c_val,
-                np.array([float(tol)]), rowmax)
-
-    def _schedule(self, full):
-        """Schedule: the layout's ops that the call needs (layout.live_ops) on physical slots:
-        values share a slot when their lives do not overlap (times: what the assembly writes 0,
-        op j 2j + 1), which shrinks the work array to what is live at once. A constant that
-        only the program reads or updates is written by a SET just before the run of ops that
-        first touches it (a constant written with the assembly would hold its slot from the
-        start: on a chain the articulated inertias' initial values, a third of the slots)."""
-        from .layout import live_ops, reuse_slots
-        from .lu_numpy import _READS_A, _READS_B, opcode_runs
-        lay, n_slots, logical = self.layout, self.program.n_slots, self._logical
-        read_after = logical["sol_slot"] if full else logical["out_slot"]
-        live = live_ops(lay.op_code, lay.op_t, lay.op_a, lay.op_b, n_slots, read_after)
-        code, op_t, op_a, op_b = lay.op_code[live], lay.op_t[live], lay.op_a[live], lay.op_b[live]
-        reads_a, reads_b = _READS_A[code], _READS_B[code]
-        first, last = _touch_span(op_t, op_a, op_b, reads_a, reads_b, n_slots)
-        # constants: SET before their first run, unless read outside the program (pivot-check
-        # scales and the residual check read entries before it, the caller reads results after
-        # it): those are written at the start of the lane group; untouched ones not at all
-        init = logical["init_slots"]
-        rc = logical["rc"]
-        outside = np.zeros(n_slots, dtype=bool)
-        outside[np.concatenate((logical["checks"][2], rc[0], rc[2], rc[4], read_after))] = True
-        touched = last[init] >= 0
-        at_start = outside[init]
-        by_set = np.flatnonzero(touched & ~at_start)
-        code, op_t, op_a, op_b, reads_a, reads_b, op_layout = _with_sets(
-            (code, op_t, op_a, op_b, reads_a, reads_b, np.flatnonzero(live)), init[by_set], by_set,
-            first[init[by_set]])
-        n_ops = code.size
-        first, last = _touch_span(op_t, op_a, op_b, reads_a, reads_b, n_slots)
-        start = np.where(last >= 0, 2 * first + 1, -1)
-        start[init[~touched]] = -1
-        written = self._written_slots(init[at_start])
-        start[written] = 0
-        end = np.maximum(2 * last + 1, start)
-        end[read_after] = 2 * n_ops + 1
-        # what the assembly writes is laid out in the order it writes it (body by body)
-        rank = n_slots + np.arange(n_slots)
-        rank[written[::-1]] = np.arange(written.size)[::-1]    # first write wins
-        phys, count = reuse_slots(start, end, rank)
-        assert (phys[op_t] >= 0).all() and (phys[written] >= 0).all(), "a live slot unplaced"
-        # the op stream is read once per lane group: 32-bit indices keep it small next to the
-        # work array (a RECIP's b: its pivot check)
-        b_checked, chk_ptr, chk_entries, chk_const = logical["checks"]
-        t = phys[op_t].astype(np.int32)
-        a = np.where(reads_a, phys[op_a], np.where(code == SET, op_a, 0)).astype(np.int32)
-        recip = code == RECIP
-        b = np.where(reads_b, phys[op_b], 0)
-        b[recip] = b_checked[op_layout[recip]]
-        prog = (opcode_runs(code), t, a, b.astype(np.int32), chk_ptr, phys[chk_entries],
-                chk_const, self.init_values)
-        xr, m = logical["xr"], logical["model_arrays"]
-        return Schedule(
-            live=live, op_layout=op_layout, n_slots=count, prog=prog,
-            lanes=lanes_for(count) if self._lanes is None else int(self._lanes),
-            init_slots=phys[init[at_start]], init_values=self.init_values[at_start],
-            **{name: phys[logical[name]] for name in ("zero_dest", "y_dest", "a_dest", "f_dest",
-                                                      "out_slot")},
-            sol_slot=phys[read_after],
-            model_arrays=m[:-2] + (phys[m[-2]], m[-1]),
-            xr=xr[:1] + (phys[xr[1]],) + xr[2:8] + (phys[xr[8]],),
-            rc=(phys[rc[0]], rc[1], phys[rc[2]], rc[3], phys[rc[4]]) + rc[5:])
-
-    def _written_slots(self, init_slots):
-        """Slots written before the program runs (layout numbers), in the order they are
-        written: the constants init_slots, then body by body its rhs rows and its entries of D
-        (_assemble_lanes), then the shared rows."""
-        lg = self._logical
-        a_dest, f_dest, (x_ptr, x_dest), (t_ptr, t_dest) = (
-            lg["a_dest"], lg["f_dest"], lg["model_arrays"][-3:-1], lg["xr"][:2])
-        bodies = [np.concatenate((a_dest[i], f_dest[i], x_dest[x_ptr[i]:x_ptr[i + 1]],
-                                  t_dest[t_ptr[i]:t_ptr[i + 1]])) for i in range(a_dest.shape[0])]
-        return np.concatenate([init_slots] + bodies
-                              + [lg["zero_dest"], lg["y_dest"], lg["xr"][8]]).astype(np.int64)
+    def kernel(self, full):
+        """(Schedule, FusedKernel) of a call reading the whole solution (full) or the outputs."""
+        full = bool(full) or self.ir.checks_residual
+        if full not in self._kernels:
+            sch = self.ir.schedule(full)
+            self._kernels[full] = sch, FusedKernel(
+                sch.model_arrays, sch.xr, sch.dest, sch.prog, sch.rc,
+                FusedSlots(sch.init_slots, sch.init_values, sch.sol_slot, sch.out_slot,
+                           self.ir.program.col_perm, float(self.ir.program.tol)))
+        return self._kernels[full]
 
     def run(self, q, qd, y, full=False, threads=1):
         """(out (B, n_out), x (B, n) or None, broken (B,) bool) for checked, batched q, qd and the
@@ -781,20 +591,16 @@ class FusedSolver:
         k ranges run by numba's thread pool (at most NUMBA_NUM_THREADS at once). Without full,
         the finiteness check covers the outputs (the other unknowns are not computed)."""
         q, qd, y = _contiguous(q, qd, y)
-        B = q.shape[0]
-        p = self.program
-        sch = self.schedule(full)
-        out = np.empty((B, sch.out_slot.size))
-        x = np.empty((B, p.n)) if full else np.empty((0, p.n))
-        broken = np.zeros(B, dtype=np.bool_)
-        lanes, groups = lane_split(B, sch.lanes, threads)
-        args = (B, self._work.get(groups, sch.n_slots, lanes), q, qd, y, sch.y_dest,
-                *sch.model_arrays, sch.xr, sch.a_dest, sch.f_dest, sch.zero_dest, sch.sol_slot,
-                p.col_perm, sch.init_slots, sch.init_values, sch.prog, p.tol, sch.out_slot, out,
-                x, broken, sch.rc)
+        B, n = q.shape[0], self.ir.program.n
+        sch, kern = self.kernel(full)
+        res = FusedOutputs(np.empty((B, sch.out_slot.size)),
+                           np.empty((B, n)) if full else np.empty((0, n)),
+                           np.zeros(B, dtype=np.bool_))
+        lanes, groups = lane_split(B, self.lanes(sch), threads)
+        args = (B, self._work.get(groups, sch.n_slots, lanes), q, qd, y, *kern, res)
         if groups > 1:
             with parallel_launch():
                 _fused_parallel(*args)
         else:
             _fused_serial(*args)
-        return out, (x if full else None), broken
+        return res.out, (res.x if full else None), res.broken

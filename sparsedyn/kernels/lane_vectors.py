@@ -3,7 +3,7 @@ of operations of an LU program (<op>_run, used by lu_numba.run_lanes), and one c
 pair-chain program (chain_block_V; estimation/chain_program.py, kernels/normal_numba.py).
 
     <op>_run(w, t, a, b, lo, hi) for the LU opcodes MUL, FMS, FMA, SUB, ADD, NEG, MOV
-    (kernels/lu_numpy.py): operations o = lo .. hi-1 in order, on every lane, of the index
+    (sparsedyn/ir/instructions.py): operations o = lo .. hi-1 in order, on every lane, of the index
     arrays t, a, b (any integer type): e.g. fms_run  w[t[o]] = w[t[o]] - w[a[o]] * w[b[o]]
 
 
@@ -18,18 +18,14 @@ pair-chain program (chain_block_V; estimation/chain_program.py, kernels/normal_n
     or, with mode EPI_LIST, the product list w[t + j] = w[pa[q + j]] * w[pb[q + j]], j < k.
 
 Why explicit vectors: for an LU operation, a plain `for s in range(lanes)` loop costs a run-time
-overlap check, a vector body and a remainder per operation (measured, 100-link chain, forward
-dynamics on 8 lanes, 2 threads: 160 -> 121 ns per link and state); a block is one load per
+overlap check, a vector body and a remainder per operation; a block is one load per
 operand row, the arithmetic and one store (lanes beyond the last whole block, as in small
 batches, run one at a time), and at the usual lane counts (WHOLE_ROWS) the row is one block.
 Why a whole run per call: an intrinsic per operation, called from a numba loop, paid per
 operation numba's negative-index wraparound on t[o], a[o], b[o], the test of the lane count
 and reloads of spilled array pointers; a run's loop tests the lane count once, reads the
-indices as they are (non-negative) and strides rows by a constant (measured: the LU program
-alone, forward dynamics of a 100-link chain, 1 thread, 141 -> 87 / 82 -> 58 / 62 -> 48 ns per
-link and state on 8 / 16 / 32 lanes; the whole fused solve ~10% faster on chains and on the
-humanoid, same results bit for bit).
-For a chain, a plain `for s in range(lanes)`
+indices as they are (non-negative) and strides rows by a constant (the measurements behind
+both choices: experiments/kernel_design.md). For a chain, a plain `for s in range(lanes)`
 loop per product is guarded by LLVM's run-time overlap checks between the target row and each
 operand row (rows of one array), which for a few products per operation cost more than the
 arithmetic, and it loads and stores the target once per product; with a constant lane count LLVM
@@ -56,10 +52,10 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from .lu_numpy import ADD, FMA, FMS, MOV, MUL, NEG, SUB
+from ..ir.instructions import ADD, FMA, FMS, MOV, MUL, NEG, SUB
 
 #: lanes per block of chain_block_64, _32, _8 (largest first; the kernel takes the largest
-#: that divides its lane count: 64 measured fastest on iCub, the smaller ones serve small batches)
+#: that divides its lane count; the smaller ones serve small batches)
 BLOCKS = (64, 32, 8)
 EPI_NONE, EPI_SCALE, EPI_RECIP, EPI_ADD = 0, 1, 2, 3
 #: not a chain: the product list w[t + j] = w[pa[q + j]] * w[pb[q + j]] for j < k
@@ -67,9 +63,8 @@ EPI_LIST = 4
 
 
 #: lanes per vector block of the op_run intrinsics, and the lane counts whose rows they run
-#: as one vector without a loop (the fused kernels' lane counts, kernels/assemble_numba.lanes_for:
-#: the loop's control and exit cost ~10% at 16 and 32 lanes, measured on 100- and 1000-link
-#: chains; most frequent first)
+#: as one vector without a loop, saving the loop's control and exit (the fused kernels' lane
+#: counts, kernels/assemble_numba.lanes_for; most frequent first)
 OP_BLOCK = 8
 WHOLE_ROWS = (32, 64, 16, 8)
 

@@ -1,4 +1,5 @@
-"""Compiled interpreter of an LU program (same semantics and operation order as lu_numpy).
+"""The numba backend of an LU program (sparsedyn.ir: same semantics and operation order as the
+NumPy backend lu_numpy).
 
 Two loop nests over the same program: `batch_outer` runs the whole program for one state at a
 time on a private work vector (fits in cache, stops early on a broken pivot); `batch_inner` runs
@@ -8,7 +9,7 @@ each operation for a chunk of states, one lane of a (n_slots, chunk) work array 
 
 `run_lanes` is shared with the fused online path (sparsedyn.kernels.assemble_numba), which
 assembles D and b straight into the work array. Its pivot checks use row scales computed once
-from the freshly loaded entries, before any operation overwrites them (`lane_checks`,
+from the freshly loaded entries, before any operation overwrites them (`pivot_checks`,
 `lane_scales`: the same yardstick as _row_scale; RECIP adds the magnitude accumulated in its
 target slot). Several right-hand sides per state (rhs (B, n, k)) run the factorization part of a
 split program once and its substitution part once per right-hand side. run_lanes runs each run
@@ -19,18 +20,17 @@ unrolled by LLVM into scalar code.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from .lane_vectors import add_run, fma_run, fms_run, mov_run, mul_run, neg_run, sub_run
-from .lu_numpy import ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SUB, split_runs
+from ..ir.instructions import ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SET, SUB
+from ..ir.lu_program import pivot_checks, split_runs
 
-#: lane programs only (never in a stored program): w[t] = consts[a] on every lane. The fused
-#: kernels write constants this way just before the run that first touches them, instead of at
-#: the start of every lane group, so that a constant holds a slot only from then on
-SET = 10
-
-DEFAULT_LOOP = "batch_inner"  # measured faster for B=4096, n=500 (experiments/bench_kernels.py)
+#: the faster loop nest (experiments/kernel_design.md)
+DEFAULT_LOOP = "batch_inner"
 
 
 @njit(cache=True)
@@ -85,10 +85,40 @@ def _run_serial(w, runs, t, a, b, values, s, scale_ptr, scale_entries, scale_con
     return True
 
 
+class PreparedProgram(NamedTuple):
+    """An LUProgram's arrays as the kernels read them (prepare): the ops (t, a, b), the
+    factorization's and the substitution's runs, the work size, the first right-hand-side slot,
+    the constants, the loaded entries, the permutations, the row scales of the pivot checks as
+    stored (scale_*: _batch_outer) and as check tables (chk_*: run_lanes reads b_checked for
+    b), the pivot tolerance."""
+    t: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    runs_f: np.ndarray
+    runs_s: np.ndarray
+    n_slots: int
+    rhs0: int
+    init_slots: np.ndarray
+    init_values: np.ndarray
+    load_entries: np.ndarray
+    row_perm: np.ndarray
+    col_perm: np.ndarray
+    scale_ptr: np.ndarray
+    scale_entries: np.ndarray
+    scale_const: np.ndarray
+    b_checked: np.ndarray
+    chk_ptr: np.ndarray
+    chk_entries: np.ndarray
+    chk_const: np.ndarray
+    tol: float
+
+
 @njit(cache=True)
-def _batch_outer(t, a, b, runs_f, runs_s, n_slots, rhs0, init_slots, init_values, load_entries,
-                 row_perm, col_perm, scale_ptr, scale_entries, scale_const, tol,
-                 values, rhs, x, broken):
+def _batch_outer(P, values, rhs, x, broken):
+    t, a, b, runs_f, runs_s, n_slots, rhs0 = P.t, P.a, P.b, P.runs_f, P.runs_s, P.n_slots, P.rhs0
+    init_slots, init_values, load_entries = P.init_slots, P.init_values, P.load_entries
+    row_perm, col_perm, tol = P.row_perm, P.col_perm, P.tol
+    scale_ptr, scale_entries, scale_const = P.scale_ptr, P.scale_entries, P.scale_const
     B, k_rhs = values.shape[0], rhs.shape[2]
     n = row_perm.shape[0]
     w = np.zeros(n_slots)
@@ -120,22 +150,6 @@ def _batch_outer(t, a, b, runs_f, runs_s, n_slots, rhs0, init_slots, init_values
         broken[s] = not ok
 
 
-def lane_checks(program):
-    """Pivot checks of a program for `run_lanes`: its op_b with each RECIP's entry replaced by
-    the index of its check (a RECIP reads no b operand), and per check the row scale's data
-    (ptr, dynamic entries, constant)."""
-    code, rows = program.op_code, program.op_b
-    recips = np.flatnonzero(code == RECIP)     # only RECIP reads check data (op_b: the row)
-    checked, check_of_recip = np.unique(rows[recips], return_inverse=True)
-    b = np.array(rows, dtype=np.int64)
-    b[recips] = check_of_recip
-    counts = program.scale_ptr[checked + 1] - program.scale_ptr[checked]
-    ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    entries = (np.concatenate([program.scale_entries[program.scale_ptr[r]:program.scale_ptr[r + 1]]
-                               for r in checked]) if checked.size else np.zeros(0))
-    return b, ptr, entries.astype(np.int64), program.scale_const[checked].astype(float)
-
-
 @njit(cache=True)
 def lane_scales(w, ptr, entries, const, scale):
     """scale[c, s] = max(const[c], |entries of check c|) read from the freshly loaded work array
@@ -156,7 +170,7 @@ def lane_scales(w, ptr, entries, const, scale):
 def run_lanes(w, runs, t, a, b, scale, tol, bad, consts):
     """Run the program on w (n_slots, lanes): same operations, same order per slot as
     _batch_outer / lu_numpy (bit-identical results); bad[s] |= a failed pivot check. Each run of
-    arithmetic operations is one lane_vectors <op>_run; a RECIP's b is its check (lane_checks:
+    arithmetic operations is one lane_vectors <op>_run; a RECIP's b is its check (pivot_checks:
     the row scales in scale); a SET's a is its value's index in consts."""
     lanes = w.shape[1]
     for r in range(runs.shape[0]):
@@ -210,9 +224,11 @@ def lane_split(B, lanes, threads):
 
 
 @njit(cache=True, error_model="numpy")
-def _batch_inner(t, a, runs_f, runs_s, n_slots, rhs0, init_slots, init_values, load_entries,
-                 row_perm, col_perm, b, chk_ptr, chk_entries, chk_const, tol, values, rhs,
-                 x, broken, chunk):
+def _batch_inner(P, values, rhs, x, broken, chunk):
+    t, a, b, runs_f, runs_s, n_slots = P.t, P.a, P.b_checked, P.runs_f, P.runs_s, P.n_slots
+    rhs0, init_slots, init_values, load_entries = P.rhs0, P.init_slots, P.init_values, P.load_entries
+    row_perm, col_perm, tol = P.row_perm, P.col_perm, P.tol
+    chk_ptr, chk_entries, chk_const = P.chk_ptr, P.chk_entries, P.chk_const
     # chunks of states on the lanes of one work array, run by the lane interpreter: factorise
     # once, substitute each right-hand side
     B, k_rhs = values.shape[0], rhs.shape[2]
@@ -250,14 +266,18 @@ def _batch_inner(t, a, runs_f, runs_s, n_slots, rhs0, init_slots, init_values, l
             broken[first + s] = bad[s]
 
 
-INNER_CHUNK = 128  # states per batch_inner chunk (measured: 8..128 get faster, see the bench)
+INNER_CHUNK = 128  # states per batch_inner chunk (experiments/kernel_design.md)
 
 
 def prepare(program):
-    """What solve_numba derives from a program, once per program (a caller that solves with it
-    repeatedly keeps it: Factorization does): the factorization's and the substitution's runs,
-    then lane_checks."""
-    return split_runs(program) + lane_checks(program)
+    """The PreparedProgram solve_numba runs, derived once per program (a caller that solves with
+    it repeatedly keeps it: Factorization does)."""
+    p = program
+    runs_f, runs_s = split_runs(p)
+    return PreparedProgram(p.op_t, p.op_a, p.op_b, runs_f, runs_s, int(p.n_slots), int(p.rhs0),
+                           p.init_slots, p.init_values, p.load_entries, p.row_perm, p.col_perm,
+                           p.scale_ptr, p.scale_entries, p.scale_const, *pivot_checks(p),
+                           float(p.tol))
 
 
 def solve_numba(program, values, rhs, loop=DEFAULT_LOOP, chunk=INNER_CHUNK, prepared=None):
@@ -274,18 +294,11 @@ def solve_numba(program, values, rhs, loop=DEFAULT_LOOP, chunk=INNER_CHUNK, prep
     B = values.shape[0]
     x = np.empty((B, program.n, rhs.shape[2]))
     broken = np.zeros(B, dtype=np.bool_)
-    runs_f, runs_s, *checks = prepare(program) if prepared is None else prepared
+    P = prepare(program) if prepared is None else prepared
     if loop == "batch_outer":
-        _batch_outer(program.op_t, program.op_a, program.op_b, runs_f, runs_s,
-                     program.n_slots, program.rhs0, program.init_slots, program.init_values,
-                     program.load_entries, program.row_perm, program.col_perm, program.scale_ptr,
-                     program.scale_entries, program.scale_const, program.tol, values, rhs, x,
-                     broken)
+        _batch_outer(P, values, rhs, x, broken)
     elif loop == "batch_inner":
-        _batch_inner(program.op_t, program.op_a, runs_f, runs_s, program.n_slots,
-                     program.rhs0, program.init_slots, program.init_values, program.load_entries,
-                     program.row_perm, program.col_perm, *checks, program.tol,
-                     values, rhs, x, broken, max(1, min(B, int(chunk))))
+        _batch_inner(P, values, rhs, x, broken, max(1, min(B, int(chunk))))
     else:
         raise ValueError(f"loop: expected 'batch_outer' or 'batch_inner', got {loop!r}")
     return x.reshape(shape), broken

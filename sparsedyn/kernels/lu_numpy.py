@@ -1,118 +1,19 @@
-"""Reference interpreter of an LU program, vectorised over the batch axis with NumPy.
+"""The NumPy backend of an LU program (sparsedyn.ir.lu_program), vectorised over the batch axis.
 
-A program (built offline by sparsedyn.planner.symbolic) is a flat list of scalar operations on a
-per-state work vector w: the stored entries of D (slot e = CSC entry e), fill-in slots, pivot
-reciprocals, the right-hand side / solution, and a pool of known constants:
-
-    RECIP   w[t] = 1 / w[a]   after checking |w[a]| > tol * (scale of permuted row b + w[t]):
-                              w[t] holds, until then, the magnitude accumulated for the pivot
-    MUL     w[t] = w[a] * w[b]
-    FMS     w[t] = w[t] - w[a] * w[b]
-    FMA     w[t] = w[t] + w[a] * w[b]
-    SUB     w[t] = w[t] - w[a]
-    ADD     w[t] = w[t] + w[a]
-    NEG     w[t] = -w[t]
-    MOV     w[t] = w[a]
-    ABSFMA  w[t] = w[t] + |w[a] * w[b]|     (pivot magnitudes: check ops, not flops)
-    ABSADD  w[t] = w[t] + |w[a]|
-
-Running it performs the static-pivot LU of P D Q and both triangular solves. A split program
-(program.n_factor_ops >= 0) holds the factorization ops first and the substitution ops after;
-each part is sorted by (dependency level, opcode) (`level_order`): ops of one level touch
-distinct slots and do not read each other's results, so here each (level, opcode) group is one
-fancy-indexed NumPy expression over a (B,) row per slot, while the numba interpreter runs the same
-ops one by one in the same order; per slot the operations happen in the same order, so results
-agree bit for bit. Several right-hand sides per state reuse one factorization: the substitution
-part runs once per right-hand side.
+Each (dependency level, opcode) group of the program is one fancy-indexed NumPy expression over a
+(B,) row per slot; the numba interpreter (lu_numba) runs the same ops one by one in the same
+order; per slot the operations happen in the same order, so results agree bit for bit. Several
+right-hand sides per state reuse one factorization: the substitution part runs once per
+right-hand side.
 """
 from __future__ import annotations
 
 import numpy as np
 
-RECIP, MUL, FMS, FMA, SUB, ADD, NEG, MOV, ABSFMA, ABSADD = range(10)
-OP_NAMES = ("RECIP", "MUL", "FMS", "FMA", "SUB", "ADD", "NEG", "MOV", "ABSFMA", "ABSADD")
-#: per-op (mul, add, div) charged to the operation counter; NEG (a sign flip) and MOV (a copy)
-#: are not floating-point arithmetic and are free; the pivot-magnitude ops are safeguards,
-#: counted apart (CHECK_COST), so that flops stay the factorization's and the solves' own
-OP_COST = np.array([(0, 0, 1), (1, 0, 0), (1, 1, 0), (1, 1, 0), (0, 1, 0), (0, 1, 0), (0, 0, 0),
-                    (0, 0, 0), (0, 0, 0), (0, 0, 0)], dtype=np.int64)
-CHECK_COST = np.array([0, 0, 0, 0, 0, 0, 0, 0, 2, 1], dtype=np.int64)
-
-#: slots each opcode reads: the target itself (in-place ops), operand a, operand b
-_READS_T = np.array([True, False, True, True, True, True, True, False, True, True])
-_READS_A = np.array([True, True, True, True, True, True, False, True, True, True])
-_READS_B = np.array([False, True, True, True, False, False, False, False, True, False])
+from ..ir.instructions import ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SUB
+from ..ir.lu_program import dependency_levels, program_parts
 
 WORK_BYTES = 32 * 2 ** 20  # chunk the batch so the (n_slots, chunk) work array stays this size
-
-
-def dependency_levels(code, t, a, b, n_slots, stage=None):
-    """Earliest level of each op such that every slot sees its reads and writes in program order.
-    With `stage` (non-decreasing per op), levels count within a stage: what earlier stages did
-    to a slot is done before the stage starts."""
-    last_write = np.full(n_slots, -1, dtype=np.int64)
-    last_read = np.full(n_slots, -1, dtype=np.int64)
-    touched_in = np.full(n_slots, -1, dtype=np.int64)
-    stage = np.zeros(code.size, dtype=np.int64) if stage is None else stage
-    level = np.empty(code.size, dtype=np.int64)
-    for o in range(code.size):
-        c, st = code[o], stage[o]
-        reads = [t[o]] if _READS_T[c] else []
-        if _READS_A[c]:
-            reads.append(a[o])
-        if _READS_B[c]:
-            reads.append(b[o])
-        for s in reads + [t[o]]:
-            if touched_in[s] != st:
-                touched_in[s], last_write[s], last_read[s] = st, -1, -1
-        lv = max(last_write[t[o]], last_read[t[o]])
-        for r in reads:
-            lv = max(lv, last_write[r])
-        lv += 1
-        level[o] = lv
-        last_write[t[o]] = lv
-        for r in reads:
-            last_read[r] = max(last_read[r], lv)
-    return level
-
-
-def level_order(code, t, a, b, n_slots):
-    """A permutation of the ops sorting them by (dependency level, opcode), stable: executing
-    them in this order gives the same result bit for bit, with long runs of one opcode."""
-    return np.lexsort((code, dependency_levels(code, t, a, b, n_slots)))
-
-
-def _parts(program):
-    """(start, stop) op ranges of the factorization and the substitution part (an undivided
-    program is all factorization)."""
-    m = program.op_code.size
-    k = program.n_factor_ops if program.n_factor_ops >= 0 else m
-    return (0, k), (k, m)
-
-
-def runs(program):
-    """Boundaries of the maximal runs of one opcode that stay within one part of the program:
-    (code, start, stop) rows, int64."""
-    return opcode_runs(program.op_code, (program.n_factor_ops,))
-
-
-def opcode_runs(code, cuts=()):
-    """(code, start, stop) rows (int64) of the maximal runs of one opcode in `code`, also cut at
-    the op indices `cuts`."""
-    if code.size == 0:
-        return np.zeros((0, 3), dtype=np.int64)
-    cut = [k for k in cuts if 0 < k < code.size]
-    starts = np.union1d(np.concatenate([[0], np.flatnonzero(np.diff(code)) + 1]),
-                        np.asarray(cut, dtype=np.int64)).astype(np.int64)
-    stops = np.concatenate([starts[1:], [code.size]])
-    return np.stack([code[starts].astype(np.int64), starts, stops], axis=1)
-
-
-def split_runs(program):
-    """runs(program) divided into the factorization's and the substitution's runs."""
-    r = runs(program)
-    k = _parts(program)[0][1]
-    return np.ascontiguousarray(r[r[:, 1] < k]), np.ascontiguousarray(r[r[:, 1] >= k])
 
 
 def schedule(program):
@@ -120,7 +21,7 @@ def schedule(program):
     factorization and the substitution part: ([(opcode, t, a, b)], [(opcode, t, a, b)])."""
     p = program
     groups = []
-    for lo, hi in _parts(p):
+    for lo, hi in program_parts(p):
         code, t, a, b = p.op_code[lo:hi], p.op_t[lo:hi], p.op_a[lo:hi], p.op_b[lo:hi]
         key = dependency_levels(code, t, a, b, p.n_slots) * 16 + code
         if key.size and (np.diff(key) < 0).any():

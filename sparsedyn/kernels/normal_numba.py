@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ..ir.fused import AssemblyArrays, ExtraRowArrays, RhsDestinations
 from .assemble_numba import _assemble_lanes, _lane_indices, lane_scratch, thread_range
 from .lane_vectors import BLOCKS, chain_block_8, chain_block_32, chain_block_64
 from .lu_numba import lane_scales, lane_split, run_lanes
@@ -65,21 +66,23 @@ def _map_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, tr
                factor_end, solve_end, resid_end, x_slot, d_slot, nkk_slot, z_slot, prior_p,
                sing_tol, z_tol, x, flag):
     N, n, n_ins, lanes = parent.shape[0], x_slot.shape[0], ins_t.shape[0], w.shape[1]
-    # the extra rows' arrays arrive flat: parallel regions take no nested tuples
-    xr = (t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest)
+    # the bundles arrive flat: parallel regions take no nested tuples
+    model = AssemblyArrays(parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR, Tp, tdir,
+                           s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity, x_ptr,
+                           x_dest, x_src)
+    xr = ExtraRowArrays(t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest)
+    dest = RhsDestinations(a_dest, f_dest, zero_dest, y_dest)
     prog = (ins_t, ins_src, ins_c0, ins_row, ins_q, ins_k, ins_kmid, ins_mid, ins_mode, ins_t2,
             ins_r2, pa, pb, pc)
     for s in range(lanes):
         w[one, s] = 1.0
-    vel, E, r, tmp, vj, _, idx, qT, _ = lane_scratch(N, q.shape[1] + qd.shape[1], 0, lanes)
+    sc = lane_scratch(N, q.shape[1] + qd.shape[1], 0, lanes)
+    idx = sc.idx
     nbad = np.zeros(lanes)
     nund = np.zeros(lanes)
     for first in range(lo, hi, lanes):
         cnt = _lane_indices(first, hi, idx)
-        _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
-                        rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                        i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, w,
-                        vel, E, r, tmp, vj, qT)
+        _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc)
         for j in range(n):
             d = x_slot[j]
             for s in range(lanes):
@@ -169,7 +172,11 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
                prior_pmu, probe, kslot, n_slots, runs_f, runs_s, t, a, b, chk_ptr,
                chk_entries, chk_const, tol, sens_tol, refine, x, flag):
     N, nA, m, n = parent.shape[0], a_rows.shape[0], w_inv.shape[0], prior_p.shape[0]
-    xr = (t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest)
+    model = AssemblyArrays(parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR, Tp, tdir,
+                           s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity, x_ptr,
+                           x_dest, x_src)
+    xr = ExtraRowArrays(t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest)
+    dest = RhsDestinations(a_dest, f_dest, zero_dest, y_dest)
     wA = np.zeros((nA + m, lanes))
     for k in range(a_const.shape[0]):
         v0 = a_tpl[k]
@@ -177,17 +184,14 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
             wA[a_const[k], s] = v0
     w = np.zeros((n_slots, lanes))
     no_consts = np.zeros(0)
-    vel, E, r, tmp, vj, scale, idx, qT, bad = lane_scratch(N, q.shape[1] + qd.shape[1],
-                                                          chk_const.shape[0], lanes)
+    sc = lane_scratch(N, q.shape[1] + qd.shape[1], chk_const.shape[0], lanes)
+    scale, idx, bad = sc.scale, sc.idx, sc.bad
     und = np.zeros(lanes, dtype=np.bool_)
     z = np.zeros((m + n, lanes))
     res = np.zeros((m + n, lanes))
     for first in range(lo, hi, lanes):
         cnt = _lane_indices(first, hi, idx)
-        _assemble_lanes(idx, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
-                        rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col,
-                        i_val, gravity, x_ptr, x_dest, x_src, xr, a_dest, f_dest, zero_dest, wA,
-                        vel, E, r, tmp, vj, qT)
+        _assemble_lanes(idx, q, qd, y, model, xr, dest, wA, sc)
         # ---- K's entries: the program's constants, then A's dynamic entries in both blocks
         for k in range(init_slots.shape[0]):
             d, v0 = init_slots[k], init_values[k]

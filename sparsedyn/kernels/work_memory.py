@@ -5,8 +5,6 @@ A lane kernel's work array (n_slots, lanes) per thread is the largest thing it t
 kernels write every slot before reading it: tests/test_layout.py replays that). Aligned to a
 transparent huge page (2 MiB), which NumPy requests for large arrays: every block of 8 lanes is
 then one cache line, and the array is covered by huge pages where the system grants them.
-Measured on the fused kernel (1000-link chain, 1 thread, A/B in one run): huge pages and 4 KB
-pages run equally fast, so the kernel's cost there is cache capacity, not the TLB.
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from .. import opcount
 from ..batch import as_batch
 from ..errors import IllPosedError, NonFiniteError, PivotBreakdownWarning, SingularModelError
-from ..kernels.lu_numpy import OP_COST, RECIP
+from ..ir.instructions import OP_COST, RECIP
 from ..serialization import check_format, stored_array, stored_scalar
 from .orderings import (
     KNOWN_ORDERINGS,

@@ -7,7 +7,7 @@ known constant (or 0 for fill) and every update to it is a product of known valu
 on known values are folded offline; a multiplication by a known +-1 becomes a sign (no operation:
 a +-1 pivot leaves its L column unscaled and flips the sign of the updates that use it).
 
-The emitted program (opcodes in sparsedyn.kernels.lu_numpy) performs, per state:
+The emitted program (opcodes in sparsedyn.ir.instructions) performs, per state:
   factorization: per pivot k, 1 reciprocal, min(|L_k|, |U_k|) scalings (the pivot is divided out
   of the cheaper side: Doolittle or Crout, chosen per pivot), |L_k| * |U_k| updates of which the
   first one into a fill entry is a plain product (0 - x y needs no addition);
@@ -37,81 +37,17 @@ whether such pivots are acceptable: sparsedyn.planner.factorization, pivot-safe 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels.lu_numpy import (ABSADD, ABSFMA, ADD, CHECK_COST, FMA, FMS, MOV, MUL, NEG, OP_COST,
-                                RECIP, SUB, level_order)
-
-PIVOT_TOL = 1e-13
+from ..ir.instructions import ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SUB
+from ..ir.lu_program import PIVOT_TOL, LUProgram, level_order
 
 
 class UnsafePivot(ValueError):
     """A pivot is structurally absent or folds to the known constant 0."""
-
-
-@dataclass
-class LUProgram:
-    n: int
-    nnz: int
-    n_slots: int
-    rhs0: int
-    row_perm: np.ndarray
-    col_perm: np.ndarray
-    op_code: np.ndarray
-    op_t: np.ndarray
-    op_a: np.ndarray
-    op_b: np.ndarray
-    init_slots: np.ndarray
-    init_values: np.ndarray
-    load_entries: np.ndarray
-    scale_ptr: np.ndarray
-    scale_entries: np.ndarray
-    scale_const: np.ndarray
-    tol: float = PIVOT_TOL
-    #: ops [0, n_factor_ops) factorise, the rest substitute; -1: one undivided program (plans
-    #: stored before the split, whose RECIP slots sparsedyn.planner initialises to 0 on loading)
-    n_factor_ops: int = -1
-    #: an L D L^T program (planner/symbolic_ldlt.py): it reads only the permuted lower triangle,
-    #: so the values it is given must be symmetric
-    symmetric: bool = False
-    #: per op, the step of the elimination that emitted it (STAGE_* below): factorization of
-    #: pivot k 2k, forward substitution of column k 2k + 1, back substitution of row k
-    #: 3n - 1 - k, final sign flips 3n. Sorting by it is a valid single-right-hand-side order that
-    #: visits the matrix once per sweep (kernels/layout.py); empty: not recorded (older plans)
-    op_stage: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-
-    @property
-    def has_checks(self):
-        return bool((self.op_code == RECIP).any())
-
-    @property
-    def split(self):
-        """Is the program divided into a factorization and a substitution part?"""
-        return self.n_factor_ops >= 0
-
-    def costs(self):
-        """Per-state operation counts of one run (one right-hand side): mul, add, div (the
-        flops), the free sign flips (neg) and copies (mov), the pivot-check safeguard ops (check),
-        and solve_mul / solve_add / solve_div / solve_flops: the substitution part alone, i.e. the
-        cost of each further right-hand side sharing the factorization."""
-        def tally(code):
-            counts = np.bincount(code, minlength=len(OP_COST))
-            return counts, (counts[:, None] * OP_COST).sum(axis=0)
-        counts, (mul, add, div) = tally(self.op_code)
-        _, (smul, sadd, sdiv) = tally(self.op_code[max(self.n_factor_ops, 0):]
-                                      if self.split else self.op_code)
-        return {"mul": int(mul), "add": int(add), "div": int(div), "flops": int(mul + add + div),
-                "neg": int(counts[NEG]), "mov": int(counts[MOV]),
-                "check": int(counts @ CHECK_COST),
-                "solve_mul": int(smul), "solve_add": int(sadd), "solve_div": int(sdiv),
-                "solve_flops": int(smul + sadd + sdiv)}
-
-    def arrays(self):
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 @dataclass
 class SymbolicLU:

@@ -298,8 +298,10 @@ class Plan:
             residual = None
             if self.factorization.checks_accuracy:
                 residual = (*self.factorization.entries, ROW_BACKWARD_TOL, "rows")
-            self._fused = FusedSolver(AssemblyProgram(system), self.factorization.program, order,
-                                      out, residual=residual)
+            from ..ir.fused import FusedProgram
+            self._fused = FusedSolver(FusedProgram(AssemblyProgram(system),
+                                                   self.factorization.program, order, out,
+                                                   residual=residual))
         return self._fused
 
     def _solve_compiled(self, q, v, y, fx, full, threads, quiet=False):
@@ -331,7 +333,7 @@ class Plan:
                 warnings.warn(PivotBreakdownWarning(
                     f"values: {why} for batch indices {_short(bad.tolist())}; re-solved with "
                     f"partial pivoting (splu)"), stacklevel=3)
-            joint[bad] = xb[:, fused.out_columns]
+            joint[bad] = xb[:, fused.ir.out_columns]
             if x is not None:
                 x[bad] = xb
         return joint, x

@@ -34,7 +34,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .lu_numpy import _READS_A, _READS_B, _READS_T, RECIP, dependency_levels
+from .instructions import READS_A, READS_B, READS_T, RECIP
+from .lu_program import dependency_levels
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def sweep_layout(program, same=None):
         moved = np.flatnonzero(same != np.arange(p.n_slots))
         assert not np.isin(np.concatenate((moved, same[moved])), p.op_t).any(), \
             "a shared slot is written by the program"
-        reads_a, reads_b = _READS_A[code], _READS_B[code]
+        reads_a, reads_b = READS_A[code], READS_B[code]
         p = replace(p, op_a=np.where(reads_a, same[p.op_a], p.op_a),
                     op_b=np.where(reads_b, same[p.op_b], p.op_b))
     if p.op_stage.size == code.size and code.size:
@@ -78,7 +79,7 @@ def sweep_layout(program, same=None):
     else:
         order = np.arange(code.size)
     code, t, a, b = code[order], p.op_t[order], p.op_a[order], p.op_b[order]
-    reads_a, reads_b = _READS_A[code], _READS_B[code]
+    reads_a, reads_b = READS_A[code], READS_B[code]
     # first touch of each slot along the new order: operands before the target of each op
     touched = np.stack([np.where(reads_a, a, -1), np.where(reads_b, b, -1), t], axis=1).ravel()
     touched = touched[touched >= 0]
@@ -125,7 +126,7 @@ def live_ops(code, t, a, b, n_slots, read_after):
     needed[np.asarray(read_after, dtype=np.int64)] = True
     needed = needed.tolist()
     live = [False] * code.size
-    reads_t, reads_a, reads_b = (r[code].tolist() for r in (_READS_T, _READS_A, _READS_B))
+    reads_t, reads_a, reads_b = (r[code].tolist() for r in (READS_T, READS_A, READS_B))
     code_l, t_l, a_l, b_l = code.tolist(), t.tolist(), a.tolist(), b.tolist()
     for j in range(len(code_l) - 1, -1, -1):
         target = t_l[j]

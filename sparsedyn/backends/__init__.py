@@ -1,0 +1,41 @@
+"""Online backends of a plan's fused program (sparsedyn.ir.fused.FusedProgram: the assembly of
+D(q), b(q, qd) and the LU program, laid out offline). A backend is one module behind this small
+protocol, found by name in BACKENDS:
+
+    NAME                      "numba", "c", ...
+    unavailable()             None when the backend can run here, else why not (a sentence)
+    prepare(ir)  -> kernel    everything derived from the IR once (compiled code, work sizes)
+    run(kernel, q, qd, y, full, threads) -> (out (B, n_out), x (B, n) or None, broken (B,))
+
+run takes checked, C-contiguous float64 q (B, nq), qd (B, nv) and the measured values y (B, m)
+in the IR's measured order; out holds the IR's out_columns, x the whole solution when `full`,
+and broken flags the states a caller must re-solve (a failed pivot check, a non-finite solution
+or a failed backward-error check), with the same meaning in every backend. A kernel is safe to
+run from several threads at once (its work memory is per call or per thread).
+
+The NumPy route of a plan (NumPy assembly, then the LU program by kernels/lu_numpy) is the
+reference every backend is tested against; it is not a fused backend.
+"""
+from __future__ import annotations
+
+import importlib
+
+from ..errors import SparsedynError
+
+#: backend name -> module implementing the protocol
+BACKENDS = {"numba": "sparsedyn.backends.numba_fused", "c": "sparsedyn.backends.c"}
+
+
+class BackendUnavailableError(SparsedynError, RuntimeError):
+    """The requested backend cannot run here (e.g. no C compiler for backend="c")."""
+
+
+def backend(name):
+    """The module of backend `name` (BACKENDS); BackendUnavailableError if it cannot run here."""
+    if name not in BACKENDS:
+        raise ValueError(f"backend: expected one of {sorted(BACKENDS)}, got {name!r}")
+    module = importlib.import_module(BACKENDS[name])
+    why = module.unavailable()
+    if why:
+        raise BackendUnavailableError(f"backend {name!r} cannot run here: {why}")
+    return module
