@@ -1,4 +1,4 @@
-"""The pair-chain kernel of the compiled MAP route (estimation/chain_program.py,
+"""The pair-chain kernel of the compiled MAP route (planner/chain_ldlt.py,
 kernels/lane_vectors.py, kernels/normal_numba.py) against independent oracles: its vector
 chains against the same arithmetic in NumPy, and whole batches, large enough for every lane block
 (64, 32 and 8 lanes, one and two threads), against dense NumPy weighted least squares on the
@@ -10,7 +10,7 @@ from oracles import robot_urdf
 import sparsedyn as sd
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, compile_estimation
-from sparsedyn.kernels.lane_vectors import EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE
+from sparsedyn.ir.chain_program import EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE, ChainArrays
 from sparsedyn.kernels.normal_numba import run_chains
 
 
@@ -47,7 +47,7 @@ def test_chains_match_numpy(lanes):
     v = chain(26, 0.5, 0, 8, 4, 4, 27)
     ref[26], ref[28] = v, ref[28] + v           # (kmid == k: no mid store)
     ref[30:34] = ref[pa[:4]] * ref[pb[:4]]
-    run_chains(w, 0, len(ins), *arrays, pa, pb, pc)
+    run_chains(w, 0, len(ins), ChainArrays(*arrays, pa, pb, pc))
     assert np.array_equal(w, ref)
 
 

@@ -58,9 +58,10 @@ class AugmentedMAP:
     """Fused assembly + static-pivot LU of K + probe + refinement for a batch of states."""
 
     def __init__(self, problem, reference, ordering="amd", assembly=None, refine=None):
+        from ..ir.fused import AssemblyArrays, ExtraRowArrays, RhsDestinations
         from ..kernels.assemble_numba import lanes_for
-        from ..ir.lu_program import pivot_checks
-        from ..ir.lu_program import split_runs
+        from ..kernels.lu_numba import prepare
+        from ..kernels.normal_numba import AugmentedArrays
         from ..planner import plan_factorization
         self.problem, self.reference = problem, reference
         if reference.ridge.any():
@@ -85,23 +86,22 @@ class AugmentedMAP:
         dyn = np.flatnonzero(np.isnan(problem.constant_values))
         self.assembly = sensor_assembly(problem) if assembly is None else assembly
         rows = nA + np.arange(m)
-        a_dest, f_dest, zero_dest, y_dest = self.assembly.bind(rows, [])
-        xr = self.assembly.bind_extra(rows)
+        dest = RhsDestinations(*self.assembly.bind(rows, []))
+        xr = ExtraRowArrays(*self.assembly.bind_extra(rows))
         a_const = np.setdiff1d(np.arange(nA), self.assembly.dynamic_index)
         inv = np.empty(m + n, dtype=np.int64)
         inv[p.row_perm] = np.arange(m + n)
         c, z_tol = probe_vectors(problem, reference)
         probe = np.r_[np.zeros(m), -c]
         A = problem.pattern
-        self._head = (y_dest, *self.assembly.model_arrays(), *xr, a_dest, f_dest, zero_dest,
-                      a_const, self.assembly.template[a_const], A.indices.astype(np.int64),
-                      np.repeat(np.arange(n), np.diff(A.indptr)).astype(np.int64),
-                      dyn, pos[dyn], pos[nA + dyn], p.init_slots, p.init_values,
-                      np.ascontiguousarray(1.0 / reference.weights),
-                      np.ascontiguousarray(reference.prior_precision),
-                      np.ascontiguousarray(reference.prior_precision * reference.prior_mean),
-                      probe, (p.rhs0 + inv).astype(np.int64), p.n_slots, *split_runs(p),
-                      p.op_t, p.op_a, *pivot_checks(p), p.tol, np.ascontiguousarray(z_tol))
+        loads = AugmentedArrays(
+            a_const, self.assembly.template[a_const], A.indices.astype(np.int64),
+            np.repeat(np.arange(n), np.diff(A.indptr)).astype(np.int64), dyn, pos[dyn],
+            pos[nA + dyn], np.ascontiguousarray(1.0 / reference.weights),
+            np.ascontiguousarray(reference.prior_precision),
+            np.ascontiguousarray(reference.prior_precision * reference.prior_mean), probe,
+            (p.rhs0 + inv).astype(np.int64), np.ascontiguousarray(z_tol, dtype=float))
+        self._head = (AssemblyArrays(*self.assembly.model_arrays()), xr, dest, loads, prepare(p))
         self.lanes = lanes_for(p.n_slots + nA + 2 * (m + n))
         self.n, self.m = n, m
         self.refine = self._calibrate() if refine is None else int(refine)
@@ -153,11 +153,10 @@ class AugmentedMAP:
     def run(self, q, v, y, threads=1, refine=None):
         """(x (B, n), flag (B,) int: 0 solved, 1 pivot breakdown, 2 undetermined direction)
         for checked q (B, nq), v (B, nv), readings y (B, n_sensor_rows)."""
-        from ..kernels.normal_numba import run_augmented
+        from ..kernels.normal_numba import EstimateOutputs, run_augmented
         q, v, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, v, y))
         B = q.shape[0]
-        x = np.empty((B, self.n))
-        flag = np.zeros(B, dtype=np.int64)
+        res = EstimateOutputs(np.empty((B, self.n)), np.zeros(B, dtype=np.int64))
         steps = self.refine if refine is None else int(refine)
-        run_augmented((q, v, y) + self._head + (steps, x, flag), B, self.lanes, threads)
-        return x, flag
+        run_augmented((q, v, y) + self._head + (steps, res), B, self.lanes, threads)
+        return res

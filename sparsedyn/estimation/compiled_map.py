@@ -1,7 +1,7 @@
 """The compiled online route of MAP / weighted least-squares estimation (solve_map.py's equations,
 kernels/normal_numba.py's kernel): offline, a fill-reducing order of N = A^T W A + diag(p) (SPD:
 diagonal pivots are stable in any order), the pair-chain program of its Crout L D L^T with N
-formed inside the chains (chain_program.py) and the sensor rows' assembly program bound to the
+formed inside the chains (planner/chain_ldlt.py) and the sensor rows' assembly program bound to the
 program's slots; online, one pass per batch.
 
 One factorization per state: the refinement step reuses it (a substitution), and so does the
@@ -82,12 +82,14 @@ def compiled_map(problem, reference, ordering="amd", form="auto"):
 
 
 class CompiledMAP:
-    """Fused assembly + pair-chain L D L^T of N (chain_program.py) for a batch of states."""
+    """Fused assembly + pair-chain L D L^T of N (planner/chain_ldlt.py) for a batch of states."""
 
     def __init__(self, problem, reference, ordering="amd"):
+        from ..ir.fused import AssemblyArrays, ExtraRowArrays, RhsDestinations
         from ..kernels.assemble_numba import lanes_for
+        from ..kernels.normal_numba import MapSlots
         from ..planner.orderings import column_order
-        from .chain_program import plan_chains
+        from ..planner.chain_ldlt import plan_chains
         self.problem, self.reference = problem, reference
         normal = reference.normal
         self.ordering = ordering
@@ -104,20 +106,18 @@ class CompiledMAP:
                                           probe=probe)
         # the assembly writes A's dynamic entries and rows straight into the program's slots
         slot_of = np.concatenate([prog.entry_slot, prog.row_slot])
-        a_dest, f_dest, zero_dest, y_dest = self.assembly.bind(prog.row_slot, [])
-        xr = list(self.assembly.bind_extra(prog.row_slot))
-        xr[1] = slot_of[xr[1]]                                       # t_dest: entries of A
-        model = list(self.assembly.model_arrays())
-        model[-2] = slot_of[model[-2]]                               # x_dest: entries of A
-        if (xr[1] < 0).any() or (model[-2] < 0).any():
+        dest = RhsDestinations(*self.assembly.bind(prog.row_slot, []))
+        xr = ExtraRowArrays(*self.assembly.bind_extra(prog.row_slot))
+        xr = xr._replace(t_dest=slot_of[xr.t_dest])                 # entries of A
+        model = AssemblyArrays(*self.assembly.model_arrays())
+        model = model._replace(x_dest=slot_of[model.x_dest])        # entries of A
+        if (xr.t_dest < 0).any() or (model.x_dest < 0).any():
             raise AssertionError("the assembly writes only A's dynamic entries")
-        self._bound = (y_dest, *model, *xr, a_dest, f_dest, zero_dest, prog.one,
-                       prog.ins_t, prog.ins_src, prog.ins_c0, prog.ins_row, prog.ins_q,
-                       prog.ins_k, prog.ins_kmid, prog.ins_mid, prog.ins_mode, prog.ins_t2,
-                       prog.ins_r2, prog.pa, prog.pb, prog.pc, prog.factor_end, prog.solve_end,
-                       prog.resid_end, prog.x_slot, prog.d_slot, prog.nkk_slot, prog.z_slot,
-                       np.ascontiguousarray(p, dtype=float), UNDETERMINED_TOL,
-                       np.ascontiguousarray(z_tol, dtype=float))
+        slots = MapSlots(int(prog.one), int(prog.factor_end), int(prog.solve_end),
+                         int(prog.resid_end), prog.x_slot, prog.d_slot, prog.nkk_slot,
+                         prog.z_slot, np.ascontiguousarray(p, dtype=float),
+                         float(UNDETERMINED_TOL), np.ascontiguousarray(z_tol, dtype=float))
+        self._bound = (model, xr, dest, prog.arrays(), slots)
         self.lanes = lanes_for(prog.n_slots)
         self.n = problem.shape[1]
         # the kernel's work arrays, views of one buffer kept between calls: a fresh
@@ -127,7 +127,7 @@ class CompiledMAP:
     @property
     def cost(self):
         """Counted flops per state: the chain program's factor part (N formed inside it), two
-        solves, one residual and the probe (chain_program.py)."""
+        solves, one residual and the probe (planner/chain_ldlt.py)."""
         f = self.program.flops
         return int(f["factor"] + 2 * f["solve"] + f["resid"] + f["probe"])
 
@@ -145,12 +145,11 @@ class CompiledMAP:
         """(x (B, n), flag (B,) int: 0 solved, 1 pivot breakdown or a result not finite, 2 a
         direction the data may not determine) for checked q (B, nq), v (B, nv), readings
         y (B, n_sensor_rows)."""
-        from ..kernels.normal_numba import map_lanes, run_map
+        from ..kernels.normal_numba import EstimateOutputs, map_lanes, run_map
         q, v, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, v, y))
         B = q.shape[0]
-        x = np.empty((B, self.n))
-        flag = np.zeros(B, dtype=np.int64)
+        res = EstimateOutputs(np.empty((B, self.n)), np.zeros(B, dtype=np.int64))
         lanes, groups = map_lanes(B, self.lanes, threads)
         work = self._work.get(groups, self.program.n_slots, lanes)
-        run_map((q, v, y) + self._bound + (x, flag), B, work)
-        return x, flag
+        run_map((q, v, y) + self._bound + (res,), B, work)
+        return res

@@ -21,7 +21,7 @@ naming the batch indices and the inputs: no route returns a non-finite number wi
 Online backends: "numba" (default when numba imports) is the compiled route: the sensor rows are
 part of the assembly program (compiled_rows.py); "exact" runs the fused assembly + LU kernel
 (kernels/assemble_numba.FusedSolver), "map"/"lstsq" the fused assembly + pair-chain L D L^T of
-the normal equations kernel (compiled_map.py, chain_program.py). States a kernel cannot vouch
+the normal equations kernel (compiled_map.py, planner/chain_ldlt.py). States a kernel cannot vouch
 for (pivot breakdown, singular or undetermined, refinement wanted) are re-solved by the "numpy"
 reference route (NumPy assembly; LU with splu fallback, or MAP with CHOLMOD), which also names the
 undetermined variables.

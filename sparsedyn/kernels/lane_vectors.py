@@ -1,6 +1,6 @@
 """Explicit LLVM vector code on blocks of lanes of a lane work array w (n_slots, lanes): one run
 of operations of an LU program (<op>_run, used by lu_numba.run_lanes), and one chain of the
-pair-chain program (chain_block_V; estimation/chain_program.py, kernels/normal_numba.py).
+pair-chain program (chain_block_V; sparsedyn/ir/chain_program.py, kernels/normal_numba.py).
 
     <op>_run(w, t, a, b, lo, hi) for the LU opcodes MUL, FMS, FMA, SUB, ADD, NEG, MOV
     (sparsedyn/ir/instructions.py): operations o = lo .. hi-1 in order, on every lane, of the index
@@ -52,14 +52,12 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
+from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
 from ..ir.instructions import ADD, FMA, FMS, MOV, MUL, NEG, SUB
 
 #: lanes per block of chain_block_64, _32, _8 (largest first; the kernel takes the largest
 #: that divides its lane count; the smaller ones serve small batches)
 BLOCKS = (64, 32, 8)
-EPI_NONE, EPI_SCALE, EPI_RECIP, EPI_ADD = 0, 1, 2, 3
-#: not a chain: the product list w[t + j] = w[pa[q + j]] * w[pb[q + j]] for j < k
-EPI_LIST = 4
 
 
 #: lanes per vector block of the op_run intrinsics, and the lane counts whose rows they run

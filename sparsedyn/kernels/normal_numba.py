@@ -3,7 +3,7 @@ BERDY's Gaussian form): per group of `lanes` states, in one pass that stays in c
   1. assemble A = [D; D_Y] and r = [b; y - b_Y] with the assembly kernel (assemble_numba's
      _assemble_lanes driven by an embedded AssemblyProgram) straight into the chain program's
      work array w (its destinations bound to the program's slots of A's dynamic entries and rows);
-  2. run the pair-chain program (estimation/chain_program.py: the Crout L D L^T of N = A^T W A +
+  2. run the pair-chain program (planner/chain_ldlt.py: the Crout L D L^T of N = A^T W A +
      diag(p) with N formed inside its chains; each chain one lane_vectors.chain_block per block
      of lanes): factor; x = 0; solve (x = N^-1 g); residual r - A x; solve again (one refinement
      step on the un-squared residual, as the reference MAPSolver's); the probe z = N^-1 c;
@@ -22,10 +22,11 @@ slots consecutive; arrays C-contiguous.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
-from ..ir.fused import AssemblyArrays, ExtraRowArrays, RhsDestinations
 from .assemble_numba import _assemble_lanes, _lane_indices, lane_scratch, thread_range
 from .lane_vectors import BLOCKS, chain_block_8, chain_block_32, chain_block_64
 from .lu_numba import lane_scales, lane_split, run_lanes
@@ -36,10 +37,13 @@ _V64, _V32, _V8 = BLOCKS            # the lanes of chain_block_64, _32, _8
 
 
 @njit(cache=True, error_model="numpy")
-def run_chains(w, lo, hi, ins_t, ins_src, ins_c0, ins_row, ins_q, ins_k, ins_kmid, ins_mid,
-               ins_mode, ins_t2, ins_r2, pa, pb, pc):
-    """Instructions lo..hi-1 of a chain program on the lanes of w (lane_vectors.chain_block_V
-    in blocks of the largest V that divides the lane count)."""
+def run_chains(w, lo, hi, prog):
+    """Instructions lo..hi-1 of a chain program (ChainArrays) on the lanes of w
+    (lane_vectors.chain_block_V in blocks of the largest V that divides the lane count)."""
+    ins_t, ins_src, ins_c0, ins_row, ins_q, ins_k, ins_kmid = (
+        prog.ins_t, prog.ins_src, prog.ins_c0, prog.ins_row, prog.ins_q, prog.ins_k, prog.ins_kmid)
+    ins_mid, ins_mode, ins_t2, ins_r2, pa, pb, pc = (
+        prog.ins_mid, prog.ins_mode, prog.ins_t2, prog.ins_r2, prog.pa, prog.pb, prog.pc)
     lanes = w.shape[1]
     block = _V64 if lanes % _V64 == 0 else (_V32 if lanes % _V32 == 0 else _V8)
     for i in range(lo, hi):
@@ -57,23 +61,38 @@ def run_chains(w, lo, hi, ins_t, ins_src, ins_c0, ins_row, ins_q, ins_k, ins_kmi
                 chain_block_8(w, t, src, c0, fr, pa, pb, pc, q, k, kmid, mid, mode, t2, r2, s)
 
 
+class MapSlots(NamedTuple):
+    """The MAP kernel's parts of a chain program (the ONE slot, where its factor, solve and
+    resid parts end), the slots it reads per variable (x, d, N_kk, the probe's z) and its tests:
+    the prior precisions, the undetermined-pivot tolerance and the probe tolerances."""
+    one: int
+    factor_end: int
+    solve_end: int
+    resid_end: int
+    x_slot: np.ndarray
+    d_slot: np.ndarray
+    nkk_slot: np.ndarray
+    z_slot: np.ndarray
+    prior_p: np.ndarray
+    sing_tol: float
+    z_tol: np.ndarray
+
+
+class EstimateOutputs(NamedTuple):
+    """Per state: the estimate x (B, n) and its flag (B,) (OK, BROKEN, UNDETERMINED)."""
+    x: np.ndarray
+    flag: np.ndarray
+
+
 @njit(cache=True, error_model="numpy")
-def _map_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
-               rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
-               gravity, x_ptr, x_dest, x_src, t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l,
-               q_coef, q_dest, a_dest, f_dest, zero_dest, one, ins_t, ins_src, ins_c0,
-               ins_row, ins_q, ins_k, ins_kmid, ins_mid, ins_mode, ins_t2, ins_r2, pa, pb, pc,
-               factor_end, solve_end, resid_end, x_slot, d_slot, nkk_slot, z_slot, prior_p,
-               sing_tol, z_tol, x, flag):
-    N, n, n_ins, lanes = parent.shape[0], x_slot.shape[0], ins_t.shape[0], w.shape[1]
-    # the bundles arrive flat: parallel regions take no nested tuples
-    model = AssemblyArrays(parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR, Tp, tdir,
-                           s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity, x_ptr,
-                           x_dest, x_src)
-    xr = ExtraRowArrays(t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest)
-    dest = RhsDestinations(a_dest, f_dest, zero_dest, y_dest)
-    prog = (ins_t, ins_src, ins_c0, ins_row, ins_q, ins_k, ins_kmid, ins_mid, ins_mode, ins_t2,
-            ins_r2, pa, pb, pc)
+def _map_range(lo, hi, w, q, qd, y, model, xr, dest, prog, ms, res):
+    """States lo..hi-1 on the work array w, a lane group at a time: model, xr, dest the sensor
+    assembly's bundles, prog the ChainArrays, ms the MapSlots, res the EstimateOutputs."""
+    one, factor_end, solve_end, resid_end = ms.one, ms.factor_end, ms.solve_end, ms.resid_end
+    x_slot, d_slot, nkk_slot, z_slot = ms.x_slot, ms.d_slot, ms.nkk_slot, ms.z_slot
+    prior_p, sing_tol, z_tol = ms.prior_p, ms.sing_tol, ms.z_tol
+    x, flag = res
+    N, n, n_ins, lanes = model.parent.shape[0], x_slot.shape[0], prog.ins_t.shape[0], w.shape[1]
     for s in range(lanes):
         w[one, s] = 1.0
     sc = lane_scratch(N, q.shape[1] + qd.shape[1], 0, lanes)
@@ -87,11 +106,11 @@ def _map_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, tr
             d = x_slot[j]
             for s in range(lanes):
                 w[d, s] = 0.0
-        run_chains(w, 0, factor_end, *prog)
-        run_chains(w, factor_end, solve_end, *prog)
-        run_chains(w, solve_end, resid_end, *prog)     # r -= A x, in place
-        run_chains(w, factor_end, solve_end, *prog)
-        run_chains(w, resid_end, n_ins, *prog)         # the probe z = N^-1 c
+        run_chains(w, 0, factor_end, prog)
+        run_chains(w, factor_end, solve_end, prog)
+        run_chains(w, solve_end, resid_end, prog)     # r -= A x, in place
+        run_chains(w, factor_end, solve_end, prog)
+        run_chains(w, resid_end, n_ins, prog)         # the probe z = N^-1 c
         # ---- flags, branch-free over whole rows of w (the lanes are contiguous): counts of
         # failed pivot / finiteness checks and of undetermined pivots per lane
         for s in range(lanes):
@@ -114,18 +133,19 @@ def _map_range(lo, hi, w, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, tr
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _map_parallel(B, work, *args):
-    # each thread on its own work array
+def _map_parallel(B, work, q, qd, y, model, xr, dest, prog, ms, res):
+    # each thread on its own work array; the bundles arrive one by one (parallel regions take
+    # no nested tuples)
     groups, lanes = work.shape[0], work.shape[2]
     for g in prange(groups):
         lo, hi = thread_range(g, groups, B, lanes)
         if lo < hi:
-            _map_range(lo, hi, work[g], *args)
+            _map_range(lo, hi, work[g], q, qd, y, model, xr, dest, prog, ms, res)
 
 
 @njit(cache=True, error_model="numpy")
-def _map_serial(B, work, *args):
-    _map_range(0, B, work[0], *args)
+def _map_serial(B, work, q, qd, y, model, xr, dest, prog, ms, res):
+    _map_range(0, B, work[0], q, qd, y, model, xr, dest, prog, ms, res)
 
 
 def map_lanes(B, lanes, threads):
@@ -139,7 +159,8 @@ def map_lanes(B, lanes, threads):
 
 
 def run_map(args, B, work):
-    """Run the kernel on a batch of B states: `args` as _map_range takes them after `w`, work
+    """Run the kernel on a batch of B states: args = (q, qd, y, model, xr, dest, ChainArrays,
+    MapSlots, EstimateOutputs) as _map_range takes them after `w`, work
     (groups, n_slots, lanes) one work array per thread (map_lanes), kept between calls: its
     contents need no initialisation (the kernel sets ONE and x; the assembly and the chains
     write every other slot before reading it, per lane group)."""
@@ -163,20 +184,40 @@ def run_map(args, B, work):
 #   4. `refine` steps on K's own residual (its static factorization grows with |A|^2 / (w^-1 p)):
 #      z += K^-1 ([r; -p mu] - K z), one substitution each.
 
+class AugmentedArrays(NamedTuple):
+    """How the augmented kernel loads K from A: A's constant entries (a_const, their values
+    a_tpl), A's rows and columns per entry, its dynamic entries (dyn_e) and their slots in the A
+    and A^T blocks (dyn_a, dyn_t), W^-1 (w_inv), the prior (prior_p, prior_pmu = p mu), the
+    probe's right-hand side, the slot of each of K's rows (kslot) and the probe tolerances."""
+    a_const: np.ndarray
+    a_tpl: np.ndarray
+    a_rows: np.ndarray
+    a_cols: np.ndarray
+    dyn_e: np.ndarray
+    dyn_a: np.ndarray
+    dyn_t: np.ndarray
+    w_inv: np.ndarray
+    prior_p: np.ndarray
+    prior_pmu: np.ndarray
+    probe: np.ndarray
+    kslot: np.ndarray
+    sens_tol: np.ndarray
+
+
 @njit(cache=True, error_model="numpy")
-def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans, trans_q,
-               rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val,
-               gravity, x_ptr, x_dest, x_src, t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l,
-               q_coef, q_dest, a_dest, f_dest, zero_dest, a_const, a_tpl,
-               a_rows, a_cols, dyn_e, dyn_a, dyn_t, init_slots, init_values, w_inv, prior_p,
-               prior_pmu, probe, kslot, n_slots, runs_f, runs_s, t, a, b, chk_ptr,
-               chk_entries, chk_const, tol, sens_tol, refine, x, flag):
-    N, nA, m, n = parent.shape[0], a_rows.shape[0], w_inv.shape[0], prior_p.shape[0]
-    model = AssemblyArrays(parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR, Tp, tdir,
-                           s_ptr, s_row, s_col, s_val, i_ptr, i_row, i_col, i_val, gravity, x_ptr,
-                           x_dest, x_src)
-    xr = ExtraRowArrays(t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest)
-    dest = RhsDestinations(a_dest, f_dest, zero_dest, y_dest)
+def _aug_range(lo, hi, lanes, q, qd, y, model, xr, dest, ka, P, refine, res):
+    """States lo..hi-1, a lane group at a time: model, xr, dest the sensor assembly's bundles,
+    ka the AugmentedArrays, P K's PreparedProgram (lu_numba), refine the refinement steps, res
+    the EstimateOutputs."""
+    a_const, a_tpl, a_rows, a_cols = ka.a_const, ka.a_tpl, ka.a_rows, ka.a_cols
+    dyn_e, dyn_a, dyn_t, w_inv, prior_p = ka.dyn_e, ka.dyn_a, ka.dyn_t, ka.w_inv, ka.prior_p
+    prior_pmu, probe, kslot, sens_tol = ka.prior_pmu, ka.probe, ka.kslot, ka.sens_tol
+    init_slots, init_values, n_slots, runs_f, runs_s = (P.init_slots, P.init_values, P.n_slots,
+                                                        P.runs_f, P.runs_s)
+    t, a, b, tol = P.t, P.a, P.b_checked, P.tol
+    chk_ptr, chk_entries, chk_const = P.chk_ptr, P.chk_entries, P.chk_const
+    x, flag = res
+    N, nA, m, n = model.parent.shape[0], a_rows.shape[0], w_inv.shape[0], prior_p.shape[0]
     wA = np.zeros((nA + m, lanes))
     for k in range(a_const.shape[0]):
         v0 = a_tpl[k]
@@ -188,7 +229,7 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
     scale, idx, bad = sc.scale, sc.idx, sc.bad
     und = np.zeros(lanes, dtype=np.bool_)
     z = np.zeros((m + n, lanes))
-    res = np.zeros((m + n, lanes))
+    resid = np.zeros((m + n, lanes))
     for first in range(lo, hi, lanes):
         cnt = _lane_indices(first, hi, idx)
         _assemble_lanes(idx, q, qd, y, model, xr, dest, wA, sc)
@@ -236,21 +277,21 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
             for i in range(m):
                 c = w_inv[i]
                 for s in range(lanes):
-                    res[i, s] = wA[nA + i, s] - c * z[i, s]
+                    resid[i, s] = wA[nA + i, s] - c * z[i, s]
             for j in range(n):
                 c0, c1 = prior_pmu[j], prior_p[j]
                 for s in range(lanes):
-                    res[m + j, s] = c1 * z[m + j, s] - c0
+                    resid[m + j, s] = c1 * z[m + j, s] - c0
             for e in range(nA):
                 i, j = a_rows[e], m + a_cols[e]
                 for s in range(lanes):
                     v = wA[e, s]
-                    res[i, s] -= v * z[j, s]
-                    res[j, s] -= v * z[i, s]
+                    resid[i, s] -= v * z[j, s]
+                    resid[j, s] -= v * z[i, s]
             for i in range(m + n):
                 d = kslot[i]
                 for s in range(lanes):
-                    w[d, s] = res[i, s]
+                    w[d, s] = resid[i, s]
             run_lanes(w, runs_s, t, a, b, scale, tol, bad, no_consts)
             for i in range(m + n):
                 d = kslot[i]
@@ -271,21 +312,22 @@ def _aug_range(lo, hi, lanes, q, qd, y, y_dest, parent, rot_kind, rot_q, n_trans
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _aug_parallel(groups, B, lanes, *args):
+def _aug_parallel(groups, B, lanes, q, qd, y, model, xr, dest, ka, P, refine, res):
     for g in prange(groups):
         lo, hi = thread_range(g, groups, B, lanes)
         if lo < hi:
-            _aug_range(lo, hi, lanes, *args)
+            _aug_range(lo, hi, lanes, q, qd, y, model, xr, dest, ka, P, refine, res)
 
 
 @njit(cache=True, error_model="numpy")
-def _aug_serial(B, lanes, *args):
-    _aug_range(0, B, lanes, *args)
+def _aug_serial(B, lanes, q, qd, y, model, xr, dest, ka, P, refine, res):
+    _aug_range(0, B, lanes, q, qd, y, model, xr, dest, ka, P, refine, res)
 
 
 def run_augmented(args, B, lanes, threads):
-    """The augmented-form kernel on a batch of B states (`args` as _aug_range takes them after
-    `lanes`); thread split as run_map."""
+    """The augmented-form kernel on a batch of B states: args = (q, qd, y, model, xr, dest,
+    AugmentedArrays, PreparedProgram, refine, EstimateOutputs) as _aug_range takes them after
+    `lanes`; thread split as run_map."""
     lanes, groups = lane_split(B, lanes, threads)
     if groups > 1:
         with parallel_launch():

@@ -1,4 +1,5 @@
-"""Offline plan of the pair-chain program of compiled MAP estimation (kernels/normal_numba.py):
+"""Offline plan of the pair-chain program (sparsedyn.ir.chain_program) of compiled MAP estimation
+(kernels/normal_numba.py):
 the normal equations N x = g, N = A^T W A + diag(p), g = A^T W r + p mu, solved by a left-looking
 (Crout) static-pivot L D L^T of P N P^T, written as "chains"
 
@@ -39,49 +40,9 @@ w > 0 and prior precisions p >= 0; perm a permutation of the columns (fill-reduc
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ..kernels.lane_vectors import EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE
-
-
-@dataclass(frozen=True)
-class ChainProgram:
-    """Instructions (ins_*: chain_block's arguments; mode EPI_LIST: a product list) over pairs
-    (pa, pb, pc), parts [0, factor_end) factor, [factor_end, solve_end) solve, [solve_end,
-    resid_end) resid, [resid_end, n_ins) probe; slots of A's dynamic entries (entry_slot, -1 for
-    constants), A's rows (row_slot) and per variable (original numbering) of x (consecutive), d,
-    N_kk and the probe's z; `flops` per part (counted arithmetic per state); nnz_L below the
-    diagonal."""
-
-    n_slots: int
-    one: int
-    ins_t: np.ndarray
-    ins_src: np.ndarray
-    ins_c0: np.ndarray
-    ins_row: np.ndarray
-    ins_q: np.ndarray
-    ins_k: np.ndarray
-    ins_kmid: np.ndarray
-    ins_mid: np.ndarray
-    ins_mode: np.ndarray
-    ins_t2: np.ndarray
-    ins_r2: np.ndarray
-    pa: np.ndarray
-    pb: np.ndarray
-    pc: np.ndarray
-    factor_end: int
-    solve_end: int
-    resid_end: int
-    entry_slot: np.ndarray
-    row_slot: np.ndarray
-    x_slot: np.ndarray
-    d_slot: np.ndarray
-    nkk_slot: np.ndarray
-    z_slot: np.ndarray
-    flops: dict
-    nnz_L: int
+from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE, ChainProgram
 
 
 def lower_structure(pattern, perm):
