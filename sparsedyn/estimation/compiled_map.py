@@ -117,7 +117,7 @@ class CompiledMAP:
                          int(prog.resid_end), prog.x_slot, prog.d_slot, prog.nkk_slot,
                          prog.z_slot, np.ascontiguousarray(p, dtype=float),
                          float(UNDETERMINED_TOL), np.ascontiguousarray(z_tol, dtype=float))
-        self._bound = (model, xr, dest, prog.arrays(), slots)
+        self._bound = (model, xr, dest, prog.chains, slots)
         self.lanes = lanes_for(prog.n_slots)
         self.n = problem.shape[1]
         # the kernel's work arrays, views of one buffer kept between calls: a fresh
@@ -138,7 +138,8 @@ class CompiledMAP:
                 "chain_solve_flops": int(prog.flops["solve"]),
                 "chain_resid_flops": int(prog.flops["resid"]),
                 "chain_probe_flops": int(prog.flops["probe"]), "chain_nnz_L": prog.nnz_L,
-                "chain_pairs": int(prog.pa.size), "chain_instructions": int(prog.ins_t.size),
+                "chain_pairs": int(prog.chains.pa.size),
+                "chain_instructions": int(prog.chains.ins_t.size),
                 "chain_slots": prog.n_slots, "chain_ordering": self.ordering}
 
     def run(self, q, v, y, threads=1):

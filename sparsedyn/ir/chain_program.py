@@ -44,29 +44,15 @@ class ChainArrays(NamedTuple):
 
 @dataclass(frozen=True)
 class ChainProgram:
-    """Instructions (ins_*: chain_block's arguments; mode EPI_LIST: a product list) over pairs
-    (pa, pb, pc), parts [0, factor_end) factor, [factor_end, solve_end) solve, [solve_end,
-    resid_end) resid, [resid_end, n_ins) probe; slots of A's dynamic entries (entry_slot, -1 for
-    constants), A's rows (row_slot) and per variable (original numbering) of x (consecutive), d,
-    N_kk and the probe's z; `flops` per part (counted arithmetic per state); nnz_L below the
-    diagonal."""
+    """The instructions (`chains`; mode EPI_LIST: a product list), parts [0, factor_end) factor,
+    [factor_end, solve_end) solve, [solve_end, resid_end) resid, [resid_end, n_ins) probe; slots
+    of ONE, of A's dynamic entries (entry_slot, -1 for constants), A's rows (row_slot) and per
+    variable (original numbering) of x (consecutive), d, N_kk and the probe's z; `flops` per part
+    (counted arithmetic per state); nnz_L below the diagonal."""
 
     n_slots: int
     one: int
-    ins_t: np.ndarray
-    ins_src: np.ndarray
-    ins_c0: np.ndarray
-    ins_row: np.ndarray
-    ins_q: np.ndarray
-    ins_k: np.ndarray
-    ins_kmid: np.ndarray
-    ins_mid: np.ndarray
-    ins_mode: np.ndarray
-    ins_t2: np.ndarray
-    ins_r2: np.ndarray
-    pa: np.ndarray
-    pb: np.ndarray
-    pc: np.ndarray
+    chains: ChainArrays
     factor_end: int
     solve_end: int
     resid_end: int
@@ -78,7 +64,3 @@ class ChainProgram:
     z_slot: np.ndarray
     flops: dict
     nnz_L: int
-
-    def arrays(self):
-        """The ChainArrays of the instructions."""
-        return ChainArrays(*(getattr(self, name) for name in ChainArrays._fields))

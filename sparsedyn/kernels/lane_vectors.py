@@ -8,14 +8,8 @@ pair-chain program (chain_block_V; sparsedyn/ir/chain_program.py, kernels/normal
 
 
     chain_block_V(w, t, src, c0, from_row, pa, pb, pc, q, k, kmid, mid, mode, t2, r2, s) for
-    V in BLOCKS, on lanes s:s+V:
-        acc = w[src] if from_row else c0 (broadcast)
-        acc = acc + (w[pa[j]] * w[pb[j]]) * pc[j]     for j = q .. q+k-1, in this order, and
-                                                      w[mid] = acc before product q + kmid
-        w[t] = acc
-        mode EPI_SCALE: w[t2] = acc * w[r2];  EPI_RECIP: w[t2] = 1 / acc;
-        mode EPI_ADD:   w[t2] = w[t2] + acc;  EPI_NONE: nothing more
-    or, with mode EPI_LIST, the product list w[t + j] = w[pa[q + j]] * w[pb[q + j]], j < k.
+    V in BLOCKS, on lanes s:s+V: one instruction of a pair-chain program, as
+    sparsedyn/ir/chain_program.py defines it.
 
 Why explicit vectors: for an LU operation, a plain `for s in range(lanes)` loop costs a run-time
 overlap check, a vector body and a remainder per operation; a block is one load per

@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE, ChainProgram
+from ..ir.chain_program import (EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE, ChainArrays,
+                                ChainProgram)
 
 
 def lower_structure(pattern, perm):
@@ -260,11 +261,13 @@ def _numbered(b, factor_end, solve_end, resid_end, flops, m, n, nnz, dynamic, in
     def by_var(kind):
         return np.array([name_slot[(kind, int(inv[j]))] for j in range(n)], dtype=np.int64)
     return ChainProgram(
-        n_slots=ranked.size, one=name_slot["one"], ins_t=new[ins[:, 0]], ins_src=new[ins[:, 1]],
-        ins_c0=np.array(b.c0, dtype=float), ins_row=ins[:, 2], ins_q=ins[:, 3], ins_k=ins[:, 4],
-        ins_kmid=ins[:, 5], ins_mid=new[ins[:, 6]], ins_mode=ins[:, 7], ins_t2=new[ins[:, 8]],
-        ins_r2=new[ins[:, 9]],
-        pa=new[pairs[:, 0]], pb=new[pairs[:, 1]], pc=pc, factor_end=factor_end,
+        n_slots=ranked.size, one=name_slot["one"],
+        chains=ChainArrays(ins_t=new[ins[:, 0]], ins_src=new[ins[:, 1]],
+                           ins_c0=np.array(b.c0, dtype=float), ins_row=ins[:, 2],
+                           ins_q=ins[:, 3], ins_k=ins[:, 4], ins_kmid=ins[:, 5],
+                           ins_mid=new[ins[:, 6]], ins_mode=ins[:, 7], ins_t2=new[ins[:, 8]],
+                           ins_r2=new[ins[:, 9]], pa=new[pairs[:, 0]], pb=new[pairs[:, 1]], pc=pc),
+        factor_end=factor_end,
         solve_end=solve_end, resid_end=resid_end, entry_slot=entry_slot,
         row_slot=np.array([name_slot[("row", r)] for r in range(m)], dtype=np.int64),
         x_slot=by_var("x"), d_slot=by_var("d"), nkk_slot=by_var("N"), z_slot=by_var("z"),
