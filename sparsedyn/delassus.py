@@ -80,7 +80,6 @@ METHODS = {
 COMPILED = {"pv-osimr": "sparsedyn.kernels.pv_osimr_numba:pv_osimr_compiled",
             "sparse": "sparsedyn.problems.delassus_sparse:sparse_compiled"}
 BACKENDS = ("numba", "numpy")
-HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 
 def _compiled(method):
@@ -91,14 +90,12 @@ def _compiled(method):
 
 def _backend(method, backend):
     if backend is None:
-        return "numba" if HAVE_NUMBA and method in COMPILED else "numpy"
+        return "numba" if method in COMPILED else "numpy"
     if backend not in BACKENDS:
         raise ValueError(f"delassus: unknown backend {backend!r} (available: {', '.join(BACKENDS)})")
     if backend == "numba" and method not in COMPILED:
         raise ValueError(f"delassus: method {method!r} has no numba backend "
                          f"(compiled: {', '.join(sorted(COMPILED))})")
-    if backend == "numba" and not HAVE_NUMBA:
-        raise ValueError("delassus: backend 'numba' needs numba installed")
     return backend
 
 

@@ -23,19 +23,24 @@ import importlib
 from ..errors import SparsedynError
 
 #: backend name -> module implementing the protocol
-BACKENDS = {"numba": "sparsedyn.backends.numba_fused", "c": "sparsedyn.backends.c"}
+BACKENDS = {"numba": "sparsedyn.backends.numba_fused", "c": "sparsedyn.backends.generated_c"}
 
 
 class BackendUnavailableError(SparsedynError, RuntimeError):
     """The requested backend cannot run here (e.g. no C compiler for backend="c")."""
 
 
-def backend(name):
-    """The module of backend `name` (BACKENDS); BackendUnavailableError if it cannot run here."""
+def module(name):
+    """The module of backend `name` (BACKENDS), whether or not it can run here."""
     if name not in BACKENDS:
         raise ValueError(f"backend: expected one of {sorted(BACKENDS)}, got {name!r}")
-    module = importlib.import_module(BACKENDS[name])
-    why = module.unavailable()
+    return importlib.import_module(BACKENDS[name])
+
+
+def backend(name):
+    """The module of backend `name` (BACKENDS); BackendUnavailableError if it cannot run here."""
+    module_ = module(name)
+    why = module_.unavailable()
     if why:
         raise BackendUnavailableError(f"backend {name!r} cannot run here: {why}")
-    return module
+    return module_

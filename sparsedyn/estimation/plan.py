@@ -71,18 +71,13 @@ def compile_estimation(problem, method="auto", covariances=None, ordering="auto"
     else:
         raise ValueError(f"method: expected 'auto', 'exact', 'map' or 'lstsq', got {method!r}")
     fast = None
-    if compiled is True or (compiled == "auto" and _numba_available() and backend != "numpy"):
+    if compiled is True or (compiled == "auto" and backend != "numpy"):
         try:
             fast = _compiled_route(problem, solver, ordering, map_form)
         except NotImplementedError:
             if compiled is True:
                 raise
     return EstimationPlan(problem, solver, covariances, compiled=fast)
-
-
-def _numba_available():
-    import importlib.util
-    return importlib.util.find_spec("numba") is not None
 
 
 def _compiled_route(problem, solver, ordering, map_form="auto"):

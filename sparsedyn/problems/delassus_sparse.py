@@ -117,8 +117,7 @@ class DelassusPlan:
         """Lambda^-1 (B, m, m) (or (m, m) for one configuration q)."""
         q, single = check_configuration(self.model, q)
         if backend is None:
-            from ..delassus import HAVE_NUMBA
-            backend = "numba" if HAVE_NUMBA else "numpy"
+            backend = "numba"
         if backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         return unbatch(self.evaluate(q, backend=backend), single)

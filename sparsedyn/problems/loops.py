@@ -25,7 +25,7 @@ from ..planner.factorization import OVERFLOW, SINGULAR
 from ..recursive._common import external_forces
 from ..system.loop_rows import LoopSystem
 from .dynamics import _fx_links
-from .plan import Result, _numba_available, _short, plan_system
+from .plan import Result, _short, plan_system
 
 
 class LoopProblem:
@@ -123,8 +123,7 @@ class LoopPlan:
         with np.errstate(over="ignore", invalid="ignore"):
             values, rhs = self.system.assemble(q, qd, cm.spanning_torque(tau), fx)
         check_assembled(problem.name, "D(q) or b(q, qd)", inputs, values, rhs)
-        lu_backend = None if _numba_available() else "numpy"
-        x, status = self.factorization.solve_status(values, rhs, backend=lu_backend)
+        x, status = self.factorization.solve_status(values, rhs)
         if (status == SINGULAR).any():
             bad = np.flatnonzero(status == SINGULAR).tolist()
             raise SingularModelError(f"cluster model {cm.name!r}: D is singular (a singular mass "

@@ -1,11 +1,13 @@
 """compile(problem) -> Plan: the offline/online split of Nori's Sec. IV-D, V-D and Remark 4.
 
 Offline (once per model and problem): the worst-case pattern of D, a fill-reducing (or Nori's
-structural) permutation and the symbolic factorization, by sparsedyn.planner. Online (per batch
-of states): assemble D(q), b(q, qd) on the fixed pattern, numeric LU, substitutions. The default
-online backend "numba" does all three in one compiled pass per group of states
-(sparsedyn.kernels.assemble_numba, driven by the system's AssemblyProgram); "numpy" assembles with
-NumPy (NewtonEulerSystem.assemble) and then runs the factorization's LU kernel.
+structural) permutation and the symbolic factorization, by sparsedyn.planner, bound to the
+assembly program into the plan's IR (sparsedyn.ir.fused.FusedProgram). Online (per batch of
+states): assemble D(q), b(q, qd) on the fixed pattern, numeric LU, substitutions, in one pass per
+state by a backend (sparsedyn.backends): "c" (the IR written as C and compiled by the system
+compiler; one state costs its arithmetic), "numba" (groups of states on SIMD lanes; big
+batches), "auto" (C up to AUTO_C_MAX_BATCH states, numba above); "numpy" assembles with NumPy
+(NewtonEulerSystem.assemble) and runs the LU program in NumPy: the reference route.
 
     plan = compile(inverse_dynamics(model, f_ext=True))
     res = plan.solve(q, v, qdd=qdd, f_ext={"l_sole": w})
@@ -18,30 +20,36 @@ Plans are saved as versioned .npz files with the model fingerprint and the probl
 """
 from __future__ import annotations
 
-import importlib.util
 import json
+import threading
 import warnings
 from collections.abc import Mapping
 
 import numpy as np
 
-from .. import opcount
+from .. import backends, opcount
 from ..batch import state, unbatch
 from ..errors import (IllPosedError, PlanMismatchError, SingularModelError, check_assembled,
                       nonfinite_error)
 from ..files import atomic_write, read_npz
+from ..ir.fused import FusedProgram
 from ..opcount import count_operations
 from ..recursive._common import external_forces
 from ..recursive.aba import structural_singularity_error
 from ..spatial import Transform, to_linear_first
+from ..system.assembly_program import AssemblyProgram
 from .dynamics import Problem
 
 PLAN_FORMAT = "sparsedyn-plan"
 PLAN_VERSION = 1
-
-
-def _numba_available():
-    return importlib.util.find_spec("numba") is not None
+#: online backends a plan takes ("auto" picks per call, see Plan._fused_backend)
+ONLINE_BACKENDS = ("auto", "c", "numba", "numpy")
+#: "auto" runs batches up to this size on the C backend, bigger ones on numba's SIMD lanes
+#: (experiments/kernel_design.md: where the two cross on the humanoid)
+AUTO_C_MAX_BATCH = 32
+#: a thread gets at least this many states: below it, starting the second thread costs more
+#: than it saves (experiments/kernel_design.md)
+MIN_STATES_PER_THREAD = 32
 
 
 def _short(indices, limit=20):
@@ -75,16 +83,19 @@ def compile(problem, ordering="auto", backend="auto", progress=None):
         raise TypeError(f"compile: expected a Problem (inverse_dynamics(model) / "
                         f"forward_dynamics(model) / loop_forward_dynamics(cluster_model)) or an "
                         f"EstimationProblem, got {type(problem).__name__}")
+    if backend not in ONLINE_BACKENDS:
+        raise ValueError(f"backend: expected one of {ONLINE_BACKENDS}, got {backend!r}")
     system = problem.system()
     try:
-        factorization = plan_system(system, system.always_nonzero, ordering, backend, progress)
+        factorization = plan_system(system, system.always_nonzero, ordering,
+                                    "numpy" if backend == "numpy" else "auto", progress)
     except IllPosedError as exc:
         if problem.name != "forward_dynamics" or not getattr(exc, "cols", ()):
             raise
         # D of forward dynamics is singular exactly when the mass matrix is: for every state
         raise structural_singularity_error(
             problem.model, system.bodies_of_columns(exc.cols)) from exc
-    return Plan(problem, factorization)
+    return Plan(problem, factorization, backend=backend)
 
 
 def plan_system(system, pivot_candidates, ordering="auto", backend="auto", progress=None):
@@ -100,13 +111,16 @@ def plan_system(system, pivot_candidates, ordering="auto", backend="auto", progr
 class Plan:
     """A compiled problem: `solve` (online, batched), `stats`, `table`, `save`."""
 
-    def __init__(self, problem, factorization):
+    def __init__(self, problem, factorization, backend="auto"):
         self.problem = problem
         self.model = problem.model
         self.system = problem.system()
         self.factorization = factorization
+        self.default_backend = backend
         self._assembly_ops = None
-        self._fused = None
+        self._ir = None
+        self._kernels = {}
+        self._lock = threading.Lock()        # kernels are built once, by one thread
 
     # ------------------------------------------------------------------ offline facts
 
@@ -150,11 +164,13 @@ class Plan:
         outputs: None computes the problem's joint-space output (tau or qdd) now and every other
         variable (result["a", link], result.vector, ...) on first access, with one more pass over
         the same inputs; "all" computes the whole solution in this pass.
-        backend: "numba" (compiled assembly + LU, the default when numba imports) or "numpy"
-        (NumPy assembly, then the factorization's LU kernel); both give the same results up to
-        round-off. Counting operations (opcount) always uses the NumPy path, whose primitives
-        charge their cost. threads: for "numba", how many threads split the batch (default: all
-        of numba's, i.e. NUMBA_NUM_THREADS or numba.set_num_threads); 1 runs single-threaded."""
+        backend: "auto" (the plan's default unless compiled with another: "c" for batches up to
+        AUTO_C_MAX_BATCH states, else "numba"), "c", "numba" or "numpy" (NumPy assembly, then
+        the LU program in NumPy: the reference route); all give the same results up to
+        round-off. Counting operations (opcount) always uses the NumPy route, whose primitives
+        charge their cost. threads: how many threads split the batch (default: all of numba's,
+        i.e. NUMBA_NUM_THREADS or numba.set_num_threads; batches smaller than a thread's share
+        of work run on one); 1 runs single-threaded."""
         problem, model = self.problem, self.model
         given = {"qdd": qdd, "tau": tau}
         for key, val in given.items():
@@ -166,7 +182,7 @@ class Plan:
             raise ValueError("v: the joint velocities are needed (zeros for a static state)")
         backend = self._check_backend(backend)
         full = self._check_outputs(outputs)
-        threads = self._check_threads(threads) if backend == "numba" else 1
+        threads = self._check_threads(threads)
         q, vecs, B, single = state(model, q, v=v, **{problem.given: given[problem.given]})
         y = vecs[problem.given]
         fx = None
@@ -180,32 +196,41 @@ class Plan:
             return Result(self, np.zeros((B, self.system.shape[1])), single)
         if backend == "numpy":
             return Result(self, self._solve_numpy(q, vecs["v"], y, fx), single)
+        backend = self._fused_backend(backend, B)
+        if B < MIN_STATES_PER_THREAD * threads:
+            threads = max(1, B // MIN_STATES_PER_THREAD)
         # private copies (cheap next to the solve): the on-demand pass below must see the inputs
         # of this call even if the caller reuses its arrays in the meantime
         q, v, y = (np.array(a, dtype=float, order="C") for a in (q, vecs["v"], y))
-        joint, x = self._solve_compiled(q, v, y, fx, full, threads)
+        joint, x = self._solve_compiled(q, v, y, fx, full, threads, backend)
 
         def vector():   # the other variables, on demand: the same compiled pass, full output
-            return self._solve_compiled(q, v, y, fx, True, threads, quiet=True)[1]
+            return self._solve_compiled(q, v, y, fx, True, threads, backend, quiet=True)[1]
         return Result(self, x, single, joint_space={problem.outputs[0]: joint},
                       vector=None if x is not None else vector)
 
     @property
     def backend(self):
-        """The default online backend: the factorization's ("auto" -> "numba"), "numpy" when
-        numba is not installed."""
-        b = self.factorization.stats.get("backend", "numba")
-        return "numba" if b == "numba" and _numba_available() else "numpy"
+        """The default online backend (compile's `backend`)."""
+        return self.default_backend
 
     def _check_backend(self, backend):
         backend = self.backend if backend is None else backend
-        if backend not in ("numba", "numpy"):
-            raise ValueError(f"backend: expected 'numba' or 'numpy', got {backend!r}")
-        if backend == "numba" and not _numba_available():
-            raise ValueError("backend: 'numba' needs the numba package (pip install numba)")
+        if backend not in ONLINE_BACKENDS:
+            raise ValueError(f"backend: expected one of {ONLINE_BACKENDS}, got {backend!r}")
         if opcount.counting():
             return "numpy"            # the compiled kernels do not charge the operation counter
         return backend
+
+    @staticmethod
+    def _fused_backend(backend, B):
+        """The fused backend that runs a batch of B states: "auto" -> "c" for small batches when
+        a C compiler is there, else "numba"."""
+        if backend != "auto":
+            return backend
+        if B <= AUTO_C_MAX_BATCH and backends.module("c").unavailable() is None:
+            return "c"
+        return "numba"
 
     def _check_outputs(self, outputs):
         """True if the whole solution vector is wanted in this pass."""
@@ -247,8 +272,7 @@ class Plan:
         with np.errstate(over="ignore", invalid="ignore"):
             values, rhs = self.system.assemble(q, v, self._measured(y, fx))
         check_assembled(self.problem.name, "D(q) or b(q, v)", inputs, values, rhs)
-        lu_backend = None if _numba_available() else "numpy"
-        x, status = self.factorization.solve_status(values, rhs, backend=lu_backend)
+        x, status = self.factorization.solve_status(values, rhs)
         self._raise_for_status(status, np.arange(q.shape[0]), inputs)
         return np.asarray(x)
 
@@ -285,34 +309,48 @@ class Plan:
         return SingularModelError(f"model {self.model.name!r}: {what} for batch indices "
                                   f"{_short(indices)}", batch_indices=indices)
 
-    def _fused_solver(self):
-        """The assembly program bound to the LU program (built once, on first use), with the
-        row-wise backward-error check where the factorization asks for it (checks_accuracy)."""
-        if self._fused is None:
-            from ..kernels.assemble_numba import FusedSolver
-            from ..planner.factorization import ROW_BACKWARD_TOL
-            from ..system.assembly_program import AssemblyProgram
-            problem, system, N = self.problem, self.system, self.model.nbodies
-            order = [(problem.given, i) for i in range(N)] + [("fx", i) for i in problem.fx_bodies]
-            out = np.concatenate([system.columns[(problem.outputs[0], i)].indices for i in range(N)])
-            residual = None
-            if self.factorization.checks_accuracy:
-                residual = (*self.factorization.entries, ROW_BACKWARD_TOL, "rows")
-            from ..ir.fused import FusedProgram
-            self._fused = FusedSolver(FusedProgram(AssemblyProgram(system),
-                                                   self.factorization.program, order, out,
-                                                   residual=residual))
-        return self._fused
+    @property
+    def ir(self):
+        """The plan's IR (built once, on first use): the assembly program bound to the LU
+        program, with the row-wise backward-error check where the factorization asks for it
+        (checks_accuracy); y's columns: the given qdd or tau (nv), then the external wrenches
+        (6 per f_ext link, angular-first); outputs: the joint-space unknowns (nv)."""
+        with self._lock:
+            if self._ir is None:
+                from ..planner.factorization import ROW_BACKWARD_TOL
+                problem, system, N = self.problem, self.system, self.model.nbodies
+                order = ([(problem.given, i) for i in range(N)]
+                         + [("fx", i) for i in problem.fx_bodies])
+                out = np.concatenate([system.columns[(problem.outputs[0], i)].indices
+                                      for i in range(N)])
+                residual = None
+                if self.factorization.checks_accuracy:
+                    residual = (*self.factorization.entries, ROW_BACKWARD_TOL, "rows")
+                self._ir = FusedProgram(AssemblyProgram(system), self.factorization.program,
+                                        order, out, residual=residual)
+            return self._ir
 
-    def _solve_compiled(self, q, v, y, fx, full, threads, quiet=False):
+    def kernel(self, backend):
+        """The IR prepared by `backend` ("c" or "numba"), built once per plan."""
+        ir = self.ir
+        with self._lock:
+            if backend not in self._kernels:
+                self._kernels[backend] = backends.backend(backend).prepare(ir)
+            return self._kernels[backend]
+
+    def _fused_solver(self):
+        """The numba backend's kernel (tests and experiments reach the IR through it)."""
+        return self.kernel("numba")
+
+    def _solve_compiled(self, q, v, y, fx, full, threads, backend="numba", quiet=False):
         """(joint-space output (B, nv), whole solution (B, n) or None). States whose static pivot
         fails, whose solution fails the accuracy check (Factorization.checks_accuracy) or is not
         finite are re-solved with partial pivoting (Factorization.pivoted_solve):
         PivotBreakdownWarning; SingularModelError, NonFiniteError naming the batch indices."""
-        fused = self._fused_solver()
         B = q.shape[0]
         ys = y if fx is None else np.concatenate((y, fx.reshape(B, -1)), axis=1)
-        joint, x, broken = fused.run(q, v, ys, full=full, threads=threads)
+        joint, x, broken = backends.backend(backend).run(self.kernel(backend), q, v, ys,
+                                                         full=full, threads=threads)
         if broken.any():
             from ..errors import PivotBreakdownWarning
             from ..planner.factorization import ROW_BACKWARD_TOL
@@ -333,7 +371,7 @@ class Plan:
                 warnings.warn(PivotBreakdownWarning(
                     f"values: {why} for batch indices {_short(bad.tolist())}; re-solved with "
                     f"partial pivoting (splu)"), stacklevel=3)
-            joint[bad] = xb[:, fused.ir.out_columns]
+            joint[bad] = xb[:, self.ir.out_columns]
             if x is not None:
                 x[bad] = xb
         return joint, x

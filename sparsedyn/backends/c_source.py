@@ -1,0 +1,388 @@
+"""C99 source of a plan's fused program (sparsedyn.ir.fused): one function per kind of call that,
+for ONE state, assembles D(q) and b(q, qd) straight into the program's work vector, runs the LU
+program and reports whether the state must be re-solved, plus a loop over a batch.
+
+The generated code is the numba fused kernel (kernels/assemble_numba.py: _assemble_lanes,
+lane_scales, run_lanes, _residual_check) with the lanes taken out and everything the IR fixes
+offline turned into literals: per body the joint's rotation kind, the nonzeros of S and I and the
+destinations of its entries; the op stream as straight-line statements on w[...]; the constants
+as exact literals ("%.17g" round-trips a double). The same formulas in the same order, so the
+results equal the numba kernel's up to the rounding of libm's sin/cos against its own.
+
+Interface of a generated unit with prefix P (see header_text for the documented copy):
+
+    #define P_WORK_DOUBLES n         caller-owned work, n doubles per concurrent call
+    int P_outputs(q, qd, y, out, work)        the outputs alone (e.g. tau or qdd)
+    int P_full(q, qd, y, out, x, work)        the outputs and the whole solution x
+    void P_outputs_batch(B, q, qd, y, out, broken, work) / P_full_batch(..., x, broken, work)
+returning (per state) 0 when the solution is good, 1 when it must be re-solved (a failed pivot
+check, a non-finite solution or a failed backward-error check). No globals are written, no
+memory is allocated: calls on different work arrays may run concurrently.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.instructions import (ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SET, SUB)
+from ..system.assembly_program import ROT_ANGLE, ROT_QUAT
+
+
+def lit(x):
+    """An exact C literal of the double x."""
+    x = float(x)
+    if x != x or x in (float("inf"), float("-inf")):
+        raise ValueError(f"a non-finite constant {x!r} in the plan")
+    s = repr(x)
+    return s if ("e" in s or "." in s) else s + ".0"
+
+
+class Layout:
+    """Where the work array's parts start (in doubles): the program's slots, the body velocities
+    (6 per body), the pivot-check scales, and the backward-error check's copies."""
+
+    def __init__(self, schedule, n_bodies, n_unknowns):
+        rc = schedule.rc
+        self.w = 0
+        self.vel = schedule.n_slots
+        self.scale = self.vel + 6 * n_bodies
+        checks = schedule.prog.chk_const.size
+        self.saved = self.scale + checks
+        residual = rc.tol.size > 0
+        n_saved = rc.r_slot.size if residual else 0
+        n_res = n_unknowns if residual else 0
+        self.bsave = self.saved + n_saved
+        self.res = self.bsave + n_res
+        self.rmax = self.res + n_res
+        self.size = self.rmax + (rc.rowmax.size if residual else 0)
+
+
+def _sum(terms):
+    """Left-to-right sum of C expressions ('0.0' for none)."""
+    return " + ".join(terms) if terms else "0.0"
+
+
+def _transform(i, m, out):
+    """E (E0..E8) and r (r0..r2) of body i's joint transform iX_lambda(i) = (E, r)."""
+    kind, rq = int(m.rot_kind[i]), int(m.rot_q[i])
+    if kind == ROT_ANGLE:
+        out.append(f"    sn = sin(q[{rq}]); cs = cos(q[{rq}]);")
+        for e in range(9):
+            b0, b1, b2 = m.rot_basis[i, 0, e], m.rot_basis[i, 1, e], m.rot_basis[i, 2, e]
+            out.append(f"    E{e} = {lit(b0)} + sn * {lit(b1)} + cs * {lit(b2)};")
+    elif kind == ROT_QUAT:
+        out.append(f"    qx = q[{rq}]; qy = q[{rq + 1}]; qz = q[{rq + 2}]; qw = q[{rq + 3}];")
+        # R_J from the unit quaternion (spatial.quaternion_to_rotation)
+        R = ["1 - 2 * (qy * qy + qz * qz)", "2 * (qx * qy - qz * qw)", "2 * (qx * qz + qy * qw)",
+             "2 * (qx * qy + qz * qw)", "1 - 2 * (qx * qx + qz * qz)", "2 * (qy * qz - qx * qw)",
+             "2 * (qx * qz - qy * qw)", "2 * (qy * qz + qx * qw)", "1 - 2 * (qx * qx + qy * qy)"]
+        for k in range(9):
+            out.append(f"    R{k} = {R[k]};")
+        TR = m.TR[i]
+        for a in range(3):                  # E = (TR R_J)^T: E[a, b] = sum_k TR[b, k] R_J[k, a]
+            for b in range(3):
+                t0, t1, t2 = TR[3 * b], TR[3 * b + 1], TR[3 * b + 2]
+                out.append(f"    E{3 * a + b} = {lit(t0)} * R{a} + {lit(t1)} * R{3 + a}"
+                           f" + {lit(t2)} * R{6 + a};")
+    else:
+        for e in range(9):
+            out.append(f"    E{e} = {lit(m.rot_basis[i, 0, e])};")
+    for k in range(3):
+        terms = [lit(m.Tp[i, k])] + [f"q[{int(m.trans_q[i]) + j}] * {lit(m.tdir[i, j, k])}"
+                                     for j in range(int(m.n_trans[i]))]
+        out.append(f"    r{k} = {' + '.join(terms)};")
+
+
+def _sparse_products(ptr, rows, cols, vals, i, operand):
+    """Per row 0..5 the terms val * operand(col) of matrix i's nonzeros, in storage order."""
+    terms = [[] for _ in range(6)]
+    for e in range(ptr[i], ptr[i + 1]):
+        terms[int(rows[e])].append(f"{lit(vals[e])} * {operand(int(cols[e]))}")
+    return terms
+
+
+def _body(i, m, xr, dest, L, nq, out):
+    """The statements of _assemble_lanes for body i (one state)."""
+    out.append(f"  /* body {i} */")
+    _transform(i, m, out)
+    S = _sparse_products(m.s_ptr, m.s_row, m.s_col, m.s_val, i, lambda c: f"qd[{c}]")
+    for k in range(6):
+        out.append(f"    j{k} = {_sum(S[k])};")                     # S_i qd_i
+    v = f"{L.vel + 6 * i}"
+    a = [int(d) for d in dest.a[i]]
+    p = int(m.parent[i])
+    if p >= 0:
+        vp = L.vel + 6 * p
+        out.append(f"    w0 = w[{vp}]; w1 = w[{vp + 1}]; w2 = w[{vp + 2}];")
+        out.append(f"    u0 = w[{vp + 3}] - (r1 * w2 - r2 * w1);")
+        out.append(f"    u1 = w[{vp + 4}] - (r2 * w0 - r0 * w2);")
+        out.append(f"    u2 = w[{vp + 5}] - (r0 * w1 - r1 * w0);")
+        for k in range(3):                                        # v_i = iX_p v_p + S_i qd_i
+            out.append(f"    a{k} = E{3 * k} * w0 + E{3 * k + 1} * w1 + E{3 * k + 2} * w2 + j{k};")
+        for k in range(3):
+            out.append(f"    l{k} = E{3 * k} * u0 + E{3 * k + 1} * u1 + E{3 * k + 2} * u2"
+                       f" + j{3 + k};")
+        # -c_i = -(v_i x S_i qd_i)
+        out.append(f"    w[{a[0]}] = -(a1 * j2 - a2 * j1);")
+        out.append(f"    w[{a[1]}] = -(a2 * j0 - a0 * j2);")
+        out.append(f"    w[{a[2]}] = -(a0 * j1 - a1 * j0);")
+        out.append(f"    w[{a[3]}] = -((a1 * j5 - a2 * j4) + (l1 * j2 - l2 * j1));")
+        out.append(f"    w[{a[4]}] = -((a2 * j3 - a0 * j5) + (l2 * j0 - l0 * j2));")
+        out.append(f"    w[{a[5]}] = -((a0 * j4 - a1 * j3) + (l0 * j1 - l1 * j0));")
+    else:
+        out.append("    a0 = j0; a1 = j1; a2 = j2; l0 = j3; l1 = j4; l2 = j5;")
+        g = [lit(x) for x in m.gravity]
+        out.append(f"    w[{a[0]}] = 0.0; w[{a[1]}] = 0.0; w[{a[2]}] = 0.0;")
+        for k in range(3):                                        # root: -c = [0; E g]
+            out.append(f"    w[{a[3 + k]}] = E{3 * k} * {g[0]} + E{3 * k + 1} * {g[1]}"
+                       f" + E{3 * k + 2} * {g[2]};")
+    out.append(f"    w[{v}] = a0; w[{v} + 1] = a1; w[{v} + 2] = a2; "
+               f"w[{v} + 3] = l0; w[{v} + 4] = l1; w[{v} + 5] = l2;")
+    names = ("a0", "a1", "a2", "l0", "l1", "l2")
+    Iv = _sparse_products(m.i_ptr, m.i_row, m.i_col, m.i_val, i, lambda c: names[c])
+    for k in range(6):
+        out.append(f"    j{k} = {_sum(Iv[k])};")                    # I_i v_i
+    f = [int(d) for d in dest.f[i]]
+    # -nu_i = -(v_i x* I_i v_i)
+    out.append(f"    w[{f[0]}] = -((a1 * j2 - a2 * j1) + (l1 * j5 - l2 * j4));")
+    out.append(f"    w[{f[1]}] = -((a2 * j0 - a0 * j2) + (l2 * j3 - l0 * j5));")
+    out.append(f"    w[{f[2]}] = -((a0 * j1 - a1 * j0) + (l0 * j4 - l1 * j3));")
+    out.append(f"    w[{f[3]}] = -(a1 * j5 - a2 * j4);")
+    out.append(f"    w[{f[4]}] = -(a2 * j3 - a0 * j5);")
+    out.append(f"    w[{f[5]}] = -(a0 * j4 - a1 * j3);")
+    xs = range(m.x_ptr[i], m.x_ptr[i + 1])
+    ts = range(xr.t_ptr[i], xr.t_ptr[i + 1])
+    if len(xs) or len(ts):
+        for k in range(3):                         # row k of -E rx is r x E[k]
+            out.append(f"    X{3 * k} = r1 * E{3 * k + 2} - r2 * E{3 * k + 1};")
+            out.append(f"    X{3 * k + 1} = r2 * E{3 * k} - r0 * E{3 * k + 2};")
+            out.append(f"    X{3 * k + 2} = r0 * E{3 * k + 1} - r1 * E{3 * k};")
+
+        def comp(src):
+            return f"E{src}" if src < 9 else f"X{src - 9}"
+        for e in xs:
+            out.append(f"    w[{int(m.x_dest[e])}] = {comp(int(m.x_src[e]))};")
+        by_dest = {}
+        for e in ts:
+            by_dest.setdefault(int(xr.t_dest[e]), []).append(
+                f"{lit(xr.t_coef[e])} * {comp(int(xr.t_src[e]))}")
+        for d, terms in by_dest.items():
+            out.append(f"    w[{d}] = {_sum(['0.0'] + terms)};")
+
+
+def _ops(prog, out):
+    """The op stream as statements; a RECIP checks its pivot against its row scale first."""
+    t, a, b = prog.t, prog.a, prog.b
+    for code, lo, hi in prog.runs:
+        for o in range(lo, hi):
+            ti, ai, bi = int(t[o]), int(a[o]), int(b[o])
+            if code == FMS:
+                out.append(f"  w[{ti}] = w[{ti}] - w[{ai}] * w[{bi}];")
+            elif code == FMA:
+                out.append(f"  w[{ti}] = w[{ti}] + w[{ai}] * w[{bi}];")
+            elif code == SUB:
+                out.append(f"  w[{ti}] = w[{ti}] - w[{ai}];")
+            elif code == ADD:
+                out.append(f"  w[{ti}] = w[{ti}] + w[{ai}];")
+            elif code == MUL:
+                out.append(f"  w[{ti}] = w[{ai}] * w[{bi}];")
+            elif code == NEG:
+                out.append(f"  w[{ti}] = -w[{ti}];")
+            elif code == MOV:
+                out.append(f"  w[{ti}] = w[{ai}];")
+            elif code == RECIP:
+                out.append(f"  p = w[{ai}]; bad |= !(fabs(p) > tol * (scale[{bi}] + w[{ti}]));"
+                           f" w[{ti}] = 1.0 / p;")
+            elif code == ABSFMA:
+                out.append(f"  w[{ti}] = w[{ti}] + fabs(w[{ai}] * w[{bi}]);")
+            elif code == ABSADD:
+                out.append(f"  w[{ti}] = w[{ti}] + fabs(w[{ai}]);")
+            elif code == SET:
+                out.append(f"  w[{ti}] = {lit(prog.consts[ai])};")
+            else:
+                raise ValueError(f"opcode {code}: not in the instruction set")
+
+
+def _table(name, values, ctype):
+    values = np.asarray(values).ravel()
+    fmt = lit if ctype == "double" else (lambda v: str(int(v)))
+    body = ", ".join(fmt(v) for v in values) if values.size else ("0" if ctype != "double" else "0.0")
+    return f"static const {ctype} {name}[{max(values.size, 1)}] = {{{body}}};"
+
+
+def _residual(fn, rc, sol_slot, L, n, out, tables):
+    """The backward-error check of _residual_check for one state (loops over constant tables):
+    row-wise when rc.rowmax holds each row's largest constant |entry|, else normwise."""
+    t = f"{fn}_rc"
+    tables += [_table(f"{t}_r_row", rc.r_row, "int"), _table(f"{t}_r_col", rc.r_col, "int"),
+               _table(f"{t}_c_row", rc.c_row, "int"), _table(f"{t}_c_col", rc.c_col, "int"),
+               _table(f"{t}_c_val", rc.c_val, "double"), _table(f"{t}_rowmax", rc.rowmax, "double"),
+               _table(f"{t}_sol", sol_slot, "int")]
+    rowwise = rc.rowmax.size > 0
+    out += [f"  {{ /* backward error: |D x - b| against tol (|D| |x| + |b|) */",
+            f"    double *saved = work + {L.saved}, *bsave = work + {L.bsave};",
+            f"    double *res = work + {L.res}, *rmax = work + {L.rmax};",
+            "    double xmax = 0.0, amax = 0.0, bmax = 0.0, excess = 0.0, d;",
+            "    int k, e;",
+            f"    for (k = 0; k < {n}; k++) {{ res[k] = -bsave[k];"
+            + (f" rmax[k] = {t}_rowmax[k];" if rowwise else "") + " }",
+            f"    for (e = 0; e < {rc.c_row.size}; e++) res[{t}_c_row[e]] += {t}_c_val[e] * w[{t}_c_col[e]];",
+            f"    for (e = 0; e < {rc.r_row.size}; e++) {{",
+            f"      d = saved[e]; res[{t}_r_row[e]] += d * w[{t}_r_col[e]];",
+            (f"      if (fabs(d) > rmax[{t}_r_row[e]]) rmax[{t}_r_row[e]] = fabs(d);" if rowwise
+             else "      if (fabs(d) > amax) amax = fabs(d);"),
+            "    }",
+            f"    for (k = 0; k < {n}; k++) if (fabs(w[{t}_sol[k]]) > xmax) xmax = fabs(w[{t}_sol[k]]);"]
+    if rowwise:
+        out += [f"    for (k = 0; k < {n}; k++) {{",
+                "      d = fabs(res[k]) - tol_res * (rmax[k] * xmax + fabs(bsave[k]));",
+                "      if (d > excess) excess = d;",
+                "    }"]
+    else:
+        out += [f"    for (e = 0; e < {rc.c_row.size}; e++) if (fabs({t}_c_val[e]) > amax) amax = fabs({t}_c_val[e]);",
+                f"    for (k = 0; k < {n}; k++) {{",
+                "      if (fabs(bsave[k]) > bmax) bmax = fabs(bsave[k]);",
+                "      if (fabs(res[k]) > excess) excess = fabs(res[k]);",
+                "    }",
+                "    excess -= tol_res * (amax * xmax + bmax);"]
+    out += ["    bad |= excess > 0.0;", "  }"]
+
+
+#: statements per generated helper function: compilers optimise straight-line code in time
+#: superlinear in a function's length, so long programs are cut into calls of this many
+CHUNK = 400
+
+_BODY_LOCALS = ["  double sn, cs, qx, qy, qz, qw, R0, R1, R2, R3, R4, R5, R6, R7, R8;",
+                "  double E0, E1, E2, E3, E4, E5, E6, E7, E8, r0, r1, r2;",
+                "  double X0, X1, X2, X3, X4, X5, X6, X7, X8;",
+                "  double j0, j1, j2, j3, j4, j5, a0, a1, a2, l0, l1, l2, w0, w1, w2, u0, u1, u2;",
+                "  (void)sn; (void)cs; (void)qx; (void)qy; (void)qz; (void)qw; (void)R0; (void)R1;",
+                "  (void)R2; (void)R3; (void)R4; (void)R5; (void)R6; (void)R7; (void)R8; (void)X0;",
+                "  (void)X1; (void)X2; (void)X3; (void)X4; (void)X5; (void)X6; (void)X7; (void)X8;",
+                "  (void)w0; (void)w1; (void)w2; (void)u0; (void)u1; (void)u2; (void)q; (void)qd;"]
+
+
+def _chunked(fn, pieces, header, locals_, ret, helpers):
+    """Statements `pieces` (lists of lines, never split) grouped into static helper functions
+    of about CHUNK statements; returns the lines that call them in order."""
+    calls, group, count = [], [], 0
+
+    def flush():
+        if group:
+            name = f"{fn}_{len(helpers)}"
+            helpers.append("\n".join([f"static {ret} {name}({header})", "{", *locals_,
+                                       *group, "  return bad;" if ret == "int" else "", "}"]))
+            calls.append(name)
+    for piece in pieces:
+        group.extend(piece)
+        count += len(piece)
+        if count >= CHUNK:
+            flush()
+            group, count = [], 0
+    flush()
+    return calls
+
+
+def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables):
+    """C source of `int fn(q, qd, y, out, x, work)` running `schedule` (a Schedule) for one
+    state: x (the whole solution, natural column order) is written when not NULL and the
+    schedule computes it."""
+    sch, m, xr, dest, prog, rc = (schedule, schedule.model_arrays, schedule.xr, schedule.dest,
+                                  schedule.prog, schedule.rc)
+    L, n = layout, col_perm.size
+    residual = rc.tol.size > 0
+    helpers = []
+    bodies = []
+    for i in range(n_bodies):
+        lines = []
+        _body(i, m, xr, dest, L, nq, lines)
+        bodies.append(lines)
+    asm = _chunked(f"{fn}_asm", bodies, "const double *restrict q, const double *restrict qd, "
+                   "double *restrict w", _BODY_LOCALS, "void", helpers)
+    ops = []
+    _ops(prog, ops)
+    run = _chunked(f"{fn}_ops", [[line] for line in ops], "double *restrict w, "
+                   "const double *restrict scale",
+                   [f"  const double tol = {lit(tol)};", "  double p;", "  int bad = 0;",
+                    "  (void)p; (void)tol; (void)scale;"], "int", helpers)
+    out = [f"static int {fn}(const double *restrict q, const double *restrict qd, "
+           "const double *restrict y, double *restrict out, double *restrict x, "
+           "double *restrict work)", "{",
+           f"  double *restrict w = work + {L.w};",
+           f"  double *restrict scale = work + {L.scale};",
+           "  double acc = 0.0, v, mag;",
+           "  int bad = 0;",
+           "  (void)mag; (void)scale; (void)y;"]
+    if residual:
+        out.append(f"  const double tol_res = {lit(rc.tol[0])};")
+    for s, v in zip(sch.init_slots, sch.init_values):
+        out.append(f"  w[{int(s)}] = {lit(v)};")
+    out += [f"  {name}(q, qd, w);" for name in asm]
+    for k in range(dest.zero.size):
+        out.append(f"  w[{int(dest.zero[k])}] = 0.0;")
+    for j in range(dest.y.size):
+        out.append(f"  w[{int(dest.y[j])}] = y[{j}];")
+    for e in range(xr.q_dest.size):         # extra rows' bias, quadratic in a body's velocity
+        vb = L.vel + 6 * int(xr.q_body[e])
+        out.append(f"  w[{int(xr.q_dest[e])}] -= {lit(xr.q_coef[e])} * w[{vb + int(xr.q_k[e])}]"
+                   f" * w[{vb + int(xr.q_l[e])}];")
+    # pivot-check row scales from the freshly assembled entries
+    for c in range(prog.chk_const.size):
+        out.append(f"  scale[{c}] = {lit(prog.chk_const[c])};")
+        for e in range(prog.chk_ptr[c], prog.chk_ptr[c + 1]):
+            out.append(f"  mag = fabs(w[{int(prog.chk_entries[e])}]); "
+                       f"if (mag > scale[{c}]) scale[{c}] = mag;")
+    if residual:
+        for k, s in enumerate(rc.r_slot):
+            out.append(f"  work[{L.saved + k}] = w[{int(s)}];")
+        for k in range(n):
+            out.append(f"  work[{L.bsave + k}] = w[{int(sch.sol_slot[k])}];")
+    out += [f"  bad |= {name}(w, scale);" for name in run]
+    if residual:
+        _residual(fn, rc, sch.sol_slot, L, n, out, tables)
+    # x - x is 0 for a finite x and NaN otherwise
+    for s in sch.sol_slot:
+        out.append(f"  v = w[{int(s)}]; acc += v - v;")
+    out.append("  bad |= acc != 0.0;")
+    for j, s in enumerate(sch.out_slot):
+        out.append(f"  out[{j}] = w[{int(s)}];")
+    if sch.sol_slot.size == n:
+        out.append("  if (x) {")
+        for k in range(n):
+            out.append(f"    x[{int(col_perm[k])}] = w[{int(sch.sol_slot[k])}];")
+        out.append("  }")
+    out += ["  return bad;", "}"]
+    return "\n\n".join(helpers + ["\n".join(out)])
+
+
+def unit_source(ir, prefix):
+    """(C source, work size in doubles, function names) of a FusedProgram: the outputs-only
+    and the full-solution functions and their batch loops, prefix_* (a C identifier)."""
+    assembly, program = ir.assembly, ir.program
+    nq, nv, N, n = assembly.nq, assembly.nv, assembly.nbodies, program.n
+    n_y = ir.schedule(False).dest.y.size
+    parts, tables, work = [], [], 0
+    kinds = {"outputs": ir.schedule(False), "full": ir.schedule(True)}
+    for kind, sch in kinds.items():
+        L = Layout(sch, N, n)
+        work = max(work, L.size)
+        parts.append(solve_function(f"{prefix}_{kind}_one", sch, program.col_perm, program.tol,
+                                    nq, nv, N, L, tables))
+    n_out = kinds["outputs"].out_slot.size
+    api = [f"#define {prefix.upper()}_WORK_DOUBLES {work}",
+           f"int {prefix}_work_doubles(void) {{ return {work}; }}",
+           f"int {prefix}_outputs(const double *q, const double *qd, const double *y, "
+           f"double *out, double *work)",
+           f"{{ return {prefix}_outputs_one(q, qd, y, out, (double *)0, work); }}",
+           f"int {prefix}_full(const double *q, const double *qd, const double *y, double *out, "
+           f"double *x, double *work)",
+           f"{{ return {prefix}_full_one(q, qd, y, out, x, work); }}"]
+    for kind, xarg, xptr in (("outputs", "", "(double *)0"), ("full", " double *x,", "x + b * " + str(n))):
+        api += [f"void {prefix}_{kind}_batch(long B, const double *q, const double *qd, "
+                f"const double *y, double *out,{xarg} unsigned char *broken, double *work)",
+                "{", "  long b;",
+                f"  for (b = 0; b < B; b++)",
+                f"    broken[b] = (unsigned char){prefix}_{kind}_one(q + b * {nq}, qd + b * {nv}, "
+                f"y + b * {n_y}, out + b * {n_out}, {xptr}, work);",
+                "}"]
+    src = "\n".join(["#include <math.h>", ""] + tables + [""] + parts + [""] + api) + "\n"
+    return src, work, dict(nq=nq, nv=nv, n_y=n_y, n_out=n_out, n=n)

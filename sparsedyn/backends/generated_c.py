@@ -1,0 +1,152 @@
+"""The C backend (protocol: sparsedyn.backends): the plan's fused program written as C99
+(backends/c_source.py), compiled once by the system C compiler into a shared library cached by
+the hash of its source and flags, and called through ctypes (which releases the GIL: threads
+run their ranges of a batch in parallel, each on its own work array).
+
+Why C next to numba: one state costs what its arithmetic costs (no dispatch of dozens of typed
+arrays per call, no JIT on a fresh machine), and the same source runs on a robot's controller
+without Python (export_c).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..files import atomic_write
+from .c_source import unit_source
+
+NAME = "c"
+#: -O2 keeps compile time of straight-line programs of ~10^4 statements in seconds
+CFLAGS = ("-O2", "-march=native", "-std=c99", "-fPIC", "-shared", "-fno-math-errno",
+          "-ffp-contract=off")
+PREFIX = "sd"
+
+
+def compiler():
+    """The C compiler command ($CC, else cc), or None."""
+    cc = os.environ.get("CC", "cc")
+    return shutil.which(cc)
+
+
+def unavailable():
+    return None if compiler() else ("no C compiler found (set $CC or install one, e.g. "
+                                    "apt-get install gcc)")
+
+
+def cache_dir():
+    """$SPARSEDYN_CACHE_DIR/c, else ~/.cache/sparsedyn/c."""
+    root = os.environ.get("SPARSEDYN_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "sparsedyn")
+    path = os.path.join(root, "c")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _cpu():
+    """What -march=native compiles for: the CPU's model and feature flags (a cache shared by
+    machines with other CPUs must not hand them a library with instructions they lack)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return "".join(sorted({line for line in fh if line.startswith(("model name", "flags"))}))
+    except OSError:
+        import platform
+        return platform.processor() + platform.machine()
+
+
+def build(source):
+    """Path of the shared library of `source`, compiled on first use: written under a temporary
+    name in the cache and moved into place, so concurrent builders never see half a library."""
+    cc = compiler()
+    key = hashlib.sha256("\0".join((source, cc, _cpu()) + CFLAGS).encode()).hexdigest()[:24]
+    lib = os.path.join(cache_dir(), f"sparsedyn_{key}.so")
+    if os.path.exists(lib):
+        return lib
+    folder = cache_dir()
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
+    os.close(fd)
+    src = tmp[:-3] + ".c"
+    try:
+        with open(src, "w") as fh:
+            fh.write(source)
+        proc = subprocess.run([cc, *CFLAGS, "-o", tmp, src, "-lm"], capture_output=True,
+                              text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"backend 'c': {cc} failed to compile the plan:\n"
+                               f"{proc.stderr[-2000:]}")
+        os.replace(tmp, lib)
+    finally:
+        for path in (tmp, src):
+            if os.path.exists(path):
+                os.remove(path)
+    return lib
+
+
+_P = ctypes.c_void_p
+
+
+class CKernel:
+    """A FusedProgram compiled to C: `run` has FusedSolver.run's contract."""
+
+    def __init__(self, ir):
+        self.ir = ir
+        self.source, self.work_doubles, self.sizes = unit_source(ir, PREFIX)
+        self._lib = ctypes.CDLL(build(self.source))
+        self._batch = {}
+        for kind, n_ptr in (("outputs", 7), ("full", 8)):
+            fn = getattr(self._lib, f"{PREFIX}_{kind}_batch")
+            fn.argtypes = [ctypes.c_long] + [_P] * (n_ptr - 1)
+            fn.restype = None
+            self._batch[kind] = fn
+        self._local = threading.local()
+
+    def _work(self, k):
+        """This thread's k work arrays (kept between calls)."""
+        pool = getattr(self._local, "work", None)
+        if pool is None or pool.shape[0] < k:
+            pool = self._local.work = np.empty((k, self.work_doubles))
+        return pool
+
+    def run(self, q, qd, y, full=False, threads=1):
+        q, qd, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, qd, y))
+        B, n = q.shape[0], self.sizes["n"]
+        out = np.empty((B, self.sizes["n_out"]))
+        x = np.empty((B, n)) if full else None
+        broken = np.zeros(B, dtype=np.uint8)
+        groups = max(1, min(int(threads), B))
+        work = self._work(groups)
+        if groups == 1:
+            self._call(0, B, q, qd, y, out, x, broken, work[0])
+        else:
+            edges = np.linspace(0, B, groups + 1).astype(int)
+            with ThreadPoolExecutor(groups) as pool:
+                list(pool.map(lambda g: self._call(edges[g], edges[g + 1], q, qd, y, out, x,
+                                                   broken, work[g]), range(groups)))
+        return out, x, broken.astype(bool)
+
+    def _call(self, lo, hi, q, qd, y, out, x, broken, work):
+        if hi <= lo:
+            return
+        s = self.sizes
+        lo, hi = int(lo), int(hi)
+        ptr = (lambda a, width: a.ctypes.data + 8 * lo * width)
+        args = [hi - lo, ptr(q, s["nq"]), ptr(qd, s["nv"]), ptr(y, s["n_y"]), ptr(out, s["n_out"])]
+        if x is not None:
+            args.append(ptr(x, s["n"]))
+        args += [broken.ctypes.data + lo, work.ctypes.data]
+        self._batch["full" if x is not None else "outputs"](*args)
+
+
+def prepare(ir):
+    return CKernel(ir)
+
+
+def run(kernel, q, qd, y, full=False, threads=1):
+    return kernel.run(q, qd, y, full=full, threads=threads)
