@@ -10,7 +10,6 @@ import weakref
 
 import numpy as np
 
-from .model.joints import FreeFlyerJoint, SphericalJoint
 
 
 def as_batch(x, width, name, batch=None):
@@ -38,6 +37,8 @@ def as_batch(x, width, name, batch=None):
 
 
 _QUATERNIONS = weakref.WeakKeyDictionary()
+#: largest accepted |norm - 1| of a configuration's quaternion
+QUATERNION_TOL = 1e-6
 
 
 def _quaternion_columns(model):
@@ -45,9 +46,9 @@ def _quaternion_columns(model):
     if model not in _QUATERNIONS:
         cols, names = [], []
         for i, j in enumerate(model.joints):
-            if isinstance(j, (FreeFlyerJoint, SphericalJoint)):
-                stop = model.q_index[i] + j.nq
-                cols.append(np.arange(stop - 4, stop))
+            if j.ROTATION == "quaternion":
+                start = model.q_index[i] + j.ROTATION_Q
+                cols.append(np.arange(start, start + 4))
                 names.append(j.name)
         _QUATERNIONS[model] = (np.array(cols, dtype=int).reshape(-1, 4), names)
     return _QUATERNIONS[model]
@@ -60,7 +61,7 @@ def check_configuration(model, q, name="q"):
     if len(names) and q.shape[0]:
         quat = q[:, cols]
         err = np.abs(np.sqrt((quat * quat).sum(axis=-1)) - 1.0)
-        if err.max() > 1e-6:
+        if err.max() > QUATERNION_TOL:
             b, k = np.unravel_index(int(np.argmax(err)), err.shape)
             raise ValueError(f"{name}: quaternion of joint {names[k]!r} is not unit-norm at batch "
                              f"index {b} (norm {np.linalg.norm(q[b, cols[k]]):.6g})")

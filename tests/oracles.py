@@ -87,6 +87,7 @@ def pin_twin(model):
         T = model.joint_placements[i]
         jm = {"revolute": lambda: pin.JointModelRevoluteUnaligned(j.axis),
               "prismatic": lambda: pin.JointModelPrismaticUnaligned(j.axis),
+              "helical": lambda: pin.JointModelHelicalUnaligned(j.axis, j.pitch),
               "spherical": pin.JointModelSpherical, "planar": pin.JointModelPlanar,
               "free": pin.JointModelFreeFlyer}[j.kind]()
         parent = 0 if model.parents[i] < 0 else ids[model.parents[i]]

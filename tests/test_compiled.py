@@ -220,7 +220,7 @@ def test_singular_states_raise_with_batch_indices():
                inertia=0.1 * (np.eye(3) - np.outer(axis, axis)))
     plan = _strict(compile(forward_dynamics(b.build())))
     q, v, tau = np.zeros((3, 2)), np.zeros((3, 2)), np.ones((3, 2))
-    for backend in ("numba", "numpy"):
+    for backend in ("numba", "numpy", "c"):
         with pytest.raises(sd.SingularModelError, match=r"\[0, 1, 2\]") as info:
             plan.solve(q, v, tau=tau, backend=backend)
         assert info.value.batch_indices == (0, 1, 2)
@@ -257,7 +257,7 @@ def test_rod_spinning_about_its_axis_raises_instead_of_garbage(ordering):
         assert abs(ev[0]) <= 1e-15 * ev[-1]
     plan = compile(forward_dynamics(model), ordering=ordering)
     match = r"mass matrix is singular.*\[0, 1, 2\]"
-    for backend, threads in (("numba", 1), ("numba", 2), ("numpy", None)):
+    for backend, threads in (("numba", 1), ("numba", 2), ("numpy", None), ("c", 1), ("c", 2)):
         for outputs in (None, "all"):
             with pytest.raises(sd.SingularModelError, match=match) as info:
                 plan.solve(q, v, tau=tau, backend=backend, threads=threads, outputs=outputs)
@@ -284,7 +284,7 @@ def test_well_conditioned_models_never_break_down(name):
         given = {"tau" if kind == "fd" else "qdd": x}
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            for backend in ("numba", "numpy"):
+            for backend in ("numba", "numpy", "c"):
                 res = plan.solve(q, v, f_ext=fext, backend=backend, outputs="all", **given)
                 assert np.isfinite(res.vector).all()
 

@@ -146,7 +146,7 @@ def test_edited_index_arrays_with_a_valid_checksum_are_refused(chain_plans, tmp_
     v, y = rng.normal(size=(2, 3, model.nv))
     given = plan.problem.given
     out = plan.problem.outputs[0]
-    for backend in ("numpy", "numba"):
+    for backend in ("numpy", "numba", "c"):
         assert np.array_equal(same.solve(q, v, **{given: y}, backend=backend)[out],
                               plan.solve(q, v, **{given: y}, backend=backend)[out])
 
@@ -177,7 +177,7 @@ def test_in_range_edits_of_the_program_are_refused_or_harmless(chain_plans, tmp_
         except ValueError:
             refused += 1
             continue
-        for backend in ("numpy", "numba"):
+        for backend in ("numpy", "numba", "c"):
             assert np.abs(loaded.solve(q, v, **{given: y}, backend=backend)[out]
                           - plan.solve(q, v, **{given: y}, backend=backend)[out]).max() <= 1e-12, label
     assert refused >= 1

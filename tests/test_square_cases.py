@@ -110,7 +110,7 @@ def test_dynamics_vs_pinocchio(case, B):
         assert rel_err(kin.frame_placement(frame)[b], pdata.oMf[fid].homogeneous) <= TOL
         jid = pmodel.frames[fid].parentJoint
         assert rel_err(kin.velocities[b, -1], pdata.v[jid].vector) <= TOL
-    for backend in ("numba", "numpy"):
+    for backend in ("numba", "numpy", "c"):
         assert rel_err(id_plan.solve(q, v, qdd=a, backend=backend)["tau"], tau) <= TOL
         assert rel_err(fd_plan.solve(q, v, tau=tau, backend=backend)["qdd"], a) <= 1e-9
     one = id_plan.solve(q[0], v[0], qdd=a[0])["tau"]

@@ -16,15 +16,20 @@ Interface of a generated unit with prefix P (see header_text for the documented 
     int P_full(q, qd, y, out, x, work)        the outputs and the whole solution x
     void P_outputs_batch(B, q, qd, y, out, broken, work) / P_full_batch(..., x, broken, work)
 returning (per state) 0 when the solution is good, 1 when it must be re-solved (a failed pivot
-check, a non-finite solution or a failed backward-error check). No globals are written, no
+check, a non-finite solution or a failed backward-error check), with 2 added when a quaternion
+of q is not unit-norm (|norm - 1| > QUATERNION_TOL, as sparsedyn.batch checks it). No globals are written, no
 memory is allocated: calls on different work arrays may run concurrently.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..batch import QUATERNION_TOL
 from ..ir.instructions import (ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SET, SUB)
 from ..system.assembly_program import ROT_ANGLE, ROT_QUAT
+
+#: return-code bits of a generated solve
+RESOLVE, BAD_QUATERNION = 1, 2
 
 
 def lit(x):
@@ -310,13 +315,18 @@ def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables
            f"  double *restrict w = work + {L.w};",
            f"  double *restrict scale = work + {L.scale};",
            "  double acc = 0.0, v, mag;",
-           "  int bad = 0;",
+           "  int bad = 0, quat_bad = 0;",
            "  (void)mag; (void)scale; (void)y;"]
     if residual:
         out.append(f"  const double tol_res = {lit(rc.tol[0])};")
     for s, v in zip(sch.init_slots, sch.init_values):
         out.append(f"  w[{int(s)}] = {lit(v)};")
     out += [f"  {name}(q, qd, w);" for name in asm]
+    for i in np.flatnonzero(m.rot_kind == ROT_QUAT):
+        c = int(m.rot_q[i])
+        out.append(f"  mag = sqrt(q[{c}] * q[{c}] + q[{c + 1}] * q[{c + 1}] + q[{c + 2}] * "
+                   f"q[{c + 2}] + q[{c + 3}] * q[{c + 3}]);")
+        out.append(f"  if (!(fabs(mag - 1.0) <= {lit(QUATERNION_TOL)})) quat_bad = {BAD_QUATERNION};")
     for k in range(dest.zero.size):
         out.append(f"  w[{int(dest.zero[k])}] = 0.0;")
     for j in range(dest.y.size):
@@ -350,7 +360,7 @@ def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables
         for k in range(n):
             out.append(f"    x[{int(col_perm[k])}] = w[{int(sch.sol_slot[k])}];")
         out.append("  }")
-    out += ["  return bad;", "}"]
+    out += ["  return (bad ? 1 : 0) + quat_bad;", "}"]
     return "\n\n".join(helpers + ["\n".join(out)])
 
 

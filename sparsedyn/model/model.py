@@ -183,6 +183,7 @@ class Model:
             h.update(f"{j.kind}:{j.name}".encode())
             if j.axis is not None:
                 h.update(np.round(j.axis, 12).tobytes())
+            h.update(j.parameters())
         h.update(np.round(self.joint_placements, 12).tobytes())
         h.update(np.round(self.inertias, 12).tobytes())
         return h.hexdigest()[:32]

@@ -342,6 +342,23 @@ class Plan:
         """The numba backend's kernel (tests and experiments reach the IR through it)."""
         return self.kernel("numba")
 
+    def solver(self, backend="c"):
+        """A callable for one state at a time (a control loop): f(q (nq,), v (nv,), y (nv,),
+        f_ext=None, out=None) -> the joint-space output (nv,) (tau or qdd), with its buffers
+        allocated and its kernel bound once; see StateSolver."""
+        if backend not in ("c", "numba"):
+            raise ValueError(f"backend: expected 'c' or 'numba', got {backend!r}")
+        return StateSolver(self, backend)
+
+    def export_c(self, directory, name="sparsedyn_plan", overwrite=False):
+        """Write the plan as dependency-free C99, `name`.c and `name`.h in `directory`, for a
+        robot's controller (see the header for the interface and an example). Returns the
+        paths."""
+        from ..backends.generated_c import export_c
+        what = f"{self.problem.name} of model {self.model.name!r}"
+        return export_c(self.ir, directory, name, what=what, overwrite=overwrite,
+                        given=f"{self.problem.given}, {self.model.nv} in sparsedyn's joint order")
+
     def _solve_compiled(self, q, v, y, fx, full, threads, backend="numba", quiet=False):
         """(joint-space output (B, nv), whole solution (B, n) or None). States whose static pivot
         fails, whose solution fails the accuracy check (Factorization.checks_accuracy) or is not
@@ -613,3 +630,66 @@ def _from_plain(obj, arrays):
             return {k: _from_plain(v, arrays) for k, v in obj["__dict__"].items()}
         raise ValueError(f"unknown entry {sorted(obj)} in the stored factorization")
     return obj
+
+
+class StateSolver:
+    """Plan.solver(): one state per call, for a control loop. The inputs are copied into buffers
+    allocated once and the kernel runs on them without the per-call checks of Plan.solve; a
+    state the kernel flags (a non-unit quaternion, a failed pivot check, a non-finite result)
+    is handed to Plan.solve, which raises the typed error naming the argument or re-solves it
+    with partial pivoting (PivotBreakdownWarning), so a flagged call is slower, never wrong."""
+
+    def __init__(self, plan, backend):
+        self.plan, self.backend = plan, backend
+        model, problem = plan.model, plan.problem
+        self._given = problem.given
+        self._q, self._v = np.zeros(model.nq), np.zeros(model.nv)
+        self._y = np.zeros(model.nv + 6 * len(problem.fx_bodies))
+        self._out = np.zeros(model.nv)
+        kernel = plan.kernel(backend)
+        if backend == "c":
+            from ..backends.generated_c import single_state
+            self._work = np.zeros(kernel.work_doubles)
+            fn = single_state(kernel)
+            ptrs = [a.ctypes.data for a in (self._q, self._v, self._y, self._out, self._work)]
+            self._run = lambda: fn(*ptrs)
+        else:
+            q2, v2, y2 = (a[None] for a in (self._q, self._v, self._y))
+
+            def run():
+                out, _, broken = kernel.run(q2, v2, y2, threads=1)
+                self._out[:] = out[0]
+                return int(broken[0])
+            self._run = run
+
+    def __call__(self, q, v, y, f_ext=None, out=None):
+        """The joint-space output (nv,) for one state: y is the plan's given vector (qdd for
+        inverse dynamics, tau for forward dynamics); f_ext as Plan.solve's; out: an (nv,)
+        array to write it into (returned). Arrays of exactly (nq,), (nv,), (nv,) take the fast
+        path; anything else goes through Plan.solve's checks."""
+        nv = self._v.shape
+        if (getattr(q, "shape", None) != self._q.shape or getattr(v, "shape", None) != nv
+                or getattr(y, "shape", None) != nv):
+            return self._checked(q, v, y, f_ext, out)  # Plan.solve names a bad argument
+        self._q[:], self._v[:], self._y[:nv[0]] = q, v, y
+        if f_ext:
+            fx = external_forces(self.plan.model, self.plan._check_f_ext(f_ext), 1)
+            self._y[self._v.size:] = fx[0, list(self.plan.problem.fx_bodies)].ravel()
+        elif self._y.size > self._v.size:
+            self._y[self._v.size:] = 0.0
+        if self._run() != 0:
+            return self._checked(q, v, y, f_ext, out)
+        if out is None:
+            return self._out.copy()
+        out[:] = self._out
+        return out
+
+    def _checked(self, q, v, y, f_ext, out):
+        result = self.plan.solve(np.asarray(q)[None], np.asarray(v)[None], f_ext=f_ext,
+                                 backend="numba", threads=1,
+                                 **{self._given: np.asarray(y)[None]})
+        value = result[self.plan.problem.outputs[0]][0]
+        if out is None:
+            return value
+        out[:] = value
+        return out

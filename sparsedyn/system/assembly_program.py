@@ -6,11 +6,11 @@ state is fixed offline).
 Per body i (parent(i) < i) it records
   - the joint transform as data, not as a joint class (so one compiled kernel serves every model):
         R_i = TR_i R_J(q),  r_i = Tp_i + TR_i p_J(q),  E_i = R_i^T     (kinematics.joint_transforms)
-    rotation kind ROT_NONE (prismatic: E = TR^T), ROT_ANGLE (revolute, planar: one angle theta at
-    q[rot_q], E = Eb0 + sin(theta) Eb1 + cos(theta) Eb2 with the Rodrigues basis of
-    pattern._rotation_basis pre-multiplied by TR and transposed) or ROT_QUAT (spherical, free: the
-    unit quaternion (x, y, z, w) at q[rot_q:rot_q + 4]); translation p_J = sum_k q[trans_q + k]
-    tdir_k (prismatic: the axis; planar: x, y; free: the position), tdir already rotated by TR;
+    rotation kind from the joint's ROTATION (model/joints/base.py): ROT_NONE (E = TR^T),
+    ROT_ANGLE (one angle theta at q[rot_q], E = Eb0 + sin(theta) Eb1 + cos(theta) Eb2 with the
+    Rodrigues basis of pattern.rotation_basis pre-multiplied by TR and transposed) or ROT_QUAT
+    (the unit quaternion (x, y, z, w) at q[rot_q:rot_q + 4]); translation p_J = sum_k
+    q[trans_q + k] tdir_k from the joint's translation(), tdir already rotated by TR;
   - S_i as a sparse list (row, velocity index, value) and I_i as a sparse list of its nonzeros;
   - the values-array (CSC data) position of every state-dependent entry of iX_lambda(i) (eq. 5a)
     and of its transpose in the parent's c_f rows (eq. 5d), each with its source in the compact
@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.joints import FreeFlyerJoint, PlanarJoint, PrismaticJoint, RevoluteJoint, SphericalJoint
-from ..spatial import skew
+from .pattern import rotation_basis
 
 ROT_NONE, ROT_ANGLE, ROT_QUAT = 0, 1, 2
 
@@ -107,31 +106,23 @@ class AssemblyProgram:
             self.TR[i], self.Tp[i] = TR.ravel(), Tp
             q0 = int(model.q_index[i])
             self.rot_basis[i, 0] = TR.T.ravel()               # ROT_NONE: E = TR^T
-            if isinstance(joint, (RevoluteJoint, PlanarJoint)):
-                k = joint.axis if isinstance(joint, RevoluteJoint) else np.array([0.0, 0.0, 1.0])
-                K = skew(k)
-                # Rodrigues I + s K + (1 - c) K^2 = k k^T + s K - c K^2 (as pattern._rotation_basis);
-                # E = (TR R_J)^T, one basis matrix per function (1, sin, cos)
-                for b, Rb in enumerate((np.outer(k, k), K, -K @ K)):
+            self.rot_q[i] = q0 + joint.ROTATION_Q
+            if joint.ROTATION == "angle":
+                # E = (TR R_J)^T, one basis matrix per function (1, sin, cos) of pattern's
+                # rotation_basis (Rodrigues)
+                for b, Rb in enumerate(rotation_basis(joint)[0]):
                     self.rot_basis[i, b] = (TR @ Rb).T.ravel()
                 self.rot_kind[i] = ROT_ANGLE
-                self.rot_q[i] = q0 + (2 if isinstance(joint, PlanarJoint) else 0)
-            elif isinstance(joint, (SphericalJoint, FreeFlyerJoint)):
+            elif joint.ROTATION == "quaternion":
                 self.rot_kind[i] = ROT_QUAT
-                self.rot_q[i] = q0 + (3 if isinstance(joint, FreeFlyerJoint) else 0)
-            elif not isinstance(joint, PrismaticJoint):
-                raise NotImplementedError(f"joint {joint.name!r}: no compiled assembly for kind "
-                                          f"{joint.kind!r}")
-            if isinstance(joint, PrismaticJoint):
-                dirs = [joint.axis]
-            elif isinstance(joint, PlanarJoint):
-                dirs = [np.eye(3)[0], np.eye(3)[1]]
-            elif isinstance(joint, FreeFlyerJoint):
-                dirs = list(np.eye(3))
-            else:
-                dirs = []
-            self.n_trans[i], self.trans_q[i] = len(dirs), q0
-            for k, d in enumerate(dirs):
+            translation = joint.translation()
+            offsets = [k for k, _ in translation]
+            if offsets != list(range(len(offsets))) or len(offsets) > 3:
+                raise NotImplementedError(f"joint {joint.name!r}: the compiled assembly reads "
+                                          f"translations from the joint's first coordinates, "
+                                          f"one direction each (got offsets {offsets})")
+            self.n_trans[i], self.trans_q[i] = len(translation), q0
+            for k, (_, d) in enumerate(translation):
                 self.tdir[i, k] = TR @ d                       # r = Tp + TR p_J
         self.s_ptr, self.s_row, self.s_col, self.s_val = _sparse_rows(
             [j.S for j in model.joints], [np.arange(model.v_index[i], model.v_index[i] + j.nv)

@@ -34,8 +34,6 @@ import numpy as np
 from scipy.sparse import csc_matrix
 
 from ..model.model import WORLD
-from ..model.joints import (FreeFlyerJoint, PlanarJoint, PrismaticJoint, RevoluteJoint,
-                            SphericalJoint)
 from ..spatial import skew
 
 STRUCTURAL_TOLERANCE = 1e-12
@@ -62,29 +60,26 @@ def _quaternion_basis():
     return C, one
 
 
-def _rotation_basis(joint):
-    """R_J(q) = sum_a alpha_a(q) Ra[a]: returns (Ra (A, 3, 3), coefficients of 1 (A,))."""
-    if isinstance(joint, (RevoluteJoint, PlanarJoint)):
-        k = joint.axis if isinstance(joint, RevoluteJoint) else np.array([0.0, 0.0, 1.0])
+def rotation_basis(joint):
+    """R_J(q) = sum_a alpha_a(q) Ra[a] from the joint's ROTATION (model/joints/base.py): returns
+    (Ra (A, 3, 3), coefficients of 1 (A,))."""
+    if joint.ROTATION == "angle":
+        k = joint.rotation_axis()
         K = skew(k)
         # Rodrigues: I + s K + (1 - c) K^2 = k k^T + s K - c K^2   (basis 1, sin, cos)
         return np.stack((np.outer(k, k), K, -K @ K)), np.array([1.0, 0.0, 0.0])
-    if isinstance(joint, PrismaticJoint):
-        return np.eye(3)[None], np.array([1.0])
-    if isinstance(joint, (SphericalJoint, FreeFlyerJoint)):
+    if joint.ROTATION == "quaternion":
         return _quaternion_basis()
-    raise NotImplementedError(f"joint {joint.name!r}: no structural pattern for kind {joint.kind!r}")
+    if joint.ROTATION == "none":
+        return np.eye(3)[None], np.array([1.0])
+    raise NotImplementedError(f"joint {joint.name!r}: unknown rotation {joint.ROTATION!r}")
 
 
 def _translation_basis(joint):
-    """p_J(q) = sum_b beta_b(q) pb[b]: returns (pb (Bn, 3), coefficients of 1 (Bn,))."""
-    if isinstance(joint, PrismaticJoint):
-        return np.stack((np.zeros(3), joint.axis)), np.array([1.0, 0.0])
-    if isinstance(joint, PlanarJoint):
-        return np.stack((np.zeros(3), [1.0, 0.0, 0.0], [0.0, 1.0, 0.0])), np.array([1.0, 0.0, 0.0])
-    if isinstance(joint, FreeFlyerJoint):
-        return np.vstack((np.zeros(3), np.eye(3))), np.array([1.0, 0.0, 0.0, 0.0])
-    return np.zeros((1, 3)), np.array([1.0])
+    """p_J(q) = sum_b beta_b(q) pb[b] from the joint's translation(): returns (pb (Bn, 3),
+    coefficients of 1 (Bn,)): the constant 0, then one direction per coordinate it reads."""
+    dirs = [np.asarray(d, dtype=float) for _, d in joint.translation()]
+    return np.vstack([np.zeros(3)] + dirs), np.r_[1.0, np.zeros(len(dirs))]
 
 
 def transform_coefficients(joint, placement):
@@ -92,7 +87,7 @@ def transform_coefficients(joint, placement):
 
     Returns (C (K, 6, 6), one (K,)): iX = sum_k phi_k(q) C[k], and the constant function 1 has
     coefficients `one`. `placement` is the joint's fixed 4x4 tree placement T (X_T)."""
-    Ra, alpha_one = _rotation_basis(joint)
+    Ra, alpha_one = rotation_basis(joint)
     pb, beta_one = _translation_basis(joint)
     TR, Tp = placement[:3, :3], placement[:3, 3]
     A, Bn = len(Ra), len(pb)
