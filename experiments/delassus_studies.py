@@ -9,7 +9,9 @@ Sec. IV) and seed 002 (EFPA, Sec. V-C), with sparsedyn's operation counter (one 
         6D feet (the humanoid's own three-finger hands are replaced by the five-finger hand model,
         attached with ModelBuilder); EFPA's hands + feet (4 x 6D) on the humanoid itself.
     (d) and (e) also count every non-recursive method, the sparse route through Nori's system
-    included (column "sparse").
+    included (column "sparse", planned with the cheapest of the orderings sparsedyn computes
+    itself, experiments/own_orderings.py, so that its count does not depend on SciPy's or
+    CHOLMOD's versions).
 
 Writes experiments/out/delassus_*.png and experiments/out/delassus_tables.md.
 Usage: python experiments/delassus_studies.py [--quick]
@@ -27,6 +29,10 @@ from sparsedyn.delassus import delassus
 from sparsedyn.files import atomic_path, atomic_write
 from sparsedyn.model import ModelBuilder, make_joint
 from sparsedyn.opcount import count_operations
+from sparsedyn.problems.delassus_sparse import compile_delassus
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from own_orderings import own_best  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 RECURSIVE = ("pv-osimr", "pv-osim", "efpa")
@@ -40,10 +46,22 @@ FINGERS = ("thumb", "index", "middle", "ring", "little")
 
 def flops(model, contacts, method):
     q = model.neutral_configuration() if not model.floating_base else _random_q(model)
+    if method == "sparse":
+        return sparse_flops(model, contacts, q), 0
     with count_operations() as ops:
         delassus(model, q, contacts, method=method)
     abi = sum(ops.by_kind.get(k, 0) for k in ABI_KINDS) if method in RECURSIVE else 0
     return ops.flops, ops.flops - abi
+
+
+def sparse_flops(model, contacts, q):
+    """delassus(..., method="sparse") under the planner's pick among sparsedyn's own orderings
+    (the same count as the library's "auto" plan when that pick is the same ordering)."""
+    name = own_best(compile_delassus(model, contacts).plan.factorization.table)["name"]
+    plan = compile_delassus(model, contacts, ordering=name)
+    with count_operations() as ops:
+        plan(q)
+    return ops.flops
 
 
 def _random_q(model):
@@ -131,7 +149,8 @@ def study_chain_every(ns):
     return rows
 
 
-def study_robots():
+def study_robots(labels=None):
+    """The robot cases (all, or those whose label is in `labels`)."""
     hum = sm.humanoid()
     corners = [Contact(f"{s}_foot_corner_{c}", "3d") for s in ("l", "r") for c in ("fl", "fr", "rl", "rr")]
     feet = [Contact("l_sole"), Contact("r_sole")]
@@ -150,6 +169,8 @@ def study_robots():
     ]
     rows = []
     for label, model, contacts in cases:
+        if labels is not None and label not in labels:
+            continue
         m = sum(c.dim for c in contacts)
         rows.append((label, model.nv, m, {meth: flops(model, contacts, meth) for meth in ALL}))
     return rows
@@ -161,27 +182,65 @@ def slope(x, y):
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
+def tree_lines(tree):
+    lines = ["## (a) stem + k seven-link branches per side, 6D welds at the tips", "",
+             "| branches/side | stem | " + " | ".join(RECURSIVE) + " | PV-OSIM / PV-OSIMr | EFPA / PV-OSIMr |",
+             "|---|---|" + "---|" * (len(RECURSIVE) + 2)]
+    for k, s, f in tree:
+        lines.append(f"| {k} | {s} | " + " | ".join(f"{f[m]:,}" for m in RECURSIVE)
+                     + f" | {f['pv-osim'] / f['pv-osimr']:.2f} | {f['efpa'] / f['pv-osimr']:.2f} |")
+    return lines
+
+
+CHAIN_TITLES = (("(b) chain of k^2 links, 6D weld every k links", "k", "delassus_chain_k2.png"),
+                ("(c) chain, 6D weld on every link", "n", "delassus_chain_every.png"))
+
+
+def chain_lines(title, xlabel, rows):
+    lines = [f"## {title}", "", f"| {xlabel} | " + " | ".join(RECURSIVE) + " |",
+             "|---|" + "---|" * len(RECURSIVE)]
+    for r in rows:
+        lines.append(f"| {r[0]} | " + " | ".join(f"{r[1][m]:,}" for m in RECURSIVE) + " |")
+    return lines
+
+
+def chain_slopes(rows):
+    """{method: log-log slope over the larger half of the rows} (asymptotic slope)."""
+    x = np.array([r[0] for r in rows], dtype=float)
+    tail = slice(len(x) // 2, None)
+    return {m: slope(x[tail], np.array([r[1][m] for r in rows], dtype=float)[tail]) for m in RECURSIVE}
+
+
+def robot_lines(robots):
+    lines = ["## (d), (e) humanoid, five-finger hands; total flops (and without the shared "
+             "articulated-inertia sweep)", "",
+             "| case | nv | m | " + " | ".join(ALL) + " | PV-OSIM / PV-OSIMr - 1 |",
+             "|---|---|---|" + "---|" * (len(ALL) + 1)]
+    for label, nv, m, f in robots:
+        cells = [f"{f[meth][0]:,}" + (f" ({f[meth][1]:,})" if meth in RECURSIVE else "") for meth in ALL]
+        lines.append(f"| {label} | {nv} | {m} | " + " | ".join(cells)
+                     + f" | {100 * (f['pv-osim'][0] / f['pv-osimr'][0] - 1):+.1f}% |")
+    return lines
+
+
 def write(tree, k2, every, robots, quick):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     os.makedirs(OUT, exist_ok=True)
-    lines = ["# Delassus operation counts (sparsedyn counter, B = 1 call, flops = mul + add + div + sqrt)", ""]
-
+    lines = ["# Delassus operation counts (sparsedyn counter, B = 1 call, flops = mul + add + div + sqrt)", "",
+             "Generated by `python experiments/delassus_studies.py`. Column \"sparse\": C D^-1 B on "
+             "Nori's block system, planned with the cheapest of the orderings sparsedyn computes "
+             "itself (experiments/own_orderings.py).", ""]
+    lines += tree_lines(tree)
     branches = sorted({k for k, _, _ in tree})
     fig, axes = plt.subplots(1, len(branches), figsize=(4 * len(branches), 3.5), squeeze=False)
-    lines += ["## (a) stem + k seven-link branches per side, 6D welds at the tips", "",
-              "| branches/side | stem | " + " | ".join(RECURSIVE) + " | PV-OSIM / PV-OSIMr | EFPA / PV-OSIMr |",
-              "|---|---|" + "---|" * (len(RECURSIVE) + 2)]
     for ax, k in zip(axes[0], branches):
         sub = [(s, f) for kk, s, f in tree if kk == k]
         for meth in RECURSIVE:
             ax.plot([s for s, _ in sub], [f[meth] for _, f in sub], label=meth)
         ax.set_title(f"{k} branch(es)/side, m = {12 * k}")
         ax.set_xlabel("stem length")
-        for s, f in sub:
-            lines.append(f"| {k} | {s} | " + " | ".join(f"{f[m]:,}" for m in RECURSIVE)
-                         + f" | {f['pv-osim'] / f['pv-osimr']:.2f} | {f['efpa'] / f['pv-osimr']:.2f} |")
     axes[0][0].set_ylabel("flops")
     axes[0][0].legend()
     fig.tight_layout()
@@ -189,22 +248,14 @@ def write(tree, k2, every, robots, quick):
         fig.savefig(tmp, dpi=110)
     plt.close(fig)
 
-    for title, rows, xlabel, fname in (
-            ("(b) chain of k^2 links, 6D weld every k links", k2, "k", "delassus_chain_k2.png"),
-            ("(c) chain, 6D weld on every link", every, "n", "delassus_chain_every.png")):
+    for (title, xlabel, fname), rows in zip(CHAIN_TITLES, (k2, every)):
+        lines += [""] + chain_lines(title, xlabel, rows)
+        fits = chain_slopes(rows)
+        lines += ["", "log-log slope over the larger half: " + ", ".join(f"{m} {fits[m]:.2f}" for m in RECURSIVE)]
         x = np.array([r[0] for r in rows], dtype=float)
         fig, ax = plt.subplots(figsize=(5, 4))
-        lines += ["", f"## {title}", "", f"| {xlabel} | " + " | ".join(RECURSIVE) + " |",
-                  "|---|" + "---|" * len(RECURSIVE)]
-        for r in rows:
-            lines.append(f"| {r[0]} | " + " | ".join(f"{r[1][m]:,}" for m in RECURSIVE) + " |")
-        tail = slice(len(x) // 2, None)                             # asymptotic slope: larger half
-        fits = []
         for meth in RECURSIVE:
-            y = np.array([r[1][meth] for r in rows], dtype=float)
-            ax.loglog(x, y, "o-", label=meth)
-            fits.append(f"{meth} {slope(x[tail], y[tail]):.2f}")
-        lines += ["", "log-log slope over the larger half: " + ", ".join(fits)]
+            ax.loglog(x, [r[1][meth] for r in rows], "o-", label=meth)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("flops")
         ax.set_title(title, fontsize=9)
@@ -214,14 +265,7 @@ def write(tree, k2, every, robots, quick):
             fig.savefig(tmp, dpi=110)
         plt.close(fig)
 
-    lines += ["", "## (d), (e) humanoid, five-finger hands; total flops (and without the shared "
-              "articulated-inertia sweep)", "",
-              "| case | nv | m | " + " | ".join(ALL) + " | PV-OSIM / PV-OSIMr - 1 |",
-              "|---|---|---|" + "---|" * (len(ALL) + 1)]
-    for label, nv, m, f in robots:
-        cells = [f"{f[meth][0]:,}" + (f" ({f[meth][1]:,})" if meth in RECURSIVE else "") for meth in ALL]
-        lines.append(f"| {label} | {nv} | {m} | " + " | ".join(cells)
-                     + f" | {100 * (f['pv-osim'][0] / f['pv-osimr'][0] - 1):+.1f}% |")
+    lines += [""] + robot_lines(robots)
     fig, ax = plt.subplots(figsize=(9, 4))
     w = 0.16
     for j, meth in enumerate(ALL[:4]):

@@ -11,7 +11,13 @@ Lines (operations per state, mul + add (+ div)):
     online); "auto" picks the ordering of fewest online flops, counting for the orderings whose
     pivots are not stable by construction (the generic ones) the row-wise backward-error check
     they pay on every state (2 nnz(D) flops)
-  - assembling D(q) and b(q, qd) for the LU (counted), which the LU lines do not include.
+  - assembling D(q) and b(q, qd) for the LU (counted), which the LU lines do not include
+  - inverse dynamics of the same chain (external wrenches on every link) under Nori's RNEA order
+    (eq. 11-12, zero fill), for scale.
+"LU own best" is the cheapest of the orderings sparsedyn computes itself (experiments/
+own_orderings.py): it depends on sparsedyn's code alone. The columns of SciPy's and CHOLMOD's
+orderings (colamd, mmd_*, amd, metis, nesdis, btf), and so "LU best", "best ordering" and "auto
+ordering", can change with those libraries' versions (VERSION_DEPENDENT).
 
 Writes experiments/out/fig1.png and experiments/out/fig1.md.
 
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
@@ -28,7 +35,10 @@ import numpy as np
 import sparsedyn as sd
 from sparsedyn.files import atomic_path, atomic_write
 from sparsedyn.models import serial_chain
-from sparsedyn.problems import compile, forward_dynamics
+from sparsedyn.problems import compile, forward_dynamics, inverse_dynamics
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from own_orderings import is_own, own_best  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
@@ -48,6 +58,8 @@ def row_for(n):
     stats = plan.stats
     orderings = {r["name"]: r["flops"] for r in plan.table if r["pivot_safe"]}
     best = min(orderings, key=lambda name: (orderings[name], name))
+    own = min((name for name in orderings if is_own(name)), key=lambda name: (orderings[name], name))
+    idplan = compile(inverse_dynamics(model, f_ext=True), ordering="rnea")
     return {
         "N": n,
         "aba_formula": (224 * n - 259) + (205 * n - 248),
@@ -55,6 +67,9 @@ def row_for(n):
         "aba_counted": counted(sd.aba, model),
         "rnea_counted": counted(sd.rnea, model),
         "lu_best": orderings[best], "lu_best_ordering": best,
+        "lu_own": orderings[own], "lu_own_ordering": own,
+        "own_pick": own_best(plan.table)["name"],
+        "id_rnea": idplan.stats["flops"], "id_fill": idplan.stats["fill"],
         "auto_ordering": stats["ordering"],
         "lu_aba_order": orderings["aba"],
         "assembly": stats["assembly_flops"],
@@ -63,30 +78,47 @@ def row_for(n):
     }
 
 
-def write_markdown(rows, path):
+#: columns whose values depend on SciPy's / CHOLMOD's orderings (their versions), not on sparsedyn
+THIRD_PARTY = ("amd", "btf", "colamd", "metis", "mmd_at_plus_a", "mmd_ata", "nesdis")
+VERSION_DEPENDENT = ("LU best", "best ordering", "auto ordering") + tuple(f"LU {n}" for n in THIRD_PARTY)
+
+
+def table_lines(rows):
+    """The Markdown table of `rows` (row_for results), header first."""
     names = sorted({k for r in rows for k in r["orderings"]} - {"aba"})   # own column
     head = (["N", "ABA 224N-259+205N-248", "ABA counted", "RNEA 93N-108+81N-100", "RNEA counted",
-             "LU best", "best ordering", "auto ordering", "LU ABA order", "assembly D,b", "nnz D"]
+             "LU own best", "own ordering", "own pick", "LU best", "best ordering", "auto ordering",
+             "LU ABA order", "assembly D,b", "nnz D", "ID LU RNEA order", "ID fill"]
             + [f"LU {n}" for n in names])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["N"], r["aba_formula"], r["aba_counted"], r["rnea_formula"], r["rnea_counted"],
+                 r["lu_own"], r["lu_own_ordering"], r["own_pick"], r["lu_best"],
+                 r["lu_best_ordering"], r["auto_ordering"], r["lu_aba_order"], r["assembly"],
+                 r["nnz_D"], r["id_rnea"], r["id_fill"]]
+        cells += [r["orderings"].get(n, "-") for n in names]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return lines
+
+
+def write_markdown(rows, path):
     lines = ["# Fig. 1 (Nori): forward dynamics of a serial chain, operations per state",
              "",
              "mul + add (+ div). LU columns: the online sparse LU kernel alone (numeric "
              "factorization + substitutions, exact count of the compiled program); 'assembly D,b' "
              "is the counted cost of building D(q) and b(q, qd) that the LU needs in addition. 'LU ABA "
              "order': Nori's Appendix B pivot sequence, a trusted structural order (its pivots "
-             "S^T I^A S are created by fill and checked online). 'auto ordering': what `compile` "
-             "picks, counting for generic orderings the backward-error check they pay per state "
-             "(2 nnz D flops). "
+             "S^T I^A S are created by fill and checked online). 'LU own best': the fewest LU flops "
+             "among the orderings sparsedyn computes itself (natural, rcm, min_degree, markowitz, "
+             "aba); 'own pick': what `compile` would pick among those, counting for generic "
+             "orderings the backward-error check they pay per state (2 nnz D flops). 'LU best', "
+             "'best ordering', 'auto ordering' (what `compile` picks) and the columns of SciPy's "
+             "and CHOLMOD's orderings (amd, btf, colamd, metis, mmd_*, nesdis) depend on those "
+             "libraries' versions. 'ID LU RNEA order': inverse dynamics of the same chain under "
+             "Nori's RNEA order (eq. 11-12), for scale. "
              "Generated by `python experiments/fig1_fd_chain_flops.py`.",
              "",
-             "| " + " | ".join(head) + " |",
-             "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [r["N"], r["aba_formula"], r["aba_counted"], r["rnea_formula"], r["rnea_counted"],
-                 r["lu_best"], r["lu_best_ordering"], r["auto_ordering"], r["lu_aba_order"],
-                 r["assembly"], r["nnz_D"]]
-        cells += [r["orderings"].get(n, "-") for n in names]
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+             *table_lines(rows)]
     with atomic_write(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
 

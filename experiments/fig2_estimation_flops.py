@@ -10,7 +10,10 @@ applies to its normal equations P = A^T A (the least-squares route of sparsedyn.
 
   - dense LU of P:              2/3 n^3 + 2 n^2 (n unknowns of [D; D_Y])
   - permuted sparse LU of P:    exact flop count of the planner's static-pivot program (P is SPD,
-                                pivots on its diagonal), factorisation + substitutions
+                                pivots on its diagonal), factorisation + substitutions, under the
+                                ordering the planner picks among those sparsedyn computes itself
+                                (experiments/own_orderings.py; "auto" in this installation, which
+                                may use SciPy's or CHOLMOD's orderings, is shown for reference)
   - dense LU of Nori's reduced (n_J + 2) system (tau and the two mu_z, eq. 23), for scale.
 Also (table only) the exactly determined humanoid problem of the tests (square: sparse LU of
 [D; D_Y] itself).
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import numpy as np
 
@@ -32,6 +36,9 @@ from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, compile_estimation
 from sparsedyn.files import atomic_path, atomic_write
 from sparsedyn.model.joints import FreeFlyerJoint, RevoluteJoint
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from own_orderings import own_best  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
@@ -52,6 +59,57 @@ def dense_lu(n):
     return 2 * n ** 3 / 3 + 2 * n ** 2
 
 
+def row_for(N):
+    """One row of the table: the floating N_B-link chain with load cells at both ends."""
+    model = floating_chain(N)
+    ends = ["link1", f"link{N}"]
+    cells = [S.JointAccelerations()] + [S.LoadCells(l) for l in ends]
+    try:
+        EstimationProblem(model, cells, unknown_wrenches=ends).check()
+        remark5 = "solvable"
+    except IllPosedError:
+        remark5 = "ill-posed"
+    problem = EstimationProblem(model, cells + [S.ZeroTangentialForce(l) for l in ends],
+                                unknown_wrenches=ends)
+    plan = compile_estimation(problem, method="lstsq", map_backend="lu")
+    st = plan.stats
+    own = own_best(plan.solver.factorization.table)
+    n = problem.shape[1]
+    return dict(N_B=N, rows=problem.shape[0], n=n, nnz_P=st["nnz_P"], sparse=own["flops"],
+                ordering=own["name"], auto=f"{st['lu_flops']} ({st['lu_ordering']})",
+                dense=dense_lu(n), reduced=dense_lu(N - 1 + 2), remark5=remark5)
+
+
+def table_lines(rows):
+    lines = ["| N_B | rows | unknowns | nnz(P) | sparse LU(P) | ordering | dense LU(P) | dense/sparse "
+             "| dense LU reduced (eq. 23) | load cells alone | auto (this installation) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['N_B']} | {r['rows']} | {r['n']} | {r['nnz_P']} | {r['sparse']} | "
+                     f"{r['ordering']} | {r['dense']:.0f} | {r['dense'] / r['sparse']:.1f} | "
+                     f"{r['reduced']:.0f} | {r['remark5']} | {r['auto']} |")
+    return lines
+
+
+#: columns that depend on SciPy's / CHOLMOD's orderings (their versions)
+VERSION_DEPENDENT = ("auto (this installation)",)
+
+HUMANOID_LINKS = ["l_sole", "r_sole", "chest"]
+
+
+def humanoid_line():
+    """The exactly determined humanoid problem (F/T at both ankles), one sentence."""
+    from sparsedyn.models import humanoid
+    hm = humanoid()
+    hp = EstimationProblem(hm, [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
+                                S.ForceTorque("r_foot_ft_sensor")], unknown_wrenches=HUMANOID_LINKS)
+    own = own_best(compile_estimation(hp).solver.factorization.table)
+    return (f"Humanoid, exactly determined (F/T at both ankles, unknown wrenches {HUMANOID_LINKS}): "
+            f"[D; D_Y] {hp.shape[0]}x{hp.shape[1]}, nnz {hp.pattern.nnz}, sparse LU flops "
+            f"{own['flops']} (fill {own['fill']}, ordering {own['name']}) vs dense LU "
+            f"{dense_lu(hp.shape[1]):.3g}.")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--max", type=int, default=40)
@@ -60,44 +118,21 @@ def main(argv=None):
     os.makedirs(OUT, exist_ok=True)
     rows = []
     for N in range(3, args.max + 1, args.step):
-        model = floating_chain(N)
-        ends = ["link1", f"link{N}"]
-        cells = [S.JointAccelerations()] + [S.LoadCells(l) for l in ends]
-        try:
-            EstimationProblem(model, cells, unknown_wrenches=ends).check()
-            remark5 = "solvable"
-        except IllPosedError:
-            remark5 = "ill-posed"
-        problem = EstimationProblem(model, cells + [S.ZeroTangentialForce(l) for l in ends],
-                                    unknown_wrenches=ends)
-        plan = compile_estimation(problem, method="lstsq", map_backend="lu")
-        st = plan.stats
-        n = problem.shape[1]
-        rows.append(dict(N_B=N, rows=problem.shape[0], n=n, nnz_P=st["nnz_P"],
-                         sparse=st["lu_flops"], dense=dense_lu(n), reduced=dense_lu(N - 1 + 2),
-                         remark5=remark5))
-        print(f"N_B={N:3d}  [D;D_Y] {problem.shape[0]}x{n}  sparse LU(P) {st['lu_flops']:9d}  "
-              f"dense LU(P) {dense_lu(n):12.0f}  ratio {dense_lu(n) / st['lu_flops']:8.1f}  "
-              f"load cells alone: {remark5}")
-    from sparsedyn.models import humanoid
-    hm = humanoid()
-    links = ["l_sole", "r_sole", "chest"]
-    hp = EstimationProblem(hm, [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
-                                S.ForceTorque("r_foot_ft_sensor")], unknown_wrenches=links)
-    hs = compile_estimation(hp).stats
+        rows.append(row_for(N))
+        r = rows[-1]
+        print(f"N_B={N:3d}  [D;D_Y] {r['rows']}x{r['n']}  sparse LU(P) {r['sparse']:9d} [{r['ordering']}]  "
+              f"dense LU(P) {r['dense']:12.0f}  ratio {r['dense'] / r['sparse']:8.1f}  "
+              f"load cells alone: {r['remark5']}")
     with atomic_write(os.path.join(OUT, "fig2.md"), "w") as fh:
         fh.write("# Fig. 2: torque estimation, floating serial chain, load cells at both ends\n\n")
         fh.write("Slippery floor at both ends (load cells alone: Remark 5, ill-posed for every state).\n")
-        fh.write("Flops per state of the LU of the normal matrix P = A^T A (the system is over-determined by 4).\n\n")
-        fh.write("| N_B | rows | unknowns | nnz(P) | sparse LU(P) | dense LU(P) | dense/sparse | dense LU reduced (eq. 23) | load cells alone |\n")
-        fh.write("|---|---|---|---|---|---|---|---|---|\n")
-        for r in rows:
-            fh.write(f"| {r['N_B']} | {r['rows']} | {r['n']} | {r['nnz_P']} | {r['sparse']} | {r['dense']:.0f} | "
-                     f"{r['dense'] / r['sparse']:.1f} | {r['reduced']:.0f} | {r['remark5']} |\n")
-        fh.write(f"\nHumanoid, exactly determined (F/T at both ankles, unknown wrenches {links}): "
-                 f"[D; D_Y] {hp.shape[0]}x{hp.shape[1]}, nnz {hp.pattern.nnz}, sparse LU flops "
-                 f"{hs['flops']} (fill {hs['fill']}, ordering {hs['ordering']}) vs dense LU "
-                 f"{dense_lu(hp.shape[1]):.3g}.\n")
+        fh.write("Flops per state of the LU of the normal matrix P = A^T A (the system is over-determined "
+                 "by 4), under the planner's pick among the orderings sparsedyn computes itself; "
+                 "'auto (this installation)' is what `compile` picks here, SciPy's and CHOLMOD's "
+                 "orderings included (version-dependent). Generated by "
+                 f"`python experiments/fig2_estimation_flops.py --max {args.max} --step {args.step}`.\n\n")
+        fh.write("\n".join(table_lines(rows)) + "\n")
+        fh.write("\n" + humanoid_line() + "\n")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

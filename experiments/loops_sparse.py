@@ -7,7 +7,9 @@ ordering, the LU + substitution flops (exact, from the symbolic factorization), 
 assembly of D and b, their total; next to C-ABA (seed 003, Algorithm 1), Lagrange multipliers with
 a dense LU of the KKT matrix and with the sparse L^T L of H, and the tree-only forward-dynamics plan
 of the same spanning tree (no loops: what the loop rows add). Counts come from
-sparsedyn.opcount (one state). A chain-length sweep of the geared chain follows.
+sparsedyn.opcount (one state). A chain-length sweep of the geared chain follows. Both plans use
+the planner's pick among the orderings sparsedyn computes itself (experiments/own_orderings.py),
+so that the counts do not depend on SciPy's or CHOLMOD's versions.
 
     python experiments/loops_sparse.py [--quick]
 Output: experiments/out/loops_sparse.md
@@ -28,6 +30,9 @@ from sparsedyn.opcount import count_operations  # noqa: E402
 from sparsedyn.problems import compile, forward_dynamics, loop_forward_dynamics  # noqa: E402
 from sparsedyn.recursive.cluster import c_aba, lagrange_fd  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from own_orderings import own_best  # noqa: E402
+
 OUT = os.path.join(os.path.dirname(__file__), "out")
 
 SYSTEMS = [
@@ -45,9 +50,16 @@ def _ops(fn):
     return ops.flops
 
 
+def own_plan(problem):
+    """compile(problem) under the planner's pick among sparsedyn's own orderings."""
+    plan = compile(problem)
+    name = own_best(plan.factorization.table)["name"]
+    return plan if name == plan.factorization.stats["ordering"] else compile(problem, ordering=name)
+
+
 def measure(cm):
-    plan = compile(loop_forward_dynamics(cm))
-    tree = compile(forward_dynamics(cm.model))
+    plan = own_plan(loop_forward_dynamics(cm))
+    tree = own_plan(forward_dynamics(cm.model))
     q, yd, tau = cm.random_state(0)
     qd = cm.spanning_velocity(q, yd)
     s, t = plan.stats, tree.stats
@@ -62,42 +74,59 @@ def measure(cm):
                 ltl=_ops(lambda: lagrange_fd(cm, q, qd, tau, method="ltl")))
 
 
-def main():
+SYSTEM_HEAD = ["| system | n (D) | loop rows | nnz D | nnz LU | fill | ordering | LU flops | assembly | "
+               "sparse loop plan | tree FD plan | C-ABA | x C-ABA | Lagrange dense | Lagrange L^T L |",
+               "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+SWEEP_HEAD = ["| links | sparse loop plan | fill | C-ABA | x C-ABA | Lagrange dense | Lagrange L^T L |",
+              "|---:|---:|---:|---:|---:|---:|---:|"]
+
+
+def system_line(label, make):
+    r = measure(make())
+    return (f"| {label} | {r['n']} | {r['nc']} | {r['nnz_D']} | {r['nnz_LU']} | {r['fill']} | "
+            f"{r['ordering']} | {r['lu']} | {r['assembly']} | {r['sparse']} | {r['tree']} | "
+            f"{r['caba']} | {r['sparse'] / r['caba']:.2f} | {r['dense']} | {r['ltl']} |")
+
+
+def sweep_line(n):
+    r = measure(geared_chain(n))
+    return (f"| {n} | {r['sparse']} | {r['fill']} | {r['caba']} | {r['sparse'] / r['caba']:.2f} | "
+            f"{r['dense']} | {r['ltl']} |"), (n, r["sparse"], r["caba"], r["dense"])
+
+
+def sweep_slopes(sweep):
+    """{name: log-log slope over the longer half} of (n, sparse, C-ABA, dense) tuples."""
+    n, sp_, ca, de = (np.array(x, float) for x in zip(*sweep[len(sweep) // 2:]))
+    return {k: float(np.polyfit(np.log(n), np.log(v), 1)[0]) for k, v in
+            (("sparse", sp_), ("C-ABA", ca), ("Lagrange dense", de))}
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="chain lengths 2, 6, 12 only")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     lines = ["# Forward dynamics with loops: sparse block system vs C-ABA and Lagrange", "",
              f"Command: `python experiments/loops_sparse.py{' --quick' if args.quick else ''}`", "",
              "Operations per state (mul+add+div+sqrt, sparsedyn.opcount). `sparse loop plan` = "
              "assembly of D, b with the loop rows + the static-pivot LU and substitutions of the "
-             "planner's auto ordering (= the counted `plan.solve`); `tree FD plan` = the same "
+             "planner's pick among sparsedyn's own orderings (= the counted `plan.solve`); `tree FD plan` = the same "
              "spanning tree without loop rows (not a solution of the looped system, for scale); "
              "`x C-ABA` = sparse / C-ABA. Lagrange dense = one LU of the (nv+nc) KKT matrix; "
              "Lagrange L^T L = Featherstone's sparse H = L^T L and the nc x nc Schur complement.", "",
-             "| system | n (D) | loop rows | nnz D | nnz LU | fill | ordering | LU flops | assembly | "
-             "sparse loop plan | tree FD plan | C-ABA | x C-ABA | Lagrange dense | Lagrange L^T L |",
-             "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             *SYSTEM_HEAD]
     for label, make in SYSTEMS:
-        r = measure(make())
-        lines.append(f"| {label} | {r['n']} | {r['nc']} | {r['nnz_D']} | {r['nnz_LU']} | {r['fill']} | "
-                     f"{r['ordering']} | {r['lu']} | {r['assembly']} | {r['sparse']} | {r['tree']} | "
-                     f"{r['caba']} | {r['sparse'] / r['caba']:.2f} | {r['dense']} | {r['ltl']} |")
+        lines.append(system_line(label, make))
         print(lines[-1], flush=True)
     lengths = [2, 6, 12] if args.quick else [2, 4, 8, 12, 16, 24]
-    lines += ["", "## Geared chain over length", "",
-              "| links | sparse loop plan | fill | C-ABA | x C-ABA | Lagrange dense | Lagrange L^T L |",
-              "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += ["", "## Geared chain over length", "", *SWEEP_HEAD]
     sweep = []
     for n in lengths:
-        r = measure(geared_chain(n))
-        sweep.append((n, r["sparse"], r["caba"], r["dense"]))
-        lines.append(f"| {n} | {r['sparse']} | {r['fill']} | {r['caba']} | {r['sparse'] / r['caba']:.2f} | "
-                     f"{r['dense']} | {r['ltl']} |")
+        line, point = sweep_line(n)
+        lines.append(line)
+        sweep.append(point)
         print(lines[-1], flush=True)
     if len(sweep) >= 3:
-        n, sp_, ca, de = (np.array(x, float) for x in zip(*sweep[len(sweep) // 2:]))
-        slope = {k: np.polyfit(np.log(n), np.log(v), 1)[0] for k, v in
-                 (("sparse", sp_), ("C-ABA", ca), ("Lagrange dense", de))}
+        slope = sweep_slopes(sweep)
         lines += ["", "Log-log slope of the op count over the longer half: " +
                   ", ".join(f"{k} {v:.2f}" for k, v in slope.items()) + "."]
     os.makedirs(OUT, exist_ok=True)

@@ -16,6 +16,8 @@ Caveat: Python timings of batched NumPy code are dominated by per-call overhead,
 arithmetic the C++ timings measure; the operation counts are the fairer comparison.
 
     python experiments/loops_tables.py [--batch 64] [--repeat 3] [--quick]
+(--repeat 0 skips the timings: operation counts only; tests/test_experiment_outputs.py recomputes
+some rows that way.)
 Outputs: experiments/out/loops_tables.md, experiments/out/loops_fig11.png
 """
 from __future__ import annotations
@@ -60,7 +62,7 @@ SYSTEMS = [
 def measure(fn, batch_args, single_args, repeat):
     with count_operations() as ops:
         fn(*single_args)
-    best = np.inf
+    best = np.inf if repeat else np.nan
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn(*batch_args)
@@ -90,9 +92,12 @@ def algorithms(cm, frames):
     }
 
 
-def run_tables(batch, repeat):
+def run_tables(batch, repeat, systems=None):
+    """Rows of Tables II-IV (for the systems whose label is in `systems`, default all)."""
     rows = []
     for col, (label, make, frames) in enumerate(SYSTEMS):
+        if systems is not None and label not in systems:
+            continue
         cm = make()
         q, yd, w = cm.random_state(0, batch=batch)
         qd = cm.spanning_velocity(q, yd)
@@ -130,7 +135,7 @@ def run_scaling(lengths, batch, repeat):
                      "projection": lambda: projection_fd(cm, q[0], yd[0], w[0]),
                      "Lagrange (L^T L)": lambda: lagrange_fd(cm, q[0], qd[0], w[0], method="ltl"),
                      "Lagrange (dense LU)": lambda: lagrange_fd(cm, q[0], qd[0], w[0], method="dense")}[name]()
-                best = np.inf
+                best = np.inf if repeat else np.nan
                 for _ in range(repeat):
                     t0 = time.perf_counter()
                     fn()
@@ -140,17 +145,23 @@ def run_scaling(lengths, batch, repeat):
     return out
 
 
-def write(rows, scaling, args):
-    os.makedirs(OUT, exist_ok=True)
-    lines = ["# Seed 003 Tables II-IV analogue (cluster algorithms vs baselines)", "",
-             f"Command: `python experiments/loops_tables.py --batch {args.batch} --repeat {args.repeat}"
-             f"{' --quick' if args.quick else ''}`", "",
-             "Change relative to the cluster algorithm of the same table (C-RNEA / C-ABA / C-EFPA), in %:",
-             "`ops` = operation count (mul+add+div+sqrt, one state), `time` = Python time per state of a "
-             f"batch of {args.batch} (best of {args.repeat}), `published` = seed 003's C++ timing (Apple M1).",
-             "Python timings are dominated by per-call NumPy overhead; the op counts are the fairer "
-             "comparison with the published C++ times. Systems use representative (not identified) "
-             "parameters. The approximate rows drop the rotor gyroscopic coupling (inexact by design).", ""]
+#: columns that are timings (not regenerated exactly by a rerun)
+TIMING_COLUMNS = ("us/state", "time %")
+
+
+def scaling_slopes(scaling):
+    """{algorithm: log-log slope of the op count over the longer half of the geared chains}."""
+    ns = sorted({r["n"] for r in scaling if r["chain"] == "geared"})
+
+    def slope(alg):
+        f = {r["n"]: r["flops"] for r in scaling if r["chain"] == "geared" and r["algorithm"] == alg}
+        return float(np.polyfit(np.log(ns[len(ns) // 2:]), np.log([f[n] for n in ns[len(ns) // 2:]]), 1)[0])
+    return {a: slope(a) for a in ("C-ABA", "projection", "Lagrange (L^T L)", "Lagrange (dense LU)")}
+
+
+def table_lines(rows, scaling):
+    """The tables (Markdown lines) of run_tables rows and run_scaling points."""
+    lines = []
     for kind, title in (("ID", "Table II: inverse dynamics vs C-RNEA"), ("FD", "Table III: forward dynamics vs C-ABA"),
                         ("OSIM", "Table IV: inverse OSIM vs C-EFPA")):
         lines += [f"## {title}", "", "| system | algorithm | ops | ops % | us/state | time % | published % |",
@@ -167,15 +178,25 @@ def write(rows, scaling, args):
               "| chain | links | algorithm | ops | us/state |", "|---|---:|---|---:|---:|"]
     for r in scaling:
         lines.append(f"| {r['chain']} | {r['n']} | {r['algorithm']} | {r['flops']} | {r['us']:.1f} |")
-    ns = sorted({r["n"] for r in scaling if r["chain"] == "geared"})
-    if len(ns) >= 2:
-        def slope(alg):
-            f = {r["n"]: r["flops"] for r in scaling if r["chain"] == "geared" and r["algorithm"] == alg}
-            return np.polyfit(np.log(ns[len(ns) // 2:]), np.log([f[n] for n in ns[len(ns) // 2:]]), 1)[0]
+    if len({r["n"] for r in scaling if r["chain"] == "geared"}) >= 2:
         lines += ["", "Log-log slope of the op count over the longer half of the geared chains: " +
-                  ", ".join(f"{a} {slope(a):.2f}" for a in ("C-ABA", "projection", "Lagrange (L^T L)",
-                                                            "Lagrange (dense LU)")) +
+                  ", ".join(f"{a} {v:.2f}" for a, v in scaling_slopes(scaling).items()) +
                   " (published: C-ABA linear, projection and Lagrange cubic asymptotically)."]
+    return lines
+
+
+def write(rows, scaling, args):
+    os.makedirs(OUT, exist_ok=True)
+    lines = ["# Seed 003 Tables II-IV analogue (cluster algorithms vs baselines)", "",
+             f"Command: `python experiments/loops_tables.py --batch {args.batch} --repeat {args.repeat}"
+             f"{' --quick' if args.quick else ''}`", "",
+             "Change relative to the cluster algorithm of the same table (C-RNEA / C-ABA / C-EFPA), in %:",
+             "`ops` = operation count (mul+add+div+sqrt, one state), `time` = Python time per state of a "
+             f"batch of {args.batch} (best of {args.repeat}), `published` = seed 003's C++ timing (Apple M1).",
+             "Python timings are dominated by per-call NumPy overhead; the op counts are the fairer "
+             "comparison with the published C++ times. Systems use representative (not identified) "
+             "parameters. The approximate rows drop the rotor gyroscopic coupling (inexact by design).", ""]
+    lines += table_lines(rows, scaling)
     path = os.path.join(OUT, "loops_tables.md")
     with atomic_write(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
@@ -204,12 +225,12 @@ def write(rows, scaling, args):
         pass
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="chain lengths 2, 6, 12 only")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     rows = run_tables(args.batch, args.repeat)
     lengths = [2, 6, 12] if args.quick else [2, 4, 6, 8, 12, 16, 20, 24]
     scaling = run_scaling(lengths, max(8, args.batch // 4), args.repeat)

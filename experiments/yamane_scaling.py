@@ -12,6 +12,7 @@ above 15 DoF on serial chains; on the branched system, time linear in DoF only w
 Python timings are dominated by per-call overhead; op counts are the fairer comparison.
 
     python experiments/yamane_scaling.py [--batch 64] [--repeat 3]
+(--repeat 0 skips the timings: operation counts only.)
 Outputs: experiments/out/yamane_scaling.md, experiments/out/yamane_scaling.png
 """
 from __future__ import annotations
@@ -76,7 +77,7 @@ def measure(fn, model, batch, repeat):
     v, tau = rng.normal(size=(batch, model.nv)), rng.normal(size=(batch, model.nv))
     with count_operations() as ops:
         fn(model, q[:1], v[:1], tau[:1])
-    best = np.inf
+    best = np.inf if repeat else np.nan
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn(model, q, v, tau)
@@ -92,27 +93,38 @@ METHODS = {
 }
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+SERIAL = range(2, 17, 2)
+BRANCHED = range(2, 13, 2)
+#: columns that are timings (not regenerated exactly by a rerun)
+TIMING_COLUMNS = ("Yamane (split) us", "Yamane (no split) us", "ABA us", "unit-vector us",
+                  "time Yamane/unit-vector")
+
+
+def run(serial=SERIAL, branched=BRANCHED, batch=64, repeat=3):
+    """{"serial": [(joints, DoF, {method: (ops, us)})], "branched": [...]}."""
     results = {"serial": [], "branched": []}
-    for n in range(2, 17, 2):
+    for n in serial:
         m = spherical_chain(n)
-        results["serial"].append((n, m.nv, {k: measure(f, m, args.batch, args.repeat)
+        results["serial"].append((n, m.nv, {k: measure(f, m, batch, repeat)
                                             for k, f in METHODS.items() if k != "Yamane (no split)"}))
-    for n in range(2, 13, 2):
+    for n in branched:
         m = star(n)
-        results["branched"].append((n, m.nv, {k: measure(f, m, args.batch, args.repeat) for k, f in METHODS.items()}))
-    lines = ["# Seed 004 Fig. 6 / Fig. 7 analogue: Yamane-Nakamura forward dynamics", "",
-             f"Command: `python experiments/yamane_scaling.py --batch {args.batch} --repeat {args.repeat}`", "",
-             "ops = operation count for one state; us = Python time per state (batch "
-             f"{args.batch}, best of {args.repeat}); ratios are Yamane / peer from the same run. "
-             "Published (C++, no op counts): Fig. 6 faster than the unit-vector method above 15 DoF; "
-             "Fig. 7 linear only with splitting, faster than unit-vector above ~30 DoF.", ""]
+        results["branched"].append((n, m.nv, {k: measure(f, m, batch, repeat) for k, f in METHODS.items()}))
+    return results
+
+
+def increments(branched, method):
+    """Ops added per extra end link between consecutive rows of the branched study."""
+    return [(branched[i + 1][2][method][0] - branched[i][2][method][0]) / (branched[i + 1][0] - branched[i][0])
+            for i in range(len(branched) - 1)]
+
+
+def table_lines(results):
+    lines = []
     for key, title, unit in (("serial", "Fig. 6: serial chains of spherical joints", "joints"),
                              ("branched", "Fig. 7: end links on one link (hub on a spherical joint)", "end links")):
+        if not results[key]:
+            continue
         names = list(results[key][0][2])
         lines += [f"## {title}", "", f"| {unit} | DoF | " + " | ".join(f"{k} ops | {k} us" for k in names) +
                   " | ops Yamane/ABA | ops Yamane/unit-vector | time Yamane/unit-vector |",
@@ -123,11 +135,26 @@ def main():
                          f" | {y[0] / r['ABA'][0]:.2f} | {y[0] / r['unit-vector'][0]:.2f} | "
                          f"{y[1] / r['unit-vector'][1]:.2f} |")
         lines.append("")
+    return lines
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    results = run(batch=args.batch, repeat=args.repeat)
+    lines = ["# Seed 004 Fig. 6 / Fig. 7 analogue: Yamane-Nakamura forward dynamics", "",
+             f"Command: `python experiments/yamane_scaling.py --batch {args.batch} --repeat {args.repeat}`", "",
+             "ops = operation count for one state; us = Python time per state (batch "
+             f"{args.batch}, best of {args.repeat}); ratios are Yamane / peer from the same run. "
+             "Published (C++, no op counts): Fig. 6 faster than the unit-vector method above 15 DoF; "
+             "Fig. 7 linear only with splitting, faster than unit-vector above ~30 DoF.", ""]
+    lines += table_lines(results)
     br = results["branched"]
-    inc = lambda k: [(br[i + 1][2][k][0] - br[i][2][k][0]) / (br[i + 1][0] - br[i][0]) for i in range(len(br) - 1)]
     lines += ["Ops added per extra end link (branched): with splitting " +
-              ", ".join(f"{x:.0f}" for x in inc("Yamane (split)")) + "; without splitting " +
-              ", ".join(f"{x:.0f}" for x in inc("Yamane (no split)")) + "."]
+              ", ".join(f"{x:.0f}" for x in increments(br, "Yamane (split)")) + "; without splitting " +
+              ", ".join(f"{x:.0f}" for x in increments(br, "Yamane (no split)")) + "."]
     os.makedirs(OUT, exist_ok=True)
     with atomic_write(os.path.join(OUT, "yamane_scaling.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")

@@ -63,7 +63,7 @@ def run_benchmarks(robot, batch=1024, floating_base=None, repeat=3, seed=0):
     embedded humanoid) the Delassus matrix."""
     import sparsedyn as sd
     from . import models
-    from .cli import CommandError, load_robot, make_problem
+    from .robots import CommandError, load_robot, make_problem
 
     model = load_robot(robot, floating_base)
     urdf = {"humanoid": models.HUMANOID_URDF, "hand": models.HAND_URDF}.get(robot, robot)

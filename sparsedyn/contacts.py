@@ -22,8 +22,7 @@ from .errors import check_finite
 from .kinematics import joint_transforms
 from .model.model import WORLD
 from .opcount import charge
-from .recursive._osim_common import rows_times_transform
-from .spatial import Transform
+from .spatial import Transform, rows_times_transform
 
 KINDS = {"6d": 6, "3d": 3}
 

@@ -112,3 +112,17 @@ def twin_q(model, pmodel, q):
         out[pj.idx_q:pj.idx_q + pj.nq] = (np.r_[qi[:2], np.cos(qi[2]), np.sin(qi[2])]
                                           if j.kind == "planar" else qi)
     return out
+
+
+def singular_rod_model():
+    """A leaf rod on its joint's (skewed) axis: no inertia about the axis, so the mass matrix is
+    singular in every state (every inertia entry structurally present)."""
+    from sparsedyn.model import ModelBuilder, RevoluteJoint
+    from sparsedyn.model.model import WORLD
+    b = ModelBuilder("rod_on_axis")
+    b.add_body("l1", WORLD, RevoluteJoint("j1", [0, 0, 1]), mass=1.0, com=(0.1, 0, 0),
+               inertia=np.diag([0.1, 0.1, 0.1]))
+    axis = np.ones(3) / np.sqrt(3.0)
+    b.add_body("rod", "l1", RevoluteJoint("j2", axis), mass=1.0, com=(0, 0, 0),
+               inertia=0.1 * (np.eye(3) - np.outer(axis, axis)))
+    return b.build()

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pinocchio as pin
 import pytest
-from oracles import pin_model, rel_err, robot_urdf, to_pin_q
+from oracles import pin_model, rel_err, robot_urdf, singular_rod_model, to_pin_q
 
 import sparsedyn as sd
 from sparsedyn.backends import BackendUnavailableError, backend
@@ -64,15 +64,7 @@ def test_c_plans_match_pinocchio_and_numba(name):
 def test_c_kernel_flags_what_numba_flags():
     """A state whose static pivot fails (the mass matrix of a rod on its own axis is singular)
     is flagged by both kernels, and the others are not."""
-    from sparsedyn.model import ModelBuilder, RevoluteJoint
-    from sparsedyn.model.model import WORLD
-    b = ModelBuilder("rod_on_axis")
-    b.add_body("l1", WORLD, RevoluteJoint("j1", [0, 0, 1]), mass=1.0, com=(0.1, 0, 0),
-               inertia=np.diag([0.1, 0.1, 0.1]))
-    axis = np.ones(3) / np.sqrt(3.0)     # skewed, so every inertia entry is structurally there
-    b.add_body("rod", "l1", RevoluteJoint("j2", axis), mass=1.0, com=(0, 0, 0),
-               inertia=0.1 * (np.eye(3) - np.outer(axis, axis)))
-    model = b.build()
+    model = singular_rod_model()
     plan = sd.compile(sd.forward_dynamics(model))
     q, v, tau = np.zeros((4, 2)), np.zeros((4, 2)), np.ones((4, 2))
     flags = {name: plan.kernel(name).run(q, v, tau, threads=1)[2] for name in ("c", "numba")}
@@ -133,9 +125,15 @@ def test_solvers_run_concurrently():
     assert rel_err(plan.solve(q, v, qdd=a, backend="c", threads=2)["tau"], ref) <= 1e-12
 
 
-def test_auto_picks_c_for_small_batches_and_a_missing_compiler_is_named(monkeypatch):
+def test_auto_picks_c_for_small_batches_once_built_and_a_missing_compiler_is_named(
+        monkeypatch, tmp_path):
+    """"auto" never compiles on its own: small batches go to C once its library exists (here
+    built by plan.solver()), big ones to numba; without a compiler, to numba."""
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))          # an empty cache
     model, _ = _robot("humanoid")
     plan = sd.compile(sd.inverse_dynamics(model))
+    assert plan._fused_backend("auto", 1) == "numba"
+    plan.solver()
     assert plan._fused_backend("auto", 1) == "c"
     assert plan._fused_backend("auto", 4096) == "numba"
     monkeypatch.setenv("CC", "no-such-compiler-here")
@@ -203,3 +201,23 @@ int main(void) {{
     assert build.returncode == 0, build.stderr[-3000:]
     run = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 0, (run.returncode, run.stdout)
+
+
+def test_table_driven_programs_equal_straight_line_ones(monkeypatch, tmp_path):
+    """Programs above STRAIGHT_LINE_MAX_OPS run from constant tables in a loop (fast to
+    compile): same results as numba, the pivot checks and the backward-error check included
+    (a generic ordering on the humanoid's forward dynamics)."""
+    from sparsedyn.backends import c_source
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(c_source, "STRAIGHT_LINE_MAX_OPS", 0)
+    model, _ = _robot("humanoid")
+    rng = np.random.default_rng(12)
+    q = model.random_configuration(rng, batch=6)
+    v, y = rng.normal(size=(2, 6, model.nv))
+    for problem, given in ((sd.forward_dynamics(model), "tau"), (sd.inverse_dynamics(model), "qdd")):
+        for ordering in ("auto", "colamd"):
+            plan = sd.compile(problem, ordering=ordering)
+            assert "_ops(w, scale)" in plan.kernel("c").source("outputs")
+            res_c = plan.solve(q, v, backend="c", outputs="all", **{given: y})
+            res_n = plan.solve(q, v, backend="numba", outputs="all", **{given: y})
+            assert rel_err(res_c.vector, res_n.vector) <= 1e-12

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..batch import QUATERNION_TOL
 from ..ir.instructions import (ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SET, SUB)
-from ..system.assembly_program import ROT_ANGLE, ROT_QUAT
+from ..ir.assembly import ROT_ANGLE, ROT_QUAT
 
 #: return-code bits of a generated solve
 RESOLVE, BAD_QUATERNION = 1, 2
@@ -174,37 +174,57 @@ def _body(i, m, xr, dest, L, nq, out):
             out.append(f"    w[{d}] = {_sum(['0.0'] + terms)};")
 
 
+#: one C statement per opcode (t, a, b: slots; a RECIP's b: its pivot check's row scale)
+_C_OPS = {FMS: "  w[{t}] = w[{t}] - w[{a}] * w[{b}];", FMA: "  w[{t}] = w[{t}] + w[{a}] * w[{b}];",
+          SUB: "  w[{t}] = w[{t}] - w[{a}];", ADD: "  w[{t}] = w[{t}] + w[{a}];",
+          MUL: "  w[{t}] = w[{a}] * w[{b}];", NEG: "  w[{t}] = -w[{t}];", MOV: "  w[{t}] = w[{a}];",
+          RECIP: "  p = w[{a}]; bad |= !(fabs(p) > tol * (scale[{b}] + w[{t}])); w[{t}] = 1.0 / p;",
+          ABSFMA: "  w[{t}] = w[{t}] + fabs(w[{a}] * w[{b}]);",
+          ABSADD: "  w[{t}] = w[{t}] + fabs(w[{a}]);"}
+
+
 def _ops(prog, out):
-    """The op stream as statements; a RECIP checks its pivot against its row scale first."""
+    """The op stream as statements; a RECIP checks its pivot against its row scale first, a SET
+    writes its constant."""
     t, a, b = prog.t, prog.a, prog.b
     for code, lo, hi in prog.runs:
-        for o in range(lo, hi):
-            ti, ai, bi = int(t[o]), int(a[o]), int(b[o])
-            if code == FMS:
-                out.append(f"  w[{ti}] = w[{ti}] - w[{ai}] * w[{bi}];")
-            elif code == FMA:
-                out.append(f"  w[{ti}] = w[{ti}] + w[{ai}] * w[{bi}];")
-            elif code == SUB:
-                out.append(f"  w[{ti}] = w[{ti}] - w[{ai}];")
-            elif code == ADD:
-                out.append(f"  w[{ti}] = w[{ti}] + w[{ai}];")
-            elif code == MUL:
-                out.append(f"  w[{ti}] = w[{ai}] * w[{bi}];")
-            elif code == NEG:
-                out.append(f"  w[{ti}] = -w[{ti}];")
-            elif code == MOV:
-                out.append(f"  w[{ti}] = w[{ai}];")
-            elif code == RECIP:
-                out.append(f"  p = w[{ai}]; bad |= !(fabs(p) > tol * (scale[{bi}] + w[{ti}]));"
-                           f" w[{ti}] = 1.0 / p;")
-            elif code == ABSFMA:
-                out.append(f"  w[{ti}] = w[{ti}] + fabs(w[{ai}] * w[{bi}]);")
-            elif code == ABSADD:
-                out.append(f"  w[{ti}] = w[{ti}] + fabs(w[{ai}]);")
-            elif code == SET:
-                out.append(f"  w[{ti}] = {lit(prog.consts[ai])};")
-            else:
-                raise ValueError(f"opcode {code}: not in the instruction set")
+        if code == SET:
+            out.extend(f"  w[{int(t[o])}] = {lit(prog.consts[a[o]])};" for o in range(lo, hi))
+            continue
+        if code not in _C_OPS:
+            raise ValueError(f"opcode {code}: not in the instruction set")
+        template = _C_OPS[code]
+        out.extend(template.format(t=int(t[o]), a=int(a[o]), b=int(b[o])) for o in range(lo, hi))
+
+
+#: programs with more operations run as tables read by a loop (_interpreter): compile time
+#: stays seconds whatever the size, at some cost per operation
+STRAIGHT_LINE_MAX_OPS = 20000
+
+
+def _interpreter(fn, prog, tol, tables, helpers):
+    """A helper `int fn(w, scale)` running the op stream from constant tables (opcode, t, a, b
+    per op; a SET's a indexes the constants): the same operations in the same order as the
+    straight-line form."""
+    code = np.zeros(prog.t.size, dtype=np.int64)
+    for c, lo, hi in prog.runs:
+        code[lo:hi] = c
+    tables += [_table(f"{fn}_code", code, "unsigned char"), _table(f"{fn}_t", prog.t, "int"),
+               _table(f"{fn}_a", prog.a, "int"), _table(f"{fn}_b", prog.b, "int"),
+               _table(f"{fn}_consts", prog.consts, "double")]
+    cases = []
+    for c, template in _C_OPS.items():
+        stmt = template.strip().format(t="t", a="a", b="b")
+        cases.append(f"      case {c}: {stmt} break;")
+    helpers.append("\n".join([
+        f"static int {fn}(double *restrict w, const double *restrict scale)", "{",
+        f"  const double tol = {lit(tol)};", "  double p;", "  int bad = 0, o, t, a, b;",
+        f"  for (o = 0; o < {prog.t.size}; o++) {{",
+        f"    t = {fn}_t[o]; a = {fn}_a[o]; b = {fn}_b[o];",
+        f"    switch ({fn}_code[o]) {{", *cases,
+        f"      case {SET}: w[t] = {fn}_consts[a]; break;",
+        "    }", "  }", "  (void)p; (void)scale;", "  return bad;", "}"]))
+    return fn
 
 
 def _table(name, values, ctype):
@@ -303,12 +323,15 @@ def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables
         bodies.append(lines)
     asm = _chunked(f"{fn}_asm", bodies, "const double *restrict q, const double *restrict qd, "
                    "double *restrict w", _BODY_LOCALS, "void", helpers)
-    ops = []
-    _ops(prog, ops)
-    run = _chunked(f"{fn}_ops", [[line] for line in ops], "double *restrict w, "
-                   "const double *restrict scale",
-                   [f"  const double tol = {lit(tol)};", "  double p;", "  int bad = 0;",
-                    "  (void)p; (void)tol; (void)scale;"], "int", helpers)
+    if prog.t.size <= STRAIGHT_LINE_MAX_OPS:
+        ops = []
+        _ops(prog, ops)
+        run = _chunked(f"{fn}_ops", [[line] for line in ops], "double *restrict w, "
+                       "const double *restrict scale",
+                       [f"  const double tol = {lit(tol)};", "  double p;", "  int bad = 0;",
+                        "  (void)p; (void)tol; (void)scale;"], "int", helpers)
+    else:
+        run = [_interpreter(f"{fn}_ops", prog, tol, tables, helpers)]
     out = [f"static int {fn}(const double *restrict q, const double *restrict qd, "
            "const double *restrict y, double *restrict out, double *restrict x, "
            "double *restrict work)", "{",
@@ -364,33 +387,35 @@ def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables
     return "\n\n".join(helpers + ["\n".join(out)])
 
 
-def unit_source(ir, prefix):
-    """(C source, work size in doubles, function names) of a FusedProgram: the outputs-only
-    and the full-solution functions and their batch loops, prefix_* (a C identifier)."""
+KINDS = ("outputs", "full")
+
+
+def unit_source(ir, prefix, kinds=KINDS):
+    """(C source, work size in doubles, sizes) of a FusedProgram: for each of `kinds` the
+    function (outputs only, or the full solution too) and its batch loop, prefix_* (a C
+    identifier). The work size covers both kinds, so a caller's work array serves either."""
     assembly, program = ir.assembly, ir.program
     nq, nv, N, n = assembly.nq, assembly.nv, assembly.nbodies, program.n
-    n_y = ir.schedule(False).dest.y.size
-    parts, tables, work = [], [], 0
-    kinds = {"outputs": ir.schedule(False), "full": ir.schedule(True)}
-    for kind, sch in kinds.items():
-        L = Layout(sch, N, n)
-        work = max(work, L.size)
-        parts.append(solve_function(f"{prefix}_{kind}_one", sch, program.col_perm, program.tol,
-                                    nq, nv, N, L, tables))
-    n_out = kinds["outputs"].out_slot.size
+    schedules = {"outputs": ir.schedule(False), "full": ir.schedule(True)}
+    work = max(Layout(sch, N, n).size for sch in schedules.values())
+    n_y, n_out = schedules["outputs"].dest.y.size, schedules["outputs"].out_slot.size
+    parts, tables = [], []
     api = [f"#define {prefix.upper()}_WORK_DOUBLES {work}",
-           f"int {prefix}_work_doubles(void) {{ return {work}; }}",
-           f"int {prefix}_outputs(const double *q, const double *qd, const double *y, "
-           f"double *out, double *work)",
-           f"{{ return {prefix}_outputs_one(q, qd, y, out, (double *)0, work); }}",
-           f"int {prefix}_full(const double *q, const double *qd, const double *y, double *out, "
-           f"double *x, double *work)",
-           f"{{ return {prefix}_full_one(q, qd, y, out, x, work); }}"]
-    for kind, xarg, xptr in (("outputs", "", "(double *)0"), ("full", " double *x,", "x + b * " + str(n))):
-        api += [f"void {prefix}_{kind}_batch(long B, const double *q, const double *qd, "
+           f"int {prefix}_work_doubles(void) {{ return {work}; }}"]
+    for kind in kinds:
+        sch = schedules[kind]
+        parts.append(solve_function(f"{prefix}_{kind}_one", sch, program.col_perm, program.tol,
+                                    nq, nv, N, Layout(sch, N, n), tables))
+        full = kind == "full"
+        xarg, xval, xptr = ((" double *x,", "x", f"x + b * {n}") if full
+                            else ("", "(double *)0", "(double *)0"))
+        api += [f"int {prefix}_{kind}(const double *q, const double *qd, const double *y, "
+                f"double *out,{xarg} double *work)",
+                f"{{ return {prefix}_{kind}_one(q, qd, y, out, {xval}, work); }}",
+                f"void {prefix}_{kind}_batch(long B, const double *q, const double *qd, "
                 f"const double *y, double *out,{xarg} unsigned char *broken, double *work)",
                 "{", "  long b;",
-                f"  for (b = 0; b < B; b++)",
+                "  for (b = 0; b < B; b++)",
                 f"    broken[b] = (unsigned char){prefix}_{kind}_one(q + b * {nq}, qd + b * {nv}, "
                 f"y + b * {n_y}, out + b * {n_out}, {xptr}, work);",
                 "}"]

@@ -66,12 +66,17 @@ def _cpu():
         return platform.processor() + platform.machine()
 
 
+def library_path(source):
+    """Where the shared library of `source` is cached (by source, compiler, flags and CPU)."""
+    key = hashlib.sha256("\0".join((source, compiler(), _cpu()) + CFLAGS).encode()).hexdigest()
+    return os.path.join(cache_dir(), f"sparsedyn_{key[:24]}.so")
+
+
 def build(source):
     """Path of the shared library of `source`, compiled on first use: written under a temporary
     name in the cache and moved into place, so concurrent builders never see half a library."""
     cc = compiler()
-    key = hashlib.sha256("\0".join((source, cc, _cpu()) + CFLAGS).encode()).hexdigest()[:24]
-    lib = os.path.join(cache_dir(), f"sparsedyn_{key}.so")
+    lib = library_path(source)
     if os.path.exists(lib):
         return lib
     folder = cache_dir()
@@ -98,19 +103,37 @@ _P = ctypes.c_void_p
 
 
 class CKernel:
-    """A FusedProgram compiled to C: `run` has FusedSolver.run's contract."""
+    """A FusedProgram compiled to C, one library per kind of call ("outputs", "full"), each built
+    on first use: `run` has FusedSolver.run's contract."""
 
     def __init__(self, ir):
         self.ir = ir
-        self.source, self.work_doubles, self.sizes = unit_source(ir, PREFIX)
-        self._lib = ctypes.CDLL(build(self.source))
-        self._batch = {}
-        for kind, n_ptr in (("outputs", 7), ("full", 8)):
-            fn = getattr(self._lib, f"{PREFIX}_{kind}_batch")
-            fn.argtypes = [ctypes.c_long] + [_P] * (n_ptr - 1)
-            fn.restype = None
-            self._batch[kind] = fn
+        _, self.work_doubles, self.sizes = unit_source(ir, PREFIX, kinds=())
+        self._sources = {}
+        self._libs = {}
+        self._build_lock = threading.Lock()
         self._local = threading.local()
+
+    def source(self, kind):
+        """The C source of one kind of call ("outputs" or "full")."""
+        if kind not in self._sources:
+            self._sources[kind] = unit_source(self.ir, PREFIX, kinds=(kind,))[0]
+        return self._sources[kind]
+
+    def ready(self, kind):
+        """Is the library of this kind of call loaded or compiled already (no compiler run)?"""
+        return kind in self._libs or os.path.exists(library_path(self.source(kind)))
+
+    def library(self, kind):
+        """The ctypes library of one kind of call (compiled, or loaded from the cache)."""
+        with self._build_lock:
+            if kind not in self._libs:
+                lib = ctypes.CDLL(build(self.source(kind)))
+                batch = getattr(lib, f"{PREFIX}_{kind}_batch")
+                batch.argtypes = [ctypes.c_long] + [_P] * (6 if kind == "outputs" else 7)
+                batch.restype = None
+                self._libs[kind] = lib, batch
+            return self._libs[kind]
 
     def _work(self, k):
         """This thread's k work arrays (kept between calls)."""
@@ -146,7 +169,7 @@ class CKernel:
         if x is not None:
             args.append(ptr(x, s["n"]))
         args += [broken.ctypes.data + lo, work.ctypes.data]
-        self._batch["full" if x is not None else "outputs"](*args)
+        self.library("full" if x is not None else "outputs")[1](*args)
 
 
 def prepare(ir):
@@ -160,7 +183,7 @@ def run(kernel, q, qd, y, full=False, threads=1):
 def single_state(kernel, kind="outputs"):
     """The C function solving one state (`kind` "outputs" or "full"), for callers that bind
     their buffers once: f(q, qd, y, out[, x], work) -> 0 ok, 1 re-solve, +2 bad quaternion."""
-    fn = getattr(kernel._lib, f"{PREFIX}_{kind}")
+    fn = getattr(kernel.library(kind)[0], f"{PREFIX}_{kind}")
     fn.argtypes = [_P] * (5 if kind == "outputs" else 6)
     fn.restype = ctypes.c_int
     return fn

@@ -13,8 +13,8 @@ pivot breaks down or whose result is not finite, are re-solved by the reference 
 (CHOLMOD, its refinement step and its identifiability test), which decides ok and names the
 undetermined variables.
 
-compiled_map(..., form) chooses between this normal form and the augmented (quasi-definite) form
-of compiled_augmented.py by counted flops per state ("auto"), or builds the one asked for.
+map_route.compiled_map(..., form) chooses between this normal form and the augmented
+(quasi-definite) form of compiled_augmented.py.
 
 Preconditions: a MAPSolver of the same problem (its weights, prior and NormalEquations).
 """
@@ -48,37 +48,6 @@ def probe_vectors(problem, reference):
     scale = np.sqrt(J)
     c = np.maximum(reference.prior_precision, PROBE_RIDGE * J) * delta / scale
     return c, PROBE_TOL * float(np.abs(delta).max()) / scale
-
-
-MAP_FORMS = ("auto", "normal", "augmented")
-
-
-def compiled_map(problem, reference, ordering="amd", form="auto"):
-    """The compiled MAP route of `form`: "normal" (CompiledMAP, N = A^T W A + P), "augmented"
-    (compiled_augmented.AugmentedMAP, the quasi-definite K), or "auto": the one with fewer counted
-    flops per state among those that match the reference offline. The choice and both costs are
-    in the route's stats (map_form, map_cost_normal, map_cost_augmented)."""
-    from .compiled_augmented import AugmentedMAP, AugmentedUnavailable
-    if form not in MAP_FORMS:
-        raise ValueError(f"map_form: expected one of {MAP_FORMS}, got {form!r}")
-    routes, costs = {}, {}
-    if form in ("auto", "normal"):
-        routes["normal"] = CompiledMAP(problem, reference, ordering=ordering)
-    if form in ("auto", "augmented"):
-        try:
-            routes["augmented"] = AugmentedMAP(problem, reference, ordering=ordering,
-                                               assembly=getattr(routes.get("normal"), "assembly",
-                                                                None))
-        except AugmentedUnavailable:
-            if form == "augmented":
-                raise
-    for name, route in routes.items():
-        costs[name] = route.cost
-    chosen = min(costs, key=costs.get)
-    route = routes[chosen]
-    route.form = chosen
-    route.costs = {"map_cost_" + k: costs.get(k, -1) for k in MAP_FORMS[1:]}
-    return route
 
 
 class CompiledMAP:

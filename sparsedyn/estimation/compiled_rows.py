@@ -1,5 +1,5 @@
 """The sensor rows D_Y(q) d = y - b_Y(q, qd) of an EstimationProblem as the ExtraRows section of
-the Newton-Euler assembly program (system/assembly_program.py), so that one compiled kernel
+the Newton-Euler assembly program (ir/assembly.py), so that one compiled kernel
 (kernels/assemble_numba) writes all of [D; D_Y], [b; y - b_Y] per state (seed 001, Sec. VI with
 the offline/online split of Sec. IV-D).
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kinematics import Kinematics, forward_kinematics
-from ..system.assembly_program import AssemblyProgram, ExtraRows
+from ..ir.assembly import AssemblyProgram, ExtraRows
 
 CHECK_TOL = 1e-12      # relative agreement of the compiled rows with the reference, offline
 

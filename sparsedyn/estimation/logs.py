@@ -154,7 +154,7 @@ def problem_from_spec(spec):
     """EstimationProblem from a spec (a dict or a JSON file's path; schema in the module
     docstring, checked by read_spec). Sensor keys are the constructor arguments."""
     from .. import sensors as S
-    from ..cli import is_embedded, load_robot      # the command line's names of robots
+    from ..robots import is_embedded, load_robot      # the command line's names of robots
     from .problem import EstimationProblem
     spec = read_spec(spec)
     name = spec["model"]
@@ -561,7 +561,7 @@ def _open_log(plan, input_path, batch_size, errors, progress):
 
 def add_estimate_arguments(parser):
     """Arguments of `sparsedyn estimate` (for the lead's cli.py)."""
-    from ..cli import positive_int
+    from ..robots import positive_int
     parser.description = __doc__
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("spec", help="problem description (JSON object: model, floating_base, "

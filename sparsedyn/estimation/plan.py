@@ -53,7 +53,7 @@ def compile_estimation(problem, method="auto", covariances=None, ordering="auto"
     form, True requires it, False skips it.
     map_form: the compiled MAP / lstsq route's system, "normal" (N = A^T W A + P), "augmented"
     (the quasi-definite [[W^-1, A], [A^T, -P]]) or "auto" (fewer counted flops; stats["map_form"])."""
-    from .compiled_map import MAP_FORMS
+    from .map_route import MAP_FORMS
     if map_form not in MAP_FORMS:
         raise ValueError(f"map_form: expected one of {MAP_FORMS}, got {map_form!r}")
     if check:
@@ -85,7 +85,7 @@ def _compiled_route(problem, solver, ordering, map_form="auto"):
     rows have no compiled form)."""
     if solver.method == "exact":
         return solver.compiled(problem)
-    from .compiled_map import compiled_map
+    from .map_route import compiled_map
     return compiled_map(problem, solver, ordering="amd" if ordering == "auto" else ordering,
                         form=map_form)
 

@@ -189,6 +189,12 @@ class EstimationProblem:
                     stack.append(c2)
         return np.flatnonzero(seen)
 
+    def compile(self, ordering="auto", backend="auto", progress=None, **options):
+        """The EstimationPlan of this problem (compile_estimation: `options` are its method,
+        covariances, ...); sparsedyn.compile's protocol. progress is not reported."""
+        from .plan import compile_estimation
+        return compile_estimation(self, ordering=ordering, backend=backend, **options)
+
     def describe(self):
         return (f"estimation problem on {self.model.name!r} with sensors "
                 f"{[s.name for s in self.sensors]} and unknown wrenches {list(self.unknown_wrenches)}")

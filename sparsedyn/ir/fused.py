@@ -1,5 +1,5 @@
 """The fused program of a dynamics or estimation plan (backend-neutral IR): an AssemblyProgram
-(sparsedyn.system.assembly_program: D(q), b(q, qd) as data) bound to an LU program
+(sparsedyn.ir.assembly: D(q), b(q, qd) as data) bound to an LU program
 (sparsedyn.ir.lu_program), laid out for one pass per state that assembles D and b straight into
 the program's work vector and runs the program (Nori Sec. IV-D: everything that does not depend
 on the state is fixed offline).

@@ -15,6 +15,10 @@ import numpy as np
 
 from .instructions import CHECK_COST, MOV, NEG, OP_COST, READS_A, READS_B, READS_T, RECIP
 
+#: the optional third element of a structural order (row_perm, col_perm, TRUSTED): its pivots need
+#: not be always-nonzero entries (plan_factorization)
+TRUSTED = "trusted"
+
 PIVOT_TOL = 1e-13
 
 

@@ -37,7 +37,7 @@ from numba import njit, prange
 
 from ..ir.fused import (AssemblyArrays, ExtraRowArrays, ProgramArrays, ResidualArrays,
                         RhsDestinations)
-from ..system.assembly_program import ROT_ANGLE, ROT_QUAT
+from ..ir.assembly import ROT_ANGLE, ROT_QUAT
 from .lu_numba import lane_scales, lane_split, run_lanes
 from .parallel import parallel_launch
 from .work_memory import WorkArrays

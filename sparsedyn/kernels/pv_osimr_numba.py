@@ -91,7 +91,7 @@ def _joint_transform(jt, i, k, axis, XT_R, XT_p, q, RJ, pJ, E, r):
 @njit(**_INLINE)
 def _rows_times_transform(R, d, c, E, r):
     """R[d, :c] <- R[d, :c] X for the motion transform X = (E, r); mirrors
-    _osim_common.rows_times_transform: [Ra E - (Rl E) x r, Rl E] (24 mul + 18 add per row)."""
+    spatial.rows_times_transform: [Ra E - (Rl E) x r, Rl E] (24 mul + 18 add per row)."""
     e00, e01, e02, e10, e11, e12, e20, e21, e22 = (E[0, 0], E[0, 1], E[0, 2], E[1, 0], E[1, 1],
                                                    E[1, 2], E[2, 0], E[2, 1], E[2, 2])
     r0, r1, r2 = r[0], r[1], r[2]

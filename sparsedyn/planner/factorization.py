@@ -27,6 +27,7 @@ from .. import opcount
 from ..batch import as_batch
 from ..errors import IllPosedError, NonFiniteError, PivotBreakdownWarning, SingularModelError
 from ..ir.instructions import OP_COST, RECIP
+from ..ir.lu_program import TRUSTED
 from ..serialization import check_format, stored_array, stored_scalar
 from .orderings import (
     KNOWN_ORDERINGS,
@@ -45,9 +46,6 @@ BACKENDS = ("auto", "numba", "numpy")
 _TABLE_COLUMNS = ("name", "nnz_LU", "fill", "flops", "time_s", "pivot_safe", "note")
 
 
-#: the optional third element of a structural order (row_perm, col_perm, TRUSTED): its pivots need
-#: not be always-nonzero entries (plan_factorization)
-TRUSTED = "trusted"
 
 #: largest |D_ij - D_ji| / max |D| a symmetric (L D L^T) plan accepts as round-off
 SYMMETRY_TOL = 1e-12

@@ -165,7 +165,7 @@ class DelassusPlan:
 
     def _compiled_values(self, q):
         from ..kernels.assemble_numba import assemble_batch
-        from ..system.assembly_program import AssemblyProgram
+        from ..ir.assembly import AssemblyProgram
         if self._assembly is None:
             system = self.plan.system
             self._assembly = (AssemblyProgram(system), list(system.measured),

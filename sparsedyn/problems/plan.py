@@ -5,9 +5,10 @@ structural) permutation and the symbolic factorization, by sparsedyn.planner, bo
 assembly program into the plan's IR (sparsedyn.ir.fused.FusedProgram). Online (per batch of
 states): assemble D(q), b(q, qd) on the fixed pattern, numeric LU, substitutions, in one pass per
 state by a backend (sparsedyn.backends): "c" (the IR written as C and compiled by the system
-compiler; one state costs its arithmetic), "numba" (groups of states on SIMD lanes; big
-batches), "auto" (C up to AUTO_C_MAX_BATCH states, numba above); "numpy" assembles with NumPy
-(NewtonEulerSystem.assemble) and runs the LU program in NumPy: the reference route.
+compiler on first use, cached on disk; one state costs its arithmetic), "numba" (groups of
+states on SIMD lanes; big batches), "auto" (C up to AUTO_C_MAX_BATCH states once its library
+is built, e.g. by plan.solver() or an earlier backend="c" call, else numba); "numpy" assembles
+with NumPy (NewtonEulerSystem.assemble) and runs the LU program in NumPy: the reference route.
 
     plan = compile(inverse_dynamics(model, f_ext=True))
     res = plan.solve(q, v, qdd=qdd, f_ext={"l_sole": w})
@@ -33,19 +34,20 @@ from ..errors import (IllPosedError, PlanMismatchError, SingularModelError, chec
                       nonfinite_error)
 from ..files import atomic_write, read_npz
 from ..ir.fused import FusedProgram
+from ..planner import Factorization, plan_factorization
 from ..opcount import count_operations
 from ..recursive._common import external_forces
 from ..recursive.aba import structural_singularity_error
 from ..spatial import Transform, to_linear_first
-from ..system.assembly_program import AssemblyProgram
+from ..ir.assembly import AssemblyProgram
 from .dynamics import Problem
 
 PLAN_FORMAT = "sparsedyn-plan"
 PLAN_VERSION = 1
 #: online backends a plan takes ("auto" picks per call, see Plan._fused_backend)
 ONLINE_BACKENDS = ("auto", "c", "numba", "numpy")
-#: "auto" runs batches up to this size on the C backend, bigger ones on numba's SIMD lanes
-#: (experiments/kernel_design.md: where the two cross on the humanoid)
+#: "auto" runs batches up to this size on the C backend (once built), bigger ones on numba's
+#: SIMD lanes (experiments/kernel_design.md: where the two cross on the humanoid)
 AUTO_C_MAX_BATCH = 32
 #: a thread gets at least this many states: below it, starting the second thread costs more
 #: than it saves (experiments/kernel_design.md)
@@ -57,29 +59,17 @@ def _short(indices, limit=20):
     return f"[{head}{', ...' if len(indices) > limit else ''}] ({len(indices)} states)"
 
 
-def _planner():
-    try:
-        from ..planner import Factorization, plan_factorization
-    except ImportError as exc:
-        raise ImportError("sparsedyn.planner (plan_factorization, Factorization) is needed to "
-                          f"compile a problem: {exc}") from exc
-    return plan_factorization, Factorization
-
-
 def compile(problem, ordering="auto", backend="auto", progress=None):
     """Plan the sparse LU of the problem's D once (offline); returns a reusable Plan.
 
     progress: optional callable(name, index, total), called before each ordering is tried.
-    An EstimationProblem is planned by sparsedyn.estimation.compile_estimation (its `method`
-    and `covariances` options are available there). A LoopProblem
-    (loop_forward_dynamics(cluster_model)) compiles into a LoopPlan (problems/loops.py)."""
-    from ..estimation import EstimationProblem, compile_estimation
-    from .loops import LoopProblem      # loops.py builds on this module: import on use
-    if isinstance(problem, EstimationProblem):
-        return compile_estimation(problem, ordering=ordering, backend=backend)
-    if isinstance(problem, LoopProblem):
-        return problem.compile(ordering=ordering, backend=backend, progress=progress)
+    Problems of other kinds plan themselves through the same protocol,
+    problem.compile(ordering, backend, progress): an EstimationProblem into an EstimationPlan
+    (sparsedyn.estimation.compile_estimation has its further options), a LoopProblem
+    (loop_forward_dynamics(cluster_model)) into a LoopPlan (problems/loops.py)."""
     if not isinstance(problem, Problem):
+        if callable(getattr(problem, "compile", None)):
+            return problem.compile(ordering=ordering, backend=backend, progress=progress)
         raise TypeError(f"compile: expected a Problem (inverse_dynamics(model) / "
                         f"forward_dynamics(model) / loop_forward_dynamics(cluster_model)) or an "
                         f"EstimationProblem, got {type(problem).__name__}")
@@ -101,7 +91,6 @@ def compile(problem, ordering="auto", backend="auto", progress=None):
 def plan_system(system, pivot_candidates, ordering="auto", backend="auto", progress=None):
     """The planner on a block system (pattern, constants, Nori's structural orders), with the
     entries allowed as static pivots."""
-    plan_factorization, _ = _planner()
     return plan_factorization(system.pattern, pivot_candidates,
                               constant_values=system.constant_values, ordering=ordering,
                               structural_orders=system.structural_orders, backend=backend,
@@ -196,7 +185,7 @@ class Plan:
             return Result(self, np.zeros((B, self.system.shape[1])), single)
         if backend == "numpy":
             return Result(self, self._solve_numpy(q, vecs["v"], y, fx), single)
-        backend = self._fused_backend(backend, B)
+        backend = self._fused_backend(backend, B, full)
         if B < MIN_STATES_PER_THREAD * threads:
             threads = max(1, B // MIN_STATES_PER_THREAD)
         # private copies (cheap next to the solve): the on-demand pass below must see the inputs
@@ -222,14 +211,15 @@ class Plan:
             return "numpy"            # the compiled kernels do not charge the operation counter
         return backend
 
-    @staticmethod
-    def _fused_backend(backend, B):
+    def _fused_backend(self, backend, B, full=False):
         """The fused backend that runs a batch of B states: "auto" -> "c" for small batches when
-        a C compiler is there, else "numba"."""
+        the C library of this kind of call is built already (a compile takes seconds: it is
+        paid where the user asks for C), else "numba"."""
         if backend != "auto":
             return backend
         if B <= AUTO_C_MAX_BATCH and backends.module("c").unavailable() is None:
-            return "c"
+            if self.kernel("c").ready("full" if full or self.ir.checks_residual else "outputs"):
+                return "c"
         return "numba"
 
     def _check_outputs(self, outputs):
@@ -468,7 +458,6 @@ def load_plan(path, model):
             or not np.array_equal(P.indices, indices)):
         raise PlanMismatchError(f"{path}: the stored sparsity pattern of {problem!r} differs from "
                                 "the one this sparsedyn builds for the model (re-compile the plan)")
-    _, Factorization = _planner()
     try:
         fact = Factorization.from_dict(_from_plain(manifest, arrays))
     except (KeyError, ValueError, TypeError, RecursionError) as exc:

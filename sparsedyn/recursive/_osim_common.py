@@ -14,18 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..opcount import charge, charge_matmul
-from ..spatial import cross3, inertia_to_parent
+from ..spatial import cross3, inertia_to_parent, rows_times_transform
 from .aba import check_articulated_pivots
-
-
-def rows_times_transform(X, R):
-    """R X for rows R (B, r, 6) and the motion transform X = (E, r) (compact form, Featherstone
-    Table 2.2: each row costs what X^T f costs, 24 mul + 18 add)."""
-    r = R.shape[-2]
-    charge(24 * r, 18 * r, kind="R X")
-    RlE = R[..., 3:] @ X.E
-    Ra = R[..., :3] @ X.E - cross3(RlE, X.r[:, None, :])
-    return np.concatenate((Ra, RlE), axis=-1)
 
 
 def transform_times_columns(X, C):

@@ -22,7 +22,8 @@ import numpy as np
 
 from ..model.model import WORLD
 from ..opcount import charge_matmul
-from ._osim_common import Pivot, initial_inertias, rows_times_transform
+from ..spatial import rows_times_transform
+from ._osim_common import Pivot, initial_inertias
 
 
 @dataclass(frozen=True)

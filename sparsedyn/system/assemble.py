@@ -19,7 +19,7 @@ import numpy as np
 from ..kinematics import body_velocities, joint_transforms
 from ..model.model import WORLD
 from ..opcount import charge, count_operations
-from ..planner.factorization import TRUSTED
+from ..ir.lu_program import TRUSTED
 from ..recursive._common import S_times, gravity_acceleration, inertia_times
 from ..spatial import cross3, cross_force, cross_motion
 from .blocks import CONSTRAINT_KINDS, ROW_KINDS, VARIABLE_KINDS, BlockLayout, aba_order, rnea_order

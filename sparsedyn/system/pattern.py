@@ -39,42 +39,6 @@ from ..spatial import skew
 STRUCTURAL_TOLERANCE = 1e-12
 
 
-def _quaternion_basis():
-    """R(x, y, z, w) as a homogeneous quadratic form: (coefficients (10, 3, 3), constant (10,)).
-
-    Monomials: x2 y2 z2 w2 xy xz xw yz yw zw; 1 = x2 + y2 + z2 + w2 on the unit sphere."""
-    C = np.zeros((10, 3, 3))
-    X2, Y2, Z2, W2, XY, XZ, XW, YZ, YW, ZW = range(10)
-    # 1 - 2(y2 + z2) = x2 - y2 - z2 + w2, etc. (spatial.quaternion_to_rotation, homogenised)
-    C[[X2, W2], 0, 0], C[[Y2, Z2], 0, 0] = 1, -1
-    C[[Y2, W2], 1, 1], C[[X2, Z2], 1, 1] = 1, -1
-    C[[Z2, W2], 2, 2], C[[X2, Y2], 2, 2] = 1, -1
-    C[XY, 0, 1], C[ZW, 0, 1] = 2, -2
-    C[XZ, 0, 2], C[YW, 0, 2] = 2, 2
-    C[XY, 1, 0], C[ZW, 1, 0] = 2, 2
-    C[YZ, 1, 2], C[XW, 1, 2] = 2, -2
-    C[XZ, 2, 0], C[YW, 2, 0] = 2, -2
-    C[YZ, 2, 1], C[XW, 2, 1] = 2, 2
-    one = np.zeros(10)
-    one[[X2, Y2, Z2, W2]] = 1.0
-    return C, one
-
-
-def rotation_basis(joint):
-    """R_J(q) = sum_a alpha_a(q) Ra[a] from the joint's ROTATION (model/joints/base.py): returns
-    (Ra (A, 3, 3), coefficients of 1 (A,))."""
-    if joint.ROTATION == "angle":
-        k = joint.rotation_axis()
-        K = skew(k)
-        # Rodrigues: I + s K + (1 - c) K^2 = k k^T + s K - c K^2   (basis 1, sin, cos)
-        return np.stack((np.outer(k, k), K, -K @ K)), np.array([1.0, 0.0, 0.0])
-    if joint.ROTATION == "quaternion":
-        return _quaternion_basis()
-    if joint.ROTATION == "none":
-        return np.eye(3)[None], np.array([1.0])
-    raise NotImplementedError(f"joint {joint.name!r}: unknown rotation {joint.ROTATION!r}")
-
-
 def _translation_basis(joint):
     """p_J(q) = sum_b beta_b(q) pb[b] from the joint's translation(): returns (pb (Bn, 3),
     coefficients of 1 (Bn,)): the constant 0, then one direction per coordinate it reads."""
@@ -87,7 +51,7 @@ def transform_coefficients(joint, placement):
 
     Returns (C (K, 6, 6), one (K,)): iX = sum_k phi_k(q) C[k], and the constant function 1 has
     coefficients `one`. `placement` is the joint's fixed 4x4 tree placement T (X_T)."""
-    Ra, alpha_one = rotation_basis(joint)
+    Ra, alpha_one = joint.rotation_basis()
     pb, beta_one = _translation_basis(joint)
     TR, Tp = placement[:3, :3], placement[:3, 3]
     A, Bn = len(Ra), len(pb)

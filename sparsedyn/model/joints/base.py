@@ -16,7 +16,7 @@ name (`KINDS`, also its URDF type names) without any if-chain. It defines
     parameters()           what else (besides the axis) determines the dynamics, for the model's
                            fingerprint.
 The sparse system's pattern (system/pattern.py) and the compiled assembly
-(system/assembly_program.py) read only ROTATION, rotation_axis, ROTATION_Q and translation, and
+(ir/assembly.py) read only ROTATION, rotation_basis, ROTATION_Q and translation, and
 the configuration checks read ROTATION == "quaternion".
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ModelError
+from ...spatial import skew
 
 
 class Joint:
@@ -70,6 +71,21 @@ class Joint:
         """[(q offset, direction (3,))]: p_J(q) = sum_k qj[offset_k] direction_k."""
         return []
 
+    def rotation_basis(self):
+        """R_J(q) = sum_a alpha_a(q) Ra[a] from ROTATION: (Ra (A, 3, 3), coefficients of the
+        constant function 1 (A,)); the sparse system's pattern and the compiled assembly read
+        it."""
+        if self.ROTATION == "angle":
+            k = self.rotation_axis()
+            K = skew(k)
+            # Rodrigues: I + s K + (1 - c) K^2 = k k^T + s K - c K^2   (basis 1, sin, cos)
+            return np.stack((np.outer(k, k), K, -K @ K)), np.array([1.0, 0.0, 0.0])
+        if self.ROTATION == "quaternion":
+            return _quaternion_basis()
+        if self.ROTATION == "none":
+            return np.eye(3)[None], np.array([1.0])
+        raise NotImplementedError(f"joint {self.name!r}: unknown rotation {self.ROTATION!r}")
+
     def parameters(self):
         """Bytes of what, besides the axis, determines the joint's dynamics (model fingerprint)."""
         return b""
@@ -110,3 +126,24 @@ def _quaternion_integrate(quat, omega_dt):
                      w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
                      w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
                      w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2), axis=-1)
+
+
+def _quaternion_basis():
+    """R(x, y, z, w) as a homogeneous quadratic form: (coefficients (10, 3, 3), constant (10,)).
+
+    Monomials: x2 y2 z2 w2 xy xz xw yz yw zw; 1 = x2 + y2 + z2 + w2 on the unit sphere."""
+    C = np.zeros((10, 3, 3))
+    X2, Y2, Z2, W2, XY, XZ, XW, YZ, YW, ZW = range(10)
+    # 1 - 2(y2 + z2) = x2 - y2 - z2 + w2, etc. (spatial.quaternion_to_rotation, homogenised)
+    C[[X2, W2], 0, 0], C[[Y2, Z2], 0, 0] = 1, -1
+    C[[Y2, W2], 1, 1], C[[X2, Z2], 1, 1] = 1, -1
+    C[[Z2, W2], 2, 2], C[[X2, Y2], 2, 2] = 1, -1
+    C[XY, 0, 1], C[ZW, 0, 1] = 2, -2
+    C[XZ, 0, 2], C[YW, 0, 2] = 2, 2
+    C[XY, 1, 0], C[ZW, 1, 0] = 2, 2
+    C[YZ, 1, 2], C[XW, 1, 2] = 2, -2
+    C[XZ, 2, 0], C[YW, 2, 0] = 2, -2
+    C[YZ, 2, 1], C[XW, 2, 1] = 2, 2
+    one = np.zeros(10)
+    one[[X2, Y2, Z2, W2]] = 1.0
+    return C, one

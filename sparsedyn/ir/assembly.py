@@ -8,7 +8,7 @@ Per body i (parent(i) < i) it records
         R_i = TR_i R_J(q),  r_i = Tp_i + TR_i p_J(q),  E_i = R_i^T     (kinematics.joint_transforms)
     rotation kind from the joint's ROTATION (model/joints/base.py): ROT_NONE (E = TR^T),
     ROT_ANGLE (one angle theta at q[rot_q], E = Eb0 + sin(theta) Eb1 + cos(theta) Eb2 with the
-    Rodrigues basis of pattern.rotation_basis pre-multiplied by TR and transposed) or ROT_QUAT
+    Rodrigues basis of Joint.rotation_basis pre-multiplied by TR and transposed) or ROT_QUAT
     (the unit quaternion (x, y, z, w) at q[rot_q:rot_q + 4]); translation p_J = sum_k
     q[trans_q + k] tdir_k from the joint's translation(), tdir already rotated by TR;
   - S_i as a sparse list (row, velocity index, value) and I_i as a sparse list of its nonzeros;
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pattern import rotation_basis
 
 ROT_NONE, ROT_ANGLE, ROT_QUAT = 0, 1, 2
 
@@ -108,9 +107,9 @@ class AssemblyProgram:
             self.rot_basis[i, 0] = TR.T.ravel()               # ROT_NONE: E = TR^T
             self.rot_q[i] = q0 + joint.ROTATION_Q
             if joint.ROTATION == "angle":
-                # E = (TR R_J)^T, one basis matrix per function (1, sin, cos) of pattern's
+                # E = (TR R_J)^T, one basis matrix per function (1, sin, cos) of the joint's
                 # rotation_basis (Rodrigues)
-                for b, Rb in enumerate(rotation_basis(joint)[0]):
+                for b, Rb in enumerate(joint.rotation_basis()[0]):
                     self.rot_basis[i, b] = (TR @ Rb).T.ravel()
                 self.rot_kind[i] = ROT_ANGLE
             elif joint.ROTATION == "quaternion":

@@ -1,0 +1,69 @@
+"""Markdown tables of experiments/out/*.md, for tests/test_experiment_outputs.py.
+
+tables(text) -> {section heading: [row dicts]}: every pipe table of the text under the "## "
+heading that precedes it ("" before the first heading), each row a {column header: cell} dict
+(cells stripped). Two tables under one heading are concatenated (their headers are kept per row).
+"""
+from __future__ import annotations
+
+
+def _cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def tables(text):
+    out, heading, header = {}, "", None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            heading, header = line[3:].strip(), None
+            continue
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = _cells(line)
+        if header is None:
+            header = cells
+            continue
+        if all(set(c) <= set("-:") and c for c in cells):     # the |---| separator line
+            continue
+        out.setdefault(heading, []).append(dict(zip(header, cells)))
+    return out
+
+
+def keyed(rows, key):
+    """{tuple of the key columns' cells: row} (the key must be unique)."""
+    out = {}
+    for row in rows:
+        k = tuple(row[c] for c in key)
+        assert k not in out, f"duplicate key {k}"
+        out[k] = row
+    return out
+
+
+def compare(fresh_text, committed_text, key, skip=()):
+    """Every row of every table of `fresh_text` (recomputed at reduced size) equals the committed
+    row of the same section and key, cell by cell except the `skip` columns. Returns the number
+    of cells compared."""
+    fresh, committed = tables(fresh_text), tables(committed_text)
+    assert fresh, "nothing recomputed"
+    compared = 0
+    for heading, rows in fresh.items():
+        assert heading in committed, f"section {heading!r} missing from the committed output"
+        ref = keyed(committed[heading], [c for c in key if c in committed[heading][0]])
+        for row in rows:
+            k = tuple(row[c] for c in key if c in row)
+            assert k in ref, f"{heading!r}: no committed row {k}"
+            old = ref[k]
+            assert set(row) == set(old), (heading, k, sorted(set(row) ^ set(old)))
+            for col, cell in row.items():
+                if col in skip:
+                    continue
+                assert cell == old[col], (f"{heading!r} row {k} column {col!r}: committed {old[col]!r}, "
+                                          f"the current code gives {cell!r}: rerun the experiment")
+                compared += 1
+    return compared
+
+
+def number(cell):
+    """A table cell as a number: 12,345 -> 12345, '+7.5%' -> 7.5, '29,304 (8,208)' -> 29304."""
+    return float(cell.split(" (")[0].replace(",", "").rstrip("%x"))
