@@ -189,12 +189,6 @@ class EstimationProblem:
                     stack.append(c2)
         return np.flatnonzero(seen)
 
-    def compile(self, ordering="auto", backend="auto", progress=None, **options):
-        """The EstimationPlan of this problem (compile_estimation: `options` are its method,
-        covariances, ...); sparsedyn.compile's protocol. progress is not reported."""
-        from .plan import compile_estimation
-        return compile_estimation(self, ordering=ordering, backend=backend, **options)
-
     def describe(self):
         return (f"estimation problem on {self.model.name!r} with sensors "
                 f"{[s.name for s in self.sensors]} and unknown wrenches {list(self.unknown_wrenches)}")
@@ -248,10 +242,12 @@ class EstimationProblem:
         out[:, P.indices, cols] = values
         return out
 
-    def compile(self, method="auto", **options):
-        """Offline plan: see sparsedyn.estimation.compile_estimation."""
+    def compile(self, ordering="auto", backend="auto", progress=None, method="auto", **options):
+        """The EstimationPlan of this problem (sparsedyn.compile's protocol; `method` and
+        `options` as sparsedyn.estimation.compile_estimation's; progress is not reported)."""
         from .plan import compile_estimation
-        return compile_estimation(self, method=method, **options)
+        return compile_estimation(self, method=method, ordering=ordering, backend=backend,
+                                  **options)
 
     def __repr__(self):
         return (f"EstimationProblem({self.model.name!r}: {self.shape[0]}x{self.shape[1]}, "
