@@ -32,13 +32,18 @@ from sparsedyn.opcount import count_operations
 from sparsedyn.problems.delassus_sparse import compile_delassus
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from own_orderings import own_best  # noqa: E402
+from own_orderings import own_best, versions_line  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 RECURSIVE = ("pv-osimr", "pv-osim", "efpa")
 # "sparse": C D^-1 B on Nori's block system (problems/delassus_sparse.py): assembly + one sparse
 # LU + m substitutions + C x, planned offline per contact set (planning is not counted)
 ALL = ("pv-osimr", "pv-osim", "efpa", "ltl-osim", "dense", "sparse")
+# the library's own "sparse" (auto ordering: SciPy's and CHOLMOD's orderings included, so its count
+# depends on their versions; shown for reference, not regenerated exactly elsewhere)
+SPARSE_AUTO = "sparse (auto, this installation)"
+ROBOT_COLUMNS = ALL + (SPARSE_AUTO,)
+VERSION_DEPENDENT = (SPARSE_AUTO,)
 # kinds charged by the articulated-inertia sweep every recursive method shares (_osim_common.Pivot)
 ABI_KINDS = ("X^T I X", "U = H S", "D = S^T U", "D^-1", "U D^-1 U^T")
 FINGERS = ("thumb", "index", "middle", "ring", "little")
@@ -47,21 +52,23 @@ FINGERS = ("thumb", "index", "middle", "ring", "little")
 def flops(model, contacts, method):
     q = model.neutral_configuration() if not model.floating_base else _random_q(model)
     if method == "sparse":
-        return sparse_flops(model, contacts, q), 0
+        return sparse_flops(model, contacts, q)
     with count_operations() as ops:
-        delassus(model, q, contacts, method=method)
+        delassus(model, q, contacts, method="sparse" if method == SPARSE_AUTO else method)
     abi = sum(ops.by_kind.get(k, 0) for k in ABI_KINDS) if method in RECURSIVE else 0
     return ops.flops, ops.flops - abi
 
 
 def sparse_flops(model, contacts, q):
     """delassus(..., method="sparse") under the planner's pick among sparsedyn's own orderings
-    (the same count as the library's "auto" plan when that pick is the same ordering)."""
+    (the same count as the library's "auto" plan when that pick is the same ordering):
+    (counted flops, the plan's stats: its cost breakdown)."""
     name = own_best(compile_delassus(model, contacts).plan.factorization.table)["name"]
     plan = compile_delassus(model, contacts, ordering=name)
     with count_operations() as ops:
         plan(q)
-    return ops.flops
+    assert ops.flops == plan.stats["total_flops"], (ops.flops, plan.stats["total_flops"])
+    return ops.flops, plan.stats
 
 
 def _random_q(model):
@@ -160,6 +167,8 @@ def study_robots(labels=None):
     cases = [
         ("humanoid, 6D feet", hum, feet),
         ("humanoid, 4 x 3D corners per foot", hum, corners),
+        ("humanoid, 6D feet + six 3D fingertips (bench_delassus.py)", hum,
+         feet + [Contact(f"{s}_{f}_tip", "3d") for s in ("l", "r") for f in ("thumb", "index", "middle")]),
         ("humanoid, 6D hands + 6D feet (EFPA HF; seed 000's 1.5% case)", hum,
          feet + [Contact("l_hand"), Contact("r_hand")]),
         ("five-finger hand alone, 5 x 3D tips", hand, [Contact(f"{f}_tip", "3d") for f in FINGERS]),
@@ -172,7 +181,7 @@ def study_robots(labels=None):
         if labels is not None and label not in labels:
             continue
         m = sum(c.dim for c in contacts)
-        rows.append((label, model.nv, m, {meth: flops(model, contacts, meth) for meth in ALL}))
+        rows.append((label, model.nv, m, {meth: flops(model, contacts, meth) for meth in ROBOT_COLUMNS}))
     return rows
 
 
@@ -214,13 +223,41 @@ def chain_slopes(rows):
 def robot_lines(robots):
     lines = ["## (d), (e) humanoid, five-finger hands; total flops (and without the shared "
              "articulated-inertia sweep)", "",
-             "| case | nv | m | " + " | ".join(ALL) + " | PV-OSIM / PV-OSIMr - 1 |",
-             "|---|---|---|" + "---|" * (len(ALL) + 1)]
+             "| case | nv | m | " + " | ".join(ROBOT_COLUMNS) + " | PV-OSIM / PV-OSIMr - 1 |",
+             "|---|---|---|" + "---|" * (len(ROBOT_COLUMNS) + 1)]
     for label, nv, m, f in robots:
-        cells = [f"{f[meth][0]:,}" + (f" ({f[meth][1]:,})" if meth in RECURSIVE else "") for meth in ALL]
+        cells = [f"{f[meth][0]:,}" + (f" ({f[meth][1]:,})" if meth in RECURSIVE else "")
+                 for meth in ROBOT_COLUMNS]
         lines.append(f"| {label} | {nv} | {m} | " + " | ".join(cells)
                      + f" | {100 * (f['pv-osim'][0] / f['pv-osimr'][0] - 1):+.1f}% |")
     return lines
+
+
+def sparse_lines(robots):
+    """Where the sparse route's flops go (DelassusPlan.stats): assembly of D, one LU with the first
+    substitution, m - 1 further substitutions, C x."""
+    lines = ["## (f) the sparse route C D^-1 B: where its flops go", "",
+             "| case | m | ordering | assembly | LU + 1st substitution | each further substitution | "
+             "(m - 1) substitutions | C x | total |", "|---|---|---|---|---|---|---|---|---|"]
+    for label, _, m, f in robots:
+        st = f["sparse"][1]
+        lines.append(f"| {label} | {m} | {st['ordering']} | {st['assembly_flops']:,} | {st['flops']:,} | "
+                     f"{st['solve_flops']:,} | {(m - 1) * st['solve_flops']:,} | {st['read_flops']:,} | "
+                     f"{st['total_flops']:,} |")
+    return lines
+
+
+def sparsity_line():
+    """Seed 002's sparsity figures for the EFPA hands + feet case: exact zeros in the contact
+    Jacobian J (m x nv) and in the mass matrix H at the random configuration of the counts."""
+    from sparsedyn.contacts import contact_jacobian
+    from sparsedyn.recursive.crba import crba
+    hum = sm.humanoid()
+    q = _random_q(hum)
+    J = contact_jacobian(hum, q, [Contact(n) for n in ("l_sole", "r_sole", "l_hand", "r_hand")])
+    H = crba(hum, q)
+    return (f"Humanoid ({hum.nbodies} bodies, nv = {hum.nv}), 6D hands + 6D feet: zeros in J "
+            f"({J.shape[0]} x {J.shape[1]}) {100 * np.mean(J == 0):.0f}%, in H {100 * np.mean(H == 0):.0f}%.")
 
 
 def write(tree, k2, every, robots, quick):
@@ -231,7 +268,7 @@ def write(tree, k2, every, robots, quick):
     lines = ["# Delassus operation counts (sparsedyn counter, B = 1 call, flops = mul + add + div + sqrt)", "",
              "Generated by `python experiments/delassus_studies.py`. Column \"sparse\": C D^-1 B on "
              "Nori's block system, planned with the cheapest of the orderings sparsedyn computes "
-             "itself (experiments/own_orderings.py).", ""]
+             "itself (experiments/own_orderings.py).", "", versions_line(), ""]
     lines += tree_lines(tree)
     branches = sorted({k for k, _, _ in tree})
     fig, axes = plt.subplots(1, len(branches), figsize=(4 * len(branches), 3.5), squeeze=False)
@@ -265,7 +302,8 @@ def write(tree, k2, every, robots, quick):
             fig.savefig(tmp, dpi=110)
         plt.close(fig)
 
-    lines += [""] + robot_lines(robots)
+    lines += [""] + robot_lines(robots) + [""] + sparse_lines(robots)
+    lines += ["", "## (g) sparsity (seed 002, Sec. V-C)", "", sparsity_line()]
     fig, ax = plt.subplots(figsize=(9, 4))
     w = 0.16
     for j, meth in enumerate(ALL[:4]):

@@ -2,8 +2,8 @@
 rows of seed 003 Sec. II-D; sparsedyn.problems.loop_forward_dynamics) next to C-ABA and the dense
 Lagrange baselines, in operations per state.
 
-Per system: the size of D with its loop rows, nnz of D and of its LU, fill, the planner's auto
-ordering, the LU + substitution flops (exact, from the symbolic factorization), the counted
+Per system: the size of D with its loop rows, nnz of D and of its LU, fill, the ordering (the planner's
+pick among sparsedyn's own orderings), the LU + substitution flops (exact, from the symbolic factorization), the counted
 assembly of D and b, their total; next to C-ABA (seed 003, Algorithm 1), Lagrange multipliers with
 a dense LU of the KKT matrix and with the sparse L^T L of H, and the tree-only forward-dynamics plan
 of the same spanning tree (no loops: what the loop rows add). Counts come from
@@ -31,7 +31,7 @@ from sparsedyn.problems import compile, forward_dynamics, loop_forward_dynamics 
 from sparsedyn.recursive.cluster import c_aba, lagrange_fd  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from own_orderings import own_best  # noqa: E402
+from own_orderings import own_best, versions_line  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(__file__), "out")
 
@@ -51,15 +51,15 @@ def _ops(fn):
 
 
 def own_plan(problem):
-    """compile(problem) under the planner's pick among sparsedyn's own orderings."""
-    plan = compile(problem)
-    name = own_best(plan.factorization.table)["name"]
-    return plan if name == plan.factorization.stats["ordering"] else compile(problem, ordering=name)
+    """(plan under the planner's pick among sparsedyn's own orderings, the "auto" plan)."""
+    auto = compile(problem)
+    name = own_best(auto.factorization.table)["name"]
+    return (auto if name == auto.factorization.stats["ordering"] else compile(problem, ordering=name)), auto
 
 
 def measure(cm):
-    plan = own_plan(loop_forward_dynamics(cm))
-    tree = own_plan(forward_dynamics(cm.model))
+    plan, auto = own_plan(loop_forward_dynamics(cm))
+    tree, _ = own_plan(forward_dynamics(cm.model))
     q, yd, tau = cm.random_state(0)
     qd = cm.spanning_velocity(q, yd)
     s, t = plan.stats, tree.stats
@@ -69,29 +69,38 @@ def measure(cm):
     return dict(n=s["n"], nc=cm.nc, nnz_D=s["nnz_D"], nnz_LU=s["nnz_LU"], fill=s["fill"],
                 ordering=s["ordering"], lu=s["flops"], assembly=s["assembly_flops"], sparse=sparse,
                 tree=t["flops"] + t["assembly_flops"],
+                auto=f"{auto.stats['total_flops']} ({auto.stats['ordering']})",
                 caba=_ops(lambda: c_aba(cm, q, yd, tau)),
                 dense=_ops(lambda: lagrange_fd(cm, q, qd, tau, method="dense")),
                 ltl=_ops(lambda: lagrange_fd(cm, q, qd, tau, method="ltl")))
 
 
 SYSTEM_HEAD = ["| system | n (D) | loop rows | nnz D | nnz LU | fill | ordering | LU flops | assembly | "
-               "sparse loop plan | tree FD plan | C-ABA | x C-ABA | Lagrange dense | Lagrange L^T L |",
-               "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-SWEEP_HEAD = ["| links | sparse loop plan | fill | C-ABA | x C-ABA | Lagrange dense | Lagrange L^T L |",
-              "|---:|---:|---:|---:|---:|---:|---:|"]
+               "sparse loop plan | tree FD plan | C-ABA | x C-ABA | Lagrange dense | Lagrange L^T L | "
+               "auto (this installation) |",
+               "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+SWEEP_HEAD = ["| links | sparse loop plan | fill | ordering | C-ABA | x C-ABA | Lagrange dense | "
+              "Lagrange L^T L | auto (this installation) |",
+              "|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+#: columns that depend on SciPy's / CHOLMOD's orderings (their versions)
+VERSION_DEPENDENT = ("auto (this installation)",)
+#: loop-plan columns: the loop systems have several equally cheap safe matchings, and SciPy's
+#: min_weight_full_bipartite_matching picks one (the tree plans' matching is unique)
+MATCHING_DEPENDENT = ("nnz LU", "fill", "ordering", "LU flops", "sparse loop plan", "x C-ABA")
 
 
 def system_line(label, make):
     r = measure(make())
     return (f"| {label} | {r['n']} | {r['nc']} | {r['nnz_D']} | {r['nnz_LU']} | {r['fill']} | "
             f"{r['ordering']} | {r['lu']} | {r['assembly']} | {r['sparse']} | {r['tree']} | "
-            f"{r['caba']} | {r['sparse'] / r['caba']:.2f} | {r['dense']} | {r['ltl']} |")
+            f"{r['caba']} | {r['sparse'] / r['caba']:.2f} | {r['dense']} | {r['ltl']} | {r['auto']} |")
 
 
 def sweep_line(n):
     r = measure(geared_chain(n))
-    return (f"| {n} | {r['sparse']} | {r['fill']} | {r['caba']} | {r['sparse'] / r['caba']:.2f} | "
-            f"{r['dense']} | {r['ltl']} |"), (n, r["sparse"], r["caba"], r["dense"])
+    return (f"| {n} | {r['sparse']} | {r['fill']} | {r['ordering']} | {r['caba']} | "
+            f"{r['sparse'] / r['caba']:.2f} | {r['dense']} | {r['ltl']} | {r['auto']} |"), \
+        (n, r["sparse"], r["caba"], r["dense"])
 
 
 def sweep_slopes(sweep):
@@ -112,7 +121,11 @@ def main(argv=None):
              "planner's pick among sparsedyn's own orderings (= the counted `plan.solve`); `tree FD plan` = the same "
              "spanning tree without loop rows (not a solution of the looped system, for scale); "
              "`x C-ABA` = sparse / C-ABA. Lagrange dense = one LU of the (nv+nc) KKT matrix; "
-             "Lagrange L^T L = Featherstone's sparse H = L^T L and the nc x nc Schur complement.", "",
+             "Lagrange L^T L = Featherstone's sparse H = L^T L and the nc x nc Schur complement. "
+             "`auto (this installation)` = the loop plan `compile` picks here, SciPy's and CHOLMOD's "
+             "orderings included (their versions decide it). The loop systems' safe matching is not "
+             "unique and SciPy's matching picks one, so the loop-plan columns (MATCHING_DEPENDENT) "
+             "depend on SciPy's version too.", "", versions_line(), "",
              *SYSTEM_HEAD]
     for label, make in SYSTEMS:
         lines.append(system_line(label, make))

@@ -178,7 +178,7 @@ def table_lines(rows, scaling):
               "| chain | links | algorithm | ops | us/state |", "|---|---:|---|---:|---:|"]
     for r in scaling:
         lines.append(f"| {r['chain']} | {r['n']} | {r['algorithm']} | {r['flops']} | {r['us']:.1f} |")
-    if len({r["n"] for r in scaling if r["chain"] == "geared"}) >= 2:
+    if len({r["n"] for r in scaling if r["chain"] == "geared"}) >= 3:
         lines += ["", "Log-log slope of the op count over the longer half of the geared chains: " +
                   ", ".join(f"{a} {v:.2f}" for a, v in scaling_slopes(scaling).items()) +
                   " (published: C-ABA linear, projection and Lagrange cubic asymptotically)."]

@@ -30,3 +30,23 @@ def own_best(table):
     usable = [r for r in table if r["pivot_safe"] and is_own(r["name"])]
     return min(usable, key=lambda r: (r["flops"] + r["check_flops"], r["nnz_LU"],
                                       r["note"].startswith(TRUSTED)))
+
+
+def third_party_versions():
+    """The versions of the libraries whose orderings (SciPy's SuperLU, CHOLMOD through
+    scikit-sparse) and bipartite matching (SciPy's min_weight_full_bipartite_matching, whose
+    choice among equally cheap matchings decides the own orderings' counts on the loop systems)
+    the version-dependent columns come from; written into the outputs so that a test compares
+    those columns only in the same installation."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(dist):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "absent"
+    return f"scipy {v('scipy')}, scikit-sparse {v('scikit-sparse')}"
+
+
+def versions_line():
+    return f"Version-dependent columns computed with: {third_party_versions()}."
