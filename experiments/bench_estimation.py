@@ -102,7 +102,7 @@ def main(argv=None):
         print(f"  ours {label:30s} {1e6 * times[label]:9.1f} us/sample")
     ours = {k: t for k, t in times.items() if k.startswith("compiled")}
     # spsolve on the same normal matrices (assembled by our code, not timed)
-    solver = plan.solver
+    solver = plan.reference
     values, rhs, _, _ = problem.assemble(q, v, readings)
     Pvals = solver.normal_values(values)
     g = solver.normal.transpose_times(values, rhs * solver.weights)

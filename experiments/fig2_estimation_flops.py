@@ -73,7 +73,7 @@ def row_for(N):
                                 unknown_wrenches=ends)
     plan = compile_estimation(problem, method="lstsq", map_backend="lu")
     st = plan.stats
-    own = own_best(plan.solver.factorization.table)
+    own = own_best(plan.reference.factorization.table)
     n = problem.shape[1]
     return dict(N_B=N, rows=problem.shape[0], n=n, nnz_P=st["nnz_P"], sparse=own["flops"],
                 ordering=own["name"], auto=f"{st['lu_flops']} ({st['lu_ordering']})",
@@ -103,7 +103,7 @@ def humanoid_line():
     hm = humanoid()
     hp = EstimationProblem(hm, [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
                                 S.ForceTorque("r_foot_ft_sensor")], unknown_wrenches=HUMANOID_LINKS)
-    own = own_best(compile_estimation(hp).solver.factorization.table)
+    own = own_best(compile_estimation(hp).reference.factorization.table)
     return (f"Humanoid, exactly determined (F/T at both ankles, unknown wrenches {HUMANOID_LINKS}): "
             f"[D; D_Y] {hp.shape[0]}x{hp.shape[1]}, nnz {hp.pattern.nnz}, sparse LU flops "
             f"{own['flops']} (fill {own['fill']}, ordering {own['name']}) vs dense LU "

@@ -421,3 +421,137 @@ def ground_truth(model, q, v, qdd, f_ext=None):
 __all__ = ["Sensor", "SensorError", "Term", "JointAccelerations", "JointTorques", "UnactuatedBase",
            "ExternalWrench", "ForceTorque", "LoadCells", "ZeroTangentialForce", "Accelerometer",
            "Gyroscope", "GroundTruth", "ground_truth"]
+
+
+# ------------------------------------------------------------------------------------------
+# sensors declared in a URDF (iDynTree's extension). The reader lives here, not in
+# sparsedyn.urdf_sensors, because that module re-exports it: an import in both directions would
+# be a cycle (tests/test_architecture.py). sparsedyn.urdf_sensors documents the format.
+
+
+class UnmappedSensorWarning(UserWarning):
+    """A sensor declared in a URDF has no sparsedyn counterpart and was skipped (names it)."""
+
+
+class DeclaredForceTorque(ForceTorque):
+    """A ForceTorque read in another frame and sign, as a URDF declaration may define it:
+
+        y = sign * (wrench parent side -> child side, expressed in the frame placed at
+            `placement` in the joint frame)  =  transform @ y_ForceTorque
+
+    with `transform` a constant 6x6 (linear-first); sign -1 reads the wrench the child side
+    exerts on the parent side."""
+
+    def __init__(self, joint, placement=None, sign=1, name=None):
+        super().__init__(joint, name)
+        if sign not in (1, -1):
+            raise SensorError(f"sensor {self.name!r}: sign must be 1 or -1, got {sign!r}")
+        self.placement = _placement(placement, f"sensor {self.name!r}")
+        self.sign = int(sign)
+        swap = np.eye(6)[_LIN_FIRST]
+        self.transform = self.sign * swap @ _force_transform(self.placement) @ swap.T
+
+    def linear_map(self, model, kin, wrench_links):
+        terms, bias = super().linear_map(model, kin, wrench_links)
+        M = self.transform
+        # a constant left factor keeps every term linear in its variable; a state-dependent
+        # term's basis factor absorbs it, so its worst-case pattern stays known offline
+        terms = [Term(t.kind, t.body, M @ t.coeff,
+                      None if t.basis is None else (M @ t.basis[0], t.basis[1])) for t in terms]
+        return terms, bias @ M.T
+
+
+_FT_FRAMES = ("child", "parent", "sensor")
+_FT_DIRECTIONS = ("child_to_parent", "parent_to_child")
+
+
+def _urdf_parent(elem, attr):
+    parent = elem.find("parent")
+    return None if parent is None else parent.get(attr)
+
+
+def _urdf_force_torque(elem, name, joints, convention, origin):
+    """The sensor of one <sensor type="force_torque">, or None (warned) if it cannot be mapped."""
+    jname = _urdf_parent(elem, "joint")
+    if jname not in joints:
+        raise SensorError(f"sensor {name!r}: " + ("no <parent joint=...>" if jname is None else
+                                                  f"the URDF has no joint named {jname!r}"))
+    ft = elem.find("force_torque")
+    frame, direction = ((ft.findtext(tag) or "").strip() if ft is not None else ""
+                        for tag in ("frame", "measure_direction"))
+    # iDynTree rejects a declaration without both, so accepting one would guess its meaning
+    if frame not in _FT_FRAMES or direction not in _FT_DIRECTIONS:
+        raise SensorError(f"sensor {name!r}: <force_torque> needs <frame> in {_FT_FRAMES} and "
+                          f"<measure_direction> in {_FT_DIRECTIONS}, got {frame!r}, {direction!r}")
+    if convention == "sparsedyn":
+        return ForceTorque(jname, name=name)
+    joint = joints[jname]
+    if frame == "parent" and joint.get("type") != "fixed":
+        import warnings
+        warnings.warn(f"sensor {name!r}: an F/T reading in the parent link frame of the movable "
+                      f"joint {jname!r} is in a moving frame: skipped", UnmappedSensorWarning,
+                      stacklevel=3)
+        return None
+    # the joint frame is the child link frame; the parent link frame sits at origin^-1 in it
+    placement = {"child": None, "parent": np.linalg.inv(origin(joint, f"joint {jname!r}")),
+                 "sensor": origin(elem, f"sensor {name!r}")}[frame]
+    return DeclaredForceTorque(jname, placement, -1 if direction == "child_to_parent" else 1, name)
+
+
+def from_urdf(model_or_path, convention="sparsedyn"):
+    """Sensor objects for the F/T sensors, accelerometers and gyroscopes a URDF declares with
+    iDynTree's <sensor> extension, named as in the URDF (see sparsedyn.urdf_sensors).
+
+    model_or_path: a Model loaded by load_urdf (it keeps its URDF), or the URDF path / XML text.
+    convention: "sparsedyn" (F/T readings in ForceTorque's convention) or "idyntree" (as the
+    declaration's frame / measure_direction define them: DeclaredForceTorque).
+    Raises SensorError naming a sensor on a joint/link the URDF does not have; warns
+    (UnmappedSensorWarning) naming every sensor it skips."""
+    import os
+    import warnings
+    from .model.urdf import _origin, _read_xml
+    if convention not in ("sparsedyn", "idyntree"):
+        raise ValueError(f"convention: expected 'sparsedyn' or 'idyntree', got {convention!r}")
+    if not isinstance(model_or_path, (str, os.PathLike)):
+        source = getattr(model_or_path, "urdf_source", None)
+        if source is None:
+            raise TypeError(f"model_or_path: expected a URDF path (or XML text) or a Model "
+                            f"loaded by load_urdf, got {type(model_or_path).__name__}")
+        model_or_path = source
+    robot = _read_xml(model_or_path)
+    joints = {j.get("name"): j for j in robot.findall("joint")}
+    links = {l.get("name") for l in robot.findall("link")}
+    out = []
+    for elem in robot.findall("sensor"):
+        name, kind = elem.get("name"), elem.get("type")
+        if not name:
+            raise SensorError(f"a URDF <sensor type={kind!r}> has no name attribute")
+        if kind == "force_torque":
+            s = _urdf_force_torque(elem, name, joints, convention, _origin)
+        elif kind in ("accelerometer", "gyroscope"):
+            link = _urdf_parent(elem, "link")
+            if link not in links:
+                raise SensorError(f"sensor {name!r}: " + ("no <parent link=...>" if link is None
+                                  else f"the URDF has no link named {link!r}"))
+            cls = Accelerometer if kind == "accelerometer" else Gyroscope
+            s = cls(link, _origin(elem, f"sensor {name!r}"), name=name)
+        else:
+            s = None
+            warnings.warn(f"sensor {name!r}: type {kind!r} has no sparsedyn counterpart: skipped",
+                          UnmappedSensorWarning, stacklevel=2)
+        if s is not None:
+            out.append(s)
+    # Gazebo's <sensor>s are plugin settings that iDynTree ignores; an F/T one on a joint that
+    # already has an iDynTree declaration (iCub's case) repeats it
+    ft_joints = {s.joint for s in out if isinstance(s, ForceTorque)}
+    for g in robot.findall("gazebo"):
+        for elem in g.findall("sensor"):
+            if elem.get("type") == "force_torque" and g.get("reference") in ft_joints:
+                continue
+            warnings.warn(f"sensor {elem.get('name')!r}: Gazebo <sensor type={elem.get('type')!r}> "
+                          f"on {g.get('reference')!r} is not read (only iDynTree's top-level "
+                          f"<sensor> is): skipped", UnmappedSensorWarning, stacklevel=2)
+    return out
+
+
+__all__ += ["UnmappedSensorWarning", "DeclaredForceTorque", "from_urdf"]

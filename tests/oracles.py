@@ -126,3 +126,13 @@ def singular_rod_model():
     b.add_body("rod", "l1", RevoluteJoint("j2", axis), mass=1.0, com=(0, 0, 0),
                inertia=0.1 * (np.eye(3) - np.outer(axis, axis)))
     return b.build()
+
+
+def in_threads(worker, ranges):
+    """worker(lo, hi) for each (lo, hi) of `ranges`, each on its own thread, joined."""
+    import threading
+    threads = [threading.Thread(target=worker, args=r) for r in ranges]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

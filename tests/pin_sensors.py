@@ -169,3 +169,16 @@ def singular_chain_setting(seed):
     problem = EstimationProblem(model, [S.JointAccelerations(), S.JointTorques()],
                                 unknown_wrenches=["link6"]).check()
     return model, problem, truth
+
+
+def square_ankles_setting(seed, B):
+    """The humanoid with qdd and F/T at both ankles and unknown wrenches at both feet and the
+    chest: a square estimation problem. Returns (model, EstimationProblem, truth)."""
+    from sparsedyn import sensors as S
+    from sparsedyn.estimation import EstimationProblem
+    model, pm = robot_and_pin("humanoid")
+    links = ["l_sole", "r_sole", "chest"]
+    truth = PinTruth.random(model, pm, np.random.default_rng(seed), B, links)
+    problem = EstimationProblem(model, [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
+                                        S.ForceTorque("r_foot_ft_sensor")], unknown_wrenches=links)
+    return model, problem, truth

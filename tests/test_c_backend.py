@@ -5,12 +5,11 @@ run in a plain C program without Python (plan.export_c), and serve one state at 
 import os
 import shutil
 import subprocess
-import threading
 
 import numpy as np
 import pinocchio as pin
 import pytest
-from oracles import pin_model, rel_err, robot_urdf, singular_rod_model, to_pin_q
+from oracles import in_threads, pin_model, rel_err, robot_urdf, singular_rod_model, to_pin_q
 
 import sparsedyn as sd
 from sparsedyn.backends import BackendUnavailableError, backend
@@ -116,11 +115,7 @@ def test_solvers_run_concurrently():
         f = plan.solver()
         for b in range(lo, hi):
             got[b] = f(q[b], v[b], a[b])
-    threads = [threading.Thread(target=worker, args=(k * 16, k * 16 + 16)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(worker, [(k * 16, k * 16 + 16) for k in range(4)])
     assert rel_err(got, ref) <= 1e-12
     assert rel_err(plan.solve(q, v, qdd=a, backend="c", threads=2)["tau"], ref) <= 1e-12
 

@@ -9,7 +9,7 @@ import pytest
 
 import sparsedyn as sd
 from oracles import pin_model, rel_err, robot_urdf
-from pin_sensors import PinTruth, robot_and_pin, singular_chain_setting
+from pin_sensors import PinTruth, robot_and_pin, singular_chain_setting, square_ankles_setting
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, SingularStateWarning, compile_estimation
 from test_estimation import FEET, TOL, _assert_truth, _overdetermined, _readings, _slippery
@@ -39,11 +39,8 @@ def _single(plan, truth, readings, b):
 
 
 def test_humanoid_exact_compiled():
-    model, pm = robot_and_pin("humanoid")
+    model, problem, truth = square_ankles_setting(10, 9)
     links = FEET + ["chest"]
-    truth = PinTruth.random(model, pm, np.random.default_rng(10), 9, links)
-    problem = EstimationProblem(model, [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
-                                        S.ForceTorque("r_foot_ft_sensor")], unknown_wrenches=links)
     plan = compile_estimation(problem)
     assert plan.method == "exact" and plan.backend == "numba"
     readings = _readings(problem, truth)

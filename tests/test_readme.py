@@ -25,3 +25,19 @@ def test_readme_quick_start_runs():
     assert ns["est"].ok.all()
     assert rel_err(ns["est"]["tau"], ns["tau"]) <= 1e-8          # the torques behind the readings
     assert ns["Lam_inv"].shape == (len(q), 12, 12)
+
+
+def test_readme_per_sample_estimation_runs():
+    """The per-sample section's block, run after the quick start: torques right, the lifted
+    foot's wrench exactly zero."""
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")
+    with open(path, encoding="utf-8") as fh:
+        blocks = re.findall(r"```python\n(.*?)```", fh.read(), re.S)
+    block = next(b for b in blocks if "per_sample=True" in b)
+    ns = {}
+    exec(compile(blocks[0], "README.md", "exec"), ns)
+    exec(compile(block, "README.md", "exec"), ns)
+    est, r_down = ns["est"], ns["r_down"]
+    assert est.ok.all()
+    assert rel_err(est["tau"], ns["tau"]) <= 1e-8
+    assert np.all(est.wrench("r_foot")[~r_down] == 0.0)

@@ -307,6 +307,36 @@ def _chunked(fn, pieces, header, locals_, ret, helpers):
     return calls
 
 
+def assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers):
+    """The lines of a one-state function (locals q, qd, y, w, mag, quat_bad) that assemble the
+    entries and right-hand side of an AssemblyProgram bound to w's slots (m AssemblyArrays, xr
+    ExtraRowArrays, dest RhsDestinations; the body velocities at w[L.vel + 6 i]): per body
+    statements chunked into `helpers`, the quaternion check (quat_bad), zeroed rows, the
+    readings y and the extra rows' bias."""
+    bodies = []
+    for i in range(n_bodies):
+        lines = []
+        _body(i, m, xr, dest, L, nq, lines)
+        bodies.append(lines)
+    asm = _chunked(f"{fn}_asm", bodies, "const double *restrict q, const double *restrict qd, "
+                   "double *restrict w", _BODY_LOCALS, "void", helpers)
+    out = [f"  {name}(q, qd, w);" for name in asm]
+    for i in np.flatnonzero(m.rot_kind == ROT_QUAT):
+        c = int(m.rot_q[i])
+        out.append(f"  mag = sqrt(q[{c}] * q[{c}] + q[{c + 1}] * q[{c + 1}] + q[{c + 2}] * "
+                   f"q[{c + 2}] + q[{c + 3}] * q[{c + 3}]);")
+        out.append(f"  if (!(fabs(mag - 1.0) <= {lit(QUATERNION_TOL)})) quat_bad = {BAD_QUATERNION};")
+    for k in range(dest.zero.size):
+        out.append(f"  w[{int(dest.zero[k])}] = 0.0;")
+    for j in range(dest.y.size):
+        out.append(f"  w[{int(dest.y[j])}] = y[{j}];")
+    for e in range(xr.q_dest.size):         # extra rows' bias, quadratic in a body's velocity
+        vb = L.vel + 6 * int(xr.q_body[e])
+        out.append(f"  w[{int(xr.q_dest[e])}] -= {lit(xr.q_coef[e])} * w[{vb + int(xr.q_k[e])}]"
+                   f" * w[{vb + int(xr.q_l[e])}];")
+    return out
+
+
 def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables):
     """C source of `int fn(q, qd, y, out, x, work)` running `schedule` (a Schedule) for one
     state: x (the whole solution, natural column order) is written when not NULL and the
@@ -316,13 +346,6 @@ def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables
     L, n = layout, col_perm.size
     residual = rc.tol.size > 0
     helpers = []
-    bodies = []
-    for i in range(n_bodies):
-        lines = []
-        _body(i, m, xr, dest, L, nq, lines)
-        bodies.append(lines)
-    asm = _chunked(f"{fn}_asm", bodies, "const double *restrict q, const double *restrict qd, "
-                   "double *restrict w", _BODY_LOCALS, "void", helpers)
     if prog.t.size <= STRAIGHT_LINE_MAX_OPS:
         ops = []
         _ops(prog, ops)
@@ -344,20 +367,7 @@ def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables
         out.append(f"  const double tol_res = {lit(rc.tol[0])};")
     for s, v in zip(sch.init_slots, sch.init_values):
         out.append(f"  w[{int(s)}] = {lit(v)};")
-    out += [f"  {name}(q, qd, w);" for name in asm]
-    for i in np.flatnonzero(m.rot_kind == ROT_QUAT):
-        c = int(m.rot_q[i])
-        out.append(f"  mag = sqrt(q[{c}] * q[{c}] + q[{c + 1}] * q[{c + 1}] + q[{c + 2}] * "
-                   f"q[{c + 2}] + q[{c + 3}] * q[{c + 3}]);")
-        out.append(f"  if (!(fabs(mag - 1.0) <= {lit(QUATERNION_TOL)})) quat_bad = {BAD_QUATERNION};")
-    for k in range(dest.zero.size):
-        out.append(f"  w[{int(dest.zero[k])}] = 0.0;")
-    for j in range(dest.y.size):
-        out.append(f"  w[{int(dest.y[j])}] = y[{j}];")
-    for e in range(xr.q_dest.size):         # extra rows' bias, quadratic in a body's velocity
-        vb = L.vel + 6 * int(xr.q_body[e])
-        out.append(f"  w[{int(xr.q_dest[e])}] -= {lit(xr.q_coef[e])} * w[{vb + int(xr.q_k[e])}]"
-                   f" * w[{vb + int(xr.q_l[e])}];")
+    out += assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers)
     # pivot-check row scales from the freshly assembled entries
     for c in range(prog.chk_const.size):
         out.append(f"  scale[{c}] = {lit(prog.chk_const[c])};")

@@ -28,6 +28,9 @@ NAME = "c"
 #: -O2 keeps compile time of straight-line programs of ~10^4 statements in seconds
 CFLAGS = ("-O2", "-march=native", "-std=c99", "-fPIC", "-shared", "-fno-math-errno",
           "-ffp-contract=off")
+#: the chain programs of MAP routes are ~10^5 statements: -O1 compiles them in half -O2's time
+#: and runs them as fast (straight-line code leaves -O2 little more to do)
+CFLAGS_LONG = ("-O1",) + CFLAGS[1:]
 PREFIX = "sd"
 
 
@@ -66,17 +69,18 @@ def _cpu():
         return platform.processor() + platform.machine()
 
 
-def library_path(source):
+def library_path(source, flags=CFLAGS):
     """Where the shared library of `source` is cached (by source, compiler, flags and CPU)."""
-    key = hashlib.sha256("\0".join((source, compiler(), _cpu()) + CFLAGS).encode()).hexdigest()
+    key = hashlib.sha256("\0".join((source, compiler(), _cpu()) + tuple(flags)).encode()).hexdigest()
     return os.path.join(cache_dir(), f"sparsedyn_{key[:24]}.so")
 
 
-def build(source):
-    """Path of the shared library of `source`, compiled on first use: written under a temporary
-    name in the cache and moved into place, so concurrent builders never see half a library."""
+def build(source, flags=CFLAGS):
+    """Path of the shared library of `source`, compiled with `flags` on first use: written under
+    a temporary name in the cache and moved into place, so concurrent builders never see half a
+    library."""
     cc = compiler()
-    lib = library_path(source)
+    lib = library_path(source, flags)
     if os.path.exists(lib):
         return lib
     folder = cache_dir()
@@ -86,7 +90,7 @@ def build(source):
     try:
         with open(src, "w") as fh:
             fh.write(source)
-        proc = subprocess.run([cc, *CFLAGS, "-o", tmp, src, "-lm"], capture_output=True,
+        proc = subprocess.run([cc, *flags, "-o", tmp, src, "-lm"], capture_output=True,
                               text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"backend 'c': {cc} failed to compile the plan:\n"
@@ -148,15 +152,8 @@ class CKernel:
         out = np.empty((B, self.sizes["n_out"]))
         x = np.empty((B, n)) if full else None
         broken = np.zeros(B, dtype=np.uint8)
-        groups = max(1, min(int(threads), B))
-        work = self._work(groups)
-        if groups == 1:
-            self._call(0, B, q, qd, y, out, x, broken, work[0])
-        else:
-            edges = np.linspace(0, B, groups + 1).astype(int)
-            with ThreadPoolExecutor(groups) as pool:
-                list(pool.map(lambda g: self._call(edges[g], edges[g + 1], q, qd, y, out, x,
-                                                   broken, work[g]), range(groups)))
+        split_run(B, threads, self._work,
+                  lambda lo, hi, work: self._call(lo, hi, q, qd, y, out, x, broken, work))
         return out, x, broken.astype(bool)
 
     def _call(self, lo, hi, q, qd, y, out, x, broken, work):
@@ -170,6 +167,20 @@ class CKernel:
             args.append(ptr(x, s["n"]))
         args += [broken.ctypes.data + lo, work.ctypes.data]
         self.library("full" if x is not None else "outputs")[1](*args)
+
+
+def split_run(B, threads, work_arrays, call):
+    """call(lo, hi, work) over `threads` ranges of B states (ctypes releases the GIL), each on
+    its own work array of work_arrays(k) (the calling thread's pool of k arrays)."""
+    groups = max(1, min(int(threads), B))
+    work = work_arrays(groups)
+    if groups == 1:
+        call(0, B, work[0])
+        return
+    edges = np.linspace(0, B, groups + 1).astype(int)
+    with ThreadPoolExecutor(groups) as pool:
+        list(pool.map(lambda g: call(int(edges[g]), int(edges[g + 1]), work[g])
+                      if edges[g + 1] > edges[g] else None, range(groups)))
 
 
 def prepare(ir):

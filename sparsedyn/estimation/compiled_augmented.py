@@ -106,6 +106,13 @@ class AugmentedMAP:
         self.n, self.m = n, m
         self.refine = self._calibrate() if refine is None else int(refine)
 
+    def on_backend(self, name):
+        """This route on backend `name` (only "numba": the augmented form has no C form)."""
+        if name != "numba":
+            raise NotImplementedError(f"backend {name!r}: the augmented MAP form runs on numba "
+                                      f"only; compile with map_form='normal'")
+        return self
+
     def _calibrate(self, B=3, rng=0):
         """Fewest refinement steps with which the route matches the reference at random states."""
         problem = self.problem

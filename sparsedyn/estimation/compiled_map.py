@@ -21,7 +21,9 @@ Preconditions: a MAPSolver of the same problem (its weights, prior and NormalEqu
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
+from ..kinematics import forward_kinematics
 from ..kernels.work_memory import WorkArrays
 from .compiled_rows import sensor_assembly
 
@@ -50,10 +52,28 @@ def probe_vectors(problem, reference):
     return c, PROBE_TOL * float(np.abs(delta).max()) / scale
 
 
-class CompiledMAP:
-    """Fused assembly + pair-chain L D L^T of N (planner/chain_ldlt.py) for a batch of states."""
+def typical_squares(problem, rng=0, n_states=3):
+    """Each entry's typical square A_e^2 (nnz,), the median over a few random states: with row
+    weights w, the typical information of variable j is sum_(e in column j) w_row(e) A_e^2 (the
+    per-sample probe's scale, as solve_map.typical_information is the plan's)."""
+    rng = np.random.default_rng(rng)
+    model = problem.model
+    out = []
+    for _ in range(n_states):
+        kin = forward_kinematics(model, model.random_configuration(rng), rng.normal(size=model.nv))
+        out.append(problem.values(kin)[0] ** 2)
+    return np.median(out, axis=0)
 
-    def __init__(self, problem, reference, ordering="amd"):
+
+class CompiledMAP:
+    """Fused assembly + pair-chain L D L^T of N (planner/chain_ldlt.py) for a batch of states.
+
+    per_sample: the program reads the row weights, the prior and which variables are active
+    per state (run(..., sample=SampleData)): every entry of A is written per state as
+    W^1/2 A diag(active), the prior's numbers into their slots (kernels/normal_numba.py,
+    SampleInputs); the pattern, the order and the program are the same for every sample."""
+
+    def __init__(self, problem, reference, ordering="amd", per_sample=False):
         from ..ir.fused import AssemblyArrays, ExtraRowArrays, RhsDestinations
         from ..kernels.assemble_numba import lanes_for
         from ..kernels.normal_numba import MapSlots
@@ -65,14 +85,22 @@ class CompiledMAP:
         perm = column_order(ordering, normal.pattern)     # N's diagonal is its safe matching
         self.assembly = sensor_assembly(problem)
         A = problem.pattern
-        dynamic = np.zeros(A.nnz, dtype=bool)
-        dynamic[self.assembly.dynamic_index] = True
+        m, n = problem.shape
+        assembled = np.zeros(A.nnz, dtype=bool)
+        assembled[self.assembly.dynamic_index] = True
+        self.per_sample = bool(per_sample)
         p = reference.prior_precision
         probe, z_tol = probe_vectors(problem, reference)
-        self.program = prog = plan_chains(A, dynamic, self.assembly.template, reference.weights,
-                                          p, p * reference.prior_mean, perm, normal.pattern,
-                                          gradient_prior=reference.gradient_precision,
-                                          probe=probe)
+        if self.per_sample:         # every entry and prior number read per state, unit weights
+            ones = np.ones(n)
+            self.program = prog = plan_chains(
+                A, np.ones(A.nnz, dtype=bool), self.assembly.template, np.ones(m), ones, ones,
+                perm, normal.pattern, gradient_prior=ones, probe=ones, per_sample=True)
+        else:
+            self.program = prog = plan_chains(
+                A, assembled, self.assembly.template, reference.weights, p,
+                p * reference.prior_mean, perm, normal.pattern,
+                gradient_prior=reference.gradient_precision, probe=probe)
         # the assembly writes A's dynamic entries and rows straight into the program's slots
         slot_of = np.concatenate([prog.entry_slot, prog.row_slot])
         dest = RhsDestinations(*self.assembly.bind(prog.row_slot, []))
@@ -84,14 +112,40 @@ class CompiledMAP:
             raise AssertionError("the assembly writes only A's dynamic entries")
         slots = MapSlots(int(prog.one), int(prog.factor_end), int(prog.solve_end),
                          int(prog.resid_end), prog.x_slot, prog.d_slot, prog.nkk_slot,
-                         prog.z_slot, np.ascontiguousarray(p, dtype=float),
-                         float(UNDETERMINED_TOL), np.ascontiguousarray(z_tol, dtype=float))
+                         prog.z_slot, float(UNDETERMINED_TOL))
         self._bound = (model, xr, dest, prog.chains, slots)
+        i64, f64 = np.zeros(0, dtype=np.int64), np.zeros(0)
+        if self.per_sample:
+            e_value = np.array(self.assembly.template, dtype=float)
+            e_value[assembled] = np.nan                      # written by the assembly
+            self._sample_slots = (prog.entry_slot, A.indices.astype(np.int64),
+                                  np.repeat(np.arange(n), np.diff(A.indptr)).astype(np.int64),
+                                  e_value, prog.row_slot, prog.prior_slot)
+            # J_b = (typical squares of A's entries, (m, n))^T w_b
+            self._typical_squares = sp.csr_matrix(
+                (typical_squares(problem), (A.indices, self._sample_slots[2])), shape=(m, n))
+            self._delta = np.random.default_rng(12345).normal(size=n)
+        else:
+            self._sample_slots = (i64, i64, i64, f64, i64, np.zeros((4, 0), dtype=np.int64))
+            self._static_tests = (np.zeros((1, 0)), np.ones((1, n)), np.zeros((1, 4, 0)),
+                                  np.ascontiguousarray(p, dtype=float)[None],
+                                  np.ascontiguousarray(z_tol, dtype=float)[None])
         self.lanes = lanes_for(prog.n_slots)
         self.n = problem.shape[1]
         # the kernel's work arrays, views of one buffer kept between calls: a fresh
         # multi-megabyte array would cost its page faults on every call
         self._work = WorkArrays()
+        self._c = None
+
+    def on_backend(self, name):
+        """This route on backend `name`: "numba" (the lane kernel) or "c" (the program as
+        generated C, backends/c_chains.py; built on first use; not for per-sample routes)."""
+        if name == "numba":
+            return self
+        if self._c is None:
+            from ..backends.c_chains import CMapKernel
+            self._c = CMapKernel(self)
+        return self._c
 
     @property
     def cost(self):
@@ -111,15 +165,43 @@ class CompiledMAP:
                 "chain_instructions": int(prog.chains.ins_t.size),
                 "chain_slots": prog.n_slots, "chain_ordering": self.ordering}
 
-    def run(self, q, v, y, threads=1):
+    def sample_inputs(self, sample):
+        """The kernel's SampleInputs of a per-sample call (a SampleData of B states): sqrt of
+        the row weights, the active columns, the prior's numbers (PRIOR_ROWS) and the probe's
+        right-hand side and tolerances, scaled by each state's typical information (as
+        probe_vectors does with the plan's)."""
+        from ..kernels.normal_numba import SampleInputs
+        active = sample.active.astype(float)
+        J = np.asarray(self._typical_squares.T @ sample.weights.T).T      # (B, n)
+        smallest = np.where(J > 0, J, np.inf).min(axis=1, keepdims=True)
+        J = np.where(J > 0, J, np.where(np.isfinite(smallest), smallest, 1.0))
+        scale = np.sqrt(J)
+        c = np.maximum(sample.prior, PROBE_RIDGE * J) * self._delta / scale * active
+        z_tol = PROBE_TOL * float(np.abs(self._delta).max()) / scale
+        prior = np.stack((sample.prior, sample.gradient, sample.prior * sample.mean, c), axis=1)
+        return SampleInputs(*self._sample_slots, np.ascontiguousarray(np.sqrt(sample.weights)),
+                            np.ascontiguousarray(active), np.ascontiguousarray(prior),
+                            np.ascontiguousarray(sample.prior), np.ascontiguousarray(z_tol))
+
+    def run(self, q, v, y, threads=1, sample=None):
         """(x (B, n), flag (B,) int: 0 solved, 1 pivot breakdown or a result not finite, 2 a
         direction the data may not determine) for checked q (B, nq), v (B, nv), readings
-        y (B, n_sensor_rows)."""
-        from ..kernels.normal_numba import EstimateOutputs, map_lanes, run_map
+        y (B, n_sensor_rows); sample: the per-state numbers (solve_map.SampleData) of a
+        per-sample route (default: the plan's)."""
+        from ..kernels.normal_numba import EstimateOutputs, SampleInputs, map_lanes, run_map
         q, v, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, v, y))
         B = q.shape[0]
+        if self.per_sample:
+            if sample is None:
+                sample = self.reference.sample_data(None, B)
+            sd = self.sample_inputs(sample)
+        elif sample is not None:
+            raise ValueError("this compiled route was planned without per_sample=True: it takes "
+                             "no per-sample weights, prior or contacts")
+        else:
+            sd = SampleInputs(*self._sample_slots, *self._static_tests)
         res = EstimateOutputs(np.empty((B, self.n)), np.zeros(B, dtype=np.int64))
         lanes, groups = map_lanes(B, self.lanes, threads)
         work = self._work.get(groups, self.program.n_slots, lanes)
-        run_map((q, v, y) + self._bound + (res,), B, work)
+        run_map((q, v, y) + self._bound + (sd, res), B, work)
         return res

@@ -9,7 +9,7 @@ from .compiled_map import CompiledMAP
 MAP_FORMS = ("auto", "normal", "augmented")
 
 
-def compiled_map(problem, reference, ordering="amd", form="auto"):
+def compiled_map(problem, reference, ordering="amd", form="auto", per_sample=False):
     """The compiled MAP route of `form`: "normal" (CompiledMAP, N = A^T W A + P), "augmented"
     (compiled_augmented.AugmentedMAP, the quasi-definite K), or "auto": the one with fewer counted
     flops per state among those that match the reference offline. The choice and both costs are
@@ -18,8 +18,9 @@ def compiled_map(problem, reference, ordering="amd", form="auto"):
         raise ValueError(f"map_form: expected one of {MAP_FORMS}, got {form!r}")
     routes, costs = {}, {}
     if form in ("auto", "normal"):
-        routes["normal"] = CompiledMAP(problem, reference, ordering=ordering)
-    if form in ("auto", "augmented"):
+        routes["normal"] = CompiledMAP(problem, reference, ordering=ordering,
+                                       per_sample=per_sample)
+    if form in ("auto", "augmented") and not per_sample:
         try:
             routes["augmented"] = AugmentedMAP(problem, reference, ordering=ordering,
                                                assembly=getattr(routes.get("normal"), "assembly",

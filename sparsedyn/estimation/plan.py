@@ -18,6 +18,11 @@ determined state "map" then gives the weighted least-squares estimate. A state w
 system or estimate overflows (inputs too large for double precision) raises NonFiniteError
 naming the batch indices and the inputs: no route returns a non-finite number with ok True.
 
+Per-sample data ("map", "lstsq"): est = plan.solve(..., contacts={link: (B,) bool},
+covariances={...}) switches the unknown external wrenches on and off and changes the
+covariances per state, without replanning (compile with per_sample=True for the compiled route;
+solve_map.SampleData, compiled_map.CompiledMAP).
+
 Online backends: "numba" (default when numba imports) is the compiled route: the sensor rows are
 part of the assembly program (compiled_rows.py); "exact" runs the fused assembly + LU kernel
 (kernels/assemble_numba.FusedSolver), "map"/"lstsq" the fused assembly + pair-chain L D L^T of
@@ -31,6 +36,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..batch import state
 from ..errors import SingularStateWarning, check_assembled, nonfinite_error
@@ -38,11 +44,16 @@ from ..problems.plan import Result
 from ..sensors import Gyroscope
 from ..spatial import Transform, operator_to_linear_first
 from .solve_exact import ExactSolver
+
+#: the online backends of EstimationPlan.solve: "numba" (the compiled route's lane kernels),
+#: "c" (its program as generated C: one sample costs its arithmetic), "numpy" (the reference)
+ONLINE_BACKENDS = ("numba", "c", "numpy")
 from .solve_map import MAPSolver
 
 
 def compile_estimation(problem, method="auto", covariances=None, ordering="auto", backend="auto",
-                       map_backend="cholmod", check=True, compiled="auto", map_form="auto"):
+                       map_backend="cholmod", check=True, compiled="auto", map_form="auto",
+                       per_sample=False):
     """Plan an EstimationProblem once (offline). `check` runs problem.check() first (raises
     IllPosedError naming undetermined variables). covariances (method "map"): {"dynamics": var,
     <sensor name>: var or (size,) vars, "prior": var, (n,) vars or {kind: var}, "prior_mean":
@@ -52,17 +63,29 @@ def compile_estimation(problem, method="auto", covariances=None, ordering="auto"
     also builds the compiled online route when numba imports and every sensor has a compiled
     form, True requires it, False skips it.
     map_form: the compiled MAP / lstsq route's system, "normal" (N = A^T W A + P), "augmented"
-    (the quasi-definite [[W^-1, A], [A^T, -P]]) or "auto" (fewer counted flops; stats["map_form"])."""
+    (the quasi-definite [[W^-1, A], [A^T, -P]]) or "auto" (fewer counted flops; stats["map_form"]).
+    per_sample ("map" and "lstsq"): the compiled route also takes, per call and per state, which
+    of the unknown wrenches are in contact and the covariances (EstimationPlan.solve's
+    `contacts` and `covariances`): one plan for the superset of contacts and sensors, the
+    numbers change, not the plan (its program reads every entry of A and the prior per state:
+    more flops than a plan whose weights and prior are folded in; the normal form)."""
     from .map_route import MAP_FORMS
     if map_form not in MAP_FORMS:
         raise ValueError(f"map_form: expected one of {MAP_FORMS}, got {map_form!r}")
+    if per_sample not in (True, False):
+        raise ValueError(f"per_sample: expected True or False, got {per_sample!r}")
+    if per_sample and map_form == "augmented":
+        raise ValueError("map_form: a per_sample plan uses the normal form ('normal' or 'auto')")
     if check:
         problem.check()
     if compiled not in ("auto", True, False):
         raise ValueError(f"compiled: expected 'auto', True or False, got {compiled!r}")
     n_rows, n_cols = problem.shape
     if method == "auto":
-        method = "exact" if n_rows == n_cols else "lstsq"
+        method = "exact" if n_rows == n_cols and not per_sample else "lstsq"
+    if per_sample and method == "exact":
+        raise ValueError("per_sample: per-sample contacts and covariances need method 'map' or "
+                         "'lstsq' (an inactive contact makes a square system over-determined)")
     if method == "exact":
         solver = ExactSolver(problem, ordering=ordering, backend=backend)
     elif method in ("map", "lstsq"):
@@ -73,31 +96,32 @@ def compile_estimation(problem, method="auto", covariances=None, ordering="auto"
     fast = None
     if compiled is True or (compiled == "auto" and backend != "numpy"):
         try:
-            fast = _compiled_route(problem, solver, ordering, map_form)
+            fast = _compiled_route(problem, solver, ordering, map_form, per_sample)
         except NotImplementedError:
             if compiled is True:
                 raise
-    return EstimationPlan(problem, solver, covariances, compiled=fast)
+    return EstimationPlan(problem, solver, covariances, compiled=fast, per_sample=per_sample)
 
 
-def _compiled_route(problem, solver, ordering, map_form="auto"):
+def _compiled_route(problem, solver, ordering, map_form="auto", per_sample=False):
     """The compiled online route of a planned solver (NotImplementedError naming a sensor whose
     rows have no compiled form)."""
     if solver.method == "exact":
         return solver.compiled(problem)
     from .map_route import compiled_map
     return compiled_map(problem, solver, ordering="amd" if ordering == "auto" else ordering,
-                        form=map_form)
+                        form="normal" if per_sample else map_form, per_sample=per_sample)
 
 
 class EstimationPlan:
     """A compiled estimation problem: solve(q, v, readings) for batches of states."""
 
-    def __init__(self, problem, solver, covariances=None, compiled=None):
+    def __init__(self, problem, solver, covariances=None, compiled=None, per_sample=False):
         self.problem = problem
+        self.per_sample = per_sample
         self.model = problem.model
         self.system = problem.system
-        self.solver = solver
+        self.reference = solver
         self.method = solver.method
         self.compiled = compiled
         self._covariances = covariances
@@ -105,7 +129,7 @@ class EstimationPlan:
 
     @property
     def stats(self):
-        out = dict(self.solver.stats)
+        out = dict(self.reference.stats)
         if self.compiled is not None and self.method != "exact":
             out.update({"compiled_" + k: v for k, v in self.compiled.stats.items()})
             out.update(map_form=self.compiled.form, **self.compiled.costs)
@@ -128,7 +152,49 @@ class EstimationPlan:
             self._fallback = MAPSolver(self.problem, self._covariances, method="map")
         return self._fallback
 
-    def solve(self, q, v, readings, on_singular="map", backend=None, threads=None):
+    def route(self, backend):
+        """The compiled route on `backend` ("numba" or "c"; ValueError saying why a route has
+        no C form: per-sample MAP and the augmented MAP form run on numba only)."""
+        try:
+            return self.compiled.on_backend(backend)
+        except NotImplementedError as exc:
+            raise ValueError(str(exc)) from None
+
+    def solver(self, backend="c"):
+        """A callable for one sample at a time (EstimateSolver), buffers allocated once."""
+        return EstimateSolver(self, backend)
+
+    def sample_data(self, contacts, covariances, B):
+        """The per-state numbers (solve_map.SampleData) of a call's `contacts` and `covariances`,
+        or None when the call has neither."""
+        if contacts is None and covariances is None:
+            return None
+        if self.method == "exact":
+            raise ValueError("contacts/covariances: per-sample contacts and covariances need a "
+                             "plan with method 'map' or 'lstsq' (compile_estimation(..., "
+                             "method='map', per_sample=True))")
+        if covariances is not None and self.method == "lstsq":
+            raise ValueError("covariances: a 'lstsq' plan weighs every row alike; per-sample "
+                             "covariances need method 'map'")
+        active = None
+        if contacts is not None:
+            active = np.ones((B, self.problem.shape[1]), dtype=bool)
+            links = self.problem.unknown_wrenches
+            cols = self.system.columns
+            for link, flag in dict(contacts).items():
+                if link not in links:
+                    raise KeyError(f"contacts: {link!r} is not one of this problem's unknown "
+                                   f"wrenches {list(links)} (only they can be switched)")
+                flag = np.asarray(flag)
+                if flag.dtype != bool or flag.shape not in ((), (B,)):
+                    raise ValueError(f"contacts[{link!r}]: expected a bool or a ({B},) bool "
+                                     f"array, got {flag.dtype} {flag.shape}")
+                body = self.model.frames[link].body
+                active[:, cols[("fx", body)].indices] = flag[..., None] if flag.ndim else flag
+        return self.reference.sample_data(covariances, B, active)
+
+    def solve(self, q, v, readings, on_singular="map", backend=None, threads=None,
+              contacts=None, covariances=None):
         """Estimate for one state (q (nq,), v (nv,), readings {name: (size,)}) or a batch.
 
         Returns an Estimate; est.ok[b] is True exactly when the data determine state b's
@@ -139,13 +205,20 @@ class EstimationPlan:
         on_singular ("map", "nan", "raise"): what an exact plan does with states that are not
         determined.
         backend: "numba" (compiled route, the default when built) or "numpy" (reference route);
-        threads: for "numba", how many threads split the batch (default: all of numba's)."""
+        threads: for "numba", how many threads split the batch (default: all of numba's).
+        contacts {link: bool or (B,) bool} ("map"/"lstsq" plans): whether each unknown external
+        wrench acts in each state; an inactive one is zero (not estimated; est.wrench gives 0).
+        covariances (a "map" plan): per-state values of compile_estimation's covariances (a
+        scalar or (size,) for every state, (B, size) or (B, 1) per state; "prior" also
+        {kind: value or (B, 1)}, "prior_mean" (n,) or (B, n)); keys not given keep the plan's.
+        The compiled route takes both when the plan was compiled with per_sample=True; the
+        "numpy" route always."""
         if on_singular not in ("map", "nan", "raise"):
             raise ValueError(f"on_singular: expected 'map', 'nan' or 'raise', got {on_singular!r}")
         backend = self.backend if backend is None else backend
-        if backend not in ("numba", "numpy"):
-            raise ValueError(f"backend: expected 'numba' or 'numpy', got {backend!r}")
-        if backend == "numba" and self.compiled is None:
+        if backend not in ONLINE_BACKENDS:
+            raise ValueError(f"backend: expected one of {ONLINE_BACKENDS}, got {backend!r}")
+        if backend != "numpy" and self.compiled is None:
             raise ValueError("backend: this plan has no compiled route (compile_estimation("
                              "..., compiled=True) says why)")
         model, problem = self.model, self.problem
@@ -153,13 +226,20 @@ class EstimationPlan:
         v = vecs["v"]
         single = single and all(np.ndim(r) == 1 for r in (readings or {}).values())
         readings = problem.check_readings(readings, B)
-        if backend == "numba":
+        sample = self.sample_data(contacts, covariances, B)
+        if backend != "numpy" and sample is not None and not self.per_sample:
+            raise ValueError("contacts/covariances: this plan's compiled route folds the plan's "
+                             "covariances and contacts in; compile with per_sample=True (or "
+                             "solve with backend='numpy')")
+        if backend != "numpy":
             threads = _check_threads(threads)
             y = problem.rows.readings_vector(readings, B)
+            route = self.route(backend)
             if self.method == "exact":
-                _, x, flag = self.compiled.run(q, v, y, full=True, threads=threads)
+                _, x, flag = route.run(q, v, y, full=True, threads=threads)
             else:
-                x, flag = self.compiled.run(q, v, y, threads=threads)
+                x, flag = route.run(q, v, y, threads=threads, **(
+                    {} if sample is None else {"sample": sample}))
             redo = np.flatnonzero(flag)
             ok = np.ones(B, dtype=bool)
             mask = None
@@ -173,7 +253,8 @@ class EstimationPlan:
                 values, rhs, _, _ = problem.assemble(q[redo], v[redo], sub)
             check_assembled(problem.describe(), "[D; D_Y] or its right-hand side",
                             self._inputs(q, v, readings), values, rhs, indices=redo)
-            xr, okr, maskr, Pr = self._solve_reference(values, rhs, on_singular, redo)
+            xr, okr, maskr, Pr = self._solve_reference(
+                values, rhs, on_singular, redo, None if sample is None else sample.take(redo))
             x[redo], ok[redo] = xr, okr
             if maskr is not None:
                 mask = np.zeros(x.shape, dtype=bool)
@@ -185,8 +266,8 @@ class EstimationPlan:
             raise nonfinite_error(problem.describe(), "the estimate", overflow.tolist(),
                                   self._inputs(q, v, readings))
         if self.method != "exact" and Pvals is None:
-            Pvals = (lambda: self.solver.normal_values(problem.assemble(q, v, readings)[0]))
-        est = Estimate(self, x, single, ok, mask, Pvals, (q, v), readings)
+            Pvals = (lambda: self._normal_values(problem.assemble(q, v, readings)[0], sample))
+        est = Estimate(self, x, single, ok, mask, Pvals, (q, v), readings, sample)
         if not ok.all():
             what = {"map": "their MAP estimate is regularised by the prior",
                     "nan": "their estimate is NaN"}.get(on_singular, "")
@@ -201,12 +282,18 @@ class EstimationPlan:
                 stacklevel=2)
         return est
 
-    def _solve_reference(self, values, rhs, on_singular, index):
+    def _normal_values(self, values, sample):
+        if sample is None:
+            return self.reference.normal_values(values)
+        return self.reference.normal_values(self.reference.scaled(values, None, sample)[0], sample)
+
+    def _solve_reference(self, values, rhs, on_singular, index, sample=None):
         """The reference route on assembled states (batch indices `index` of the caller's
-        batch): (x, ok, undetermined mask or None, P values or None)."""
+        batch, their per-state numbers `sample`): (x, ok, undetermined mask or None, P values
+        or None)."""
         Pvals = None
         if self.method == "exact":
-            x, ok, undetermined_mask = self.solver.solve(values, rhs)
+            x, ok, undetermined_mask = self.reference.solve(values, rhs)
             bad = np.flatnonzero(~ok)
             if bad.size:
                 if on_singular == "raise":
@@ -219,13 +306,127 @@ class EstimationPlan:
                 if on_singular == "map":
                     x[bad] = self.fallback().solve(values[bad], rhs[bad])[0]
         else:
-            x, ok, undetermined_mask, Pvals = self.solver.solve(values, rhs)
+            x, ok, undetermined_mask, Pvals = self.reference.solve(values, rhs, sample)
         return x, ok, undetermined_mask, Pvals
 
     @staticmethod
     def _inputs(q, v, readings):
         """The call's batched inputs by name, for NonFiniteError."""
         return {"q": q, "v": v, **{f"readings[{k!r}]": r for k, r in readings.items()}}
+
+
+class EstimateSolver:
+    """EstimationPlan.solver(): one sample per call, for an estimator running on the robot. The
+    inputs are copied into buffers allocated once and the compiled route runs on them without
+    plan.solve's per-call checks; a sample the route flags (a quaternion that is not unit-norm,
+    a failed pivot, a direction the data may not determine, a result that is not finite) is
+    handed to plan.solve, which raises the typed error naming the argument or re-solves it on
+    the reference route and decides `ok`: a flagged call is slower, never wrong.
+
+        solve = plan.solver()                  # backend "c": compiled on first use, then cached
+        x = solve(q, v, y)                     # q (nq,), v (nv,), y (n_y,) in readings_order
+        solve.ok                               # the last sample's status (est.ok)
+        x[solve.tau_columns]                   # the joint torques (nv,), Pinocchio's order
+        solve.estimate(x)                      # the Estimate of one sample (all accessors)
+    y may also be a dict {sensor name: (size,)} as plan.solve takes readings."""
+
+    def __init__(self, plan, backend="c"):
+        if backend not in ("c", "numba"):
+            raise ValueError(f"backend: expected 'c' or 'numba', got {backend!r}")
+        if plan.compiled is None:
+            raise ValueError("backend: this plan has no compiled route (compile_estimation("
+                             "..., compiled=True) says why)")
+        self.plan, self.backend = plan, backend
+        model, problem = plan.model, plan.problem
+        rows = problem.rows
+        #: (sensor name, size) in the order of y's entries
+        self.readings_order = [(s.name, s.size) for s in rows.sensors
+                               if rows.row_slices[s.name].stop > rows.row_slices[s.name].start]
+        self._slices = {s.name: rows.row_slices[s.name] for s in rows.sensors}
+        n_y = sum(size for _, size in self.readings_order)
+        self._q, self._v, self._y = np.zeros(model.nq), np.zeros(model.nv), np.zeros(n_y)
+        self._x = np.zeros(problem.shape[1])
+        for s in rows.sensors:
+            if s.default_reading is not None:
+                self._y[self._slices[s.name]] = s.default_reading
+        self._defaults = self._y.copy()
+        probe = Estimate(plan, np.arange(problem.shape[1], dtype=float)[None], True,
+                         np.ones(1, dtype=bool), None, None, None, {})
+        #: columns of x holding the joint torques / accelerations (Pinocchio's v order)
+        self.tau_columns, self.qdd_columns = (_columns(probe[k]) for k in ("tau", "qdd"))
+        self.ok = True
+        route = plan.route(backend)
+        if backend == "c" and plan.method != "exact":
+            self._work = np.zeros(route.work_doubles)
+            fn = route.one()
+            ptrs = [a.ctypes.data for a in (self._q, self._v, self._y, self._x, self._work)]
+            self._run = lambda: fn(*ptrs)
+        else:
+            q2, v2, y2 = (a[None] for a in (self._q, self._v, self._y))
+
+            def run():
+                out = route.run(q2, v2, y2, threads=1)
+                x, flag = (out[1], out[2]) if plan.method == "exact" else out
+                self._x[:] = x[0]
+                return int(flag[0])
+            self._run = run
+
+    def __call__(self, q, v, y, out=None):
+        """The estimate x (n,) of one sample (copied, or written into `out`)."""
+        if isinstance(y, dict):
+            readings = y
+            y = self._defaults.copy()
+            try:
+                for name, value in readings.items():
+                    y[self._slices[name]] = value
+            except (KeyError, ValueError):
+                return self._checked(q, v, readings, out)      # plan.solve names the problem
+        else:
+            readings = None
+        if (getattr(q, "shape", None) != self._q.shape or getattr(v, "shape", None) !=
+                self._v.shape or getattr(y, "shape", None) != self._y.shape):
+            return self._checked(q, v, readings if readings is not None else y, out)
+        self._q[:], self._v[:], self._y[:] = q, v, y
+        if self._run() != 0:
+            return self._checked(q, v, readings if readings is not None else y, out)
+        self.ok = True
+        if out is None:
+            return self._x.copy()
+        out[:] = self._x
+        return out
+
+    def _checked(self, q, v, y, out):
+        if not isinstance(y, dict):
+            y = np.asarray(y, dtype=float)
+            if y.shape != self._y.shape:
+                raise ValueError(f"y: expected ({self._y.size},) readings in readings_order "
+                                 f"{self.readings_order}, got shape {y.shape}")
+            start, readings = 0, {}
+            for name, size in self.readings_order:
+                readings[name] = y[start:start + size]
+                start += size
+            y = readings
+        est = self.plan.solve(q, v, y, backend="numba", threads=1)
+        self.ok = bool(est.ok)
+        value = est.vector[0]
+        if out is None:
+            return value.copy()
+        out[:] = value
+        return out
+
+    def estimate(self, x):
+        """The Estimate (single sample) of a vector x returned by this solver."""
+        return Estimate(self.plan, np.asarray(x, dtype=float)[None], True,
+                        np.array([self.ok]), None, None, None, {})
+
+
+def _columns(picked):
+    """The columns of x that a joint-space output reads (it must be a selection of x's
+    entries: Result extracts tau and qdd by copying blocks)."""
+    cols = np.asarray(picked)
+    if not (np.array_equal(cols, np.round(cols)) and np.unique(cols).size == cols.size):
+        raise AssertionError("joint-space outputs are a selection of the solution's entries")
+    return cols.astype(np.int64)
 
 
 def vecs_v(v):
@@ -250,8 +451,11 @@ class Estimate(Result):
     least-squares one. ok[b] False: some directions are filled by the prior (or NaN, exact
     route with on_singular="nan"); undetermined(b) names their variables."""
 
-    def __init__(self, plan, x, single, ok, undetermined_mask, Pvals, state, readings):
+    def __init__(self, plan, x, single, ok, undetermined_mask, Pvals, state, readings,
+                 sample=None):
         super().__init__(plan, x, single)
+        self._sample = sample          # the call's per-sample numbers (SampleData) or None
+        self._active = None if sample is None else sample.active
         self.ok = ok[0] if single else ok
         self._ok = ok
         self._undetermined_mask = undetermined_mask
@@ -284,7 +488,7 @@ class Estimate(Result):
     def covariance(self, kind, link=None):
         """Posterior covariance (B, k, k) of tau/qdd (joint space) or of a block (kind, link)."""
         plan = self._plan
-        solver = plan.solver if plan.method != "exact" else None
+        solver = plan.reference if plan.method != "exact" else None
         if solver is None or self._Pvals is None:
             raise ValueError("covariance: only MAP / least-squares plans have a posterior "
                              "covariance (compile with method='map')")
@@ -299,15 +503,72 @@ class Estimate(Result):
         if callable(self._Pvals):
             self._Pvals = self._Pvals()
         C = solver.covariance(self._Pvals, idx)
+        if self._active is not None:       # an inactive contact's wrench is known: zero
+            a = self._active[:, idx]
+            C = C * (a[:, :, None] & a[:, None, :])
         if link is not None and kind in ("a", "f", "fx"):
             C = operator_to_linear_first(_to_link_frame(C, model.frames[link].placement, kind))
         return C[0] if self._single else C
 
+    def consistency(self):
+        """(chi2 (B,), dof, p (B,)): the weighted residual of every row of [D; D_Y],
+        chi2_b = sum_r w_r (A_b x_b - r_b)_r^2 (w: the plan's or the call's 1/variance; 1 for
+        "exact" and "lstsq"), its degrees of freedom (rows - estimated variables) and the
+        probability of a chi2 at least as large (scipy.stats.chi2.sf; NaN when dof is 0: a
+        square system has no redundancy to check). A small p says the readings do not fit the
+        model and the covariances: a sensor with the wrong sign or frame, a wrong variance, an
+        unmodelled contact (residual(name) has each sensor's share). Single states: floats."""
+        from scipy.stats import chi2 as chi2_dist
+        parts = self._weighted_residual()
+        chi2 = parts.sum(axis=1)
+        m, n = self._plan.problem.shape
+        # a switched-off contact's variables are not estimated
+        dof = m - n if self._active is None else m - self._active.sum(axis=1)
+        p = np.where(np.asarray(dof) > 0, chi2_dist.sf(chi2, np.maximum(dof, 1)), np.nan)
+        if self._single:
+            return float(chi2[0]), int(np.asarray(dof).ravel()[0]), float(p[0])
+        return chi2, dof, p
+
+    def _row_residual(self):
+        """r - A x per state and row (B, m) (readings minus prediction on the sensor rows),
+        computed once (NumPy assembly)."""
+        if getattr(self, "_res", None) is None:
+            if self._state is None:
+                raise ValueError("consistency/residual: this estimate carries no state "
+                                 "(EstimateSolver.estimate); plan.solve's estimates do")
+            problem = self._plan.problem
+            q, v = self._state
+            values, rhs, _, _ = problem.assemble(q, v, self._readings)
+            P = problem.pattern
+            cols = np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))
+            rows = sp.csr_matrix((np.ones(P.nnz), (np.arange(P.nnz), P.indices)),
+                                 shape=(P.nnz, P.shape[0]))
+            self._res = rhs - np.asarray(rows.T @ (values * self.vector[:, cols]).T).T
+        return self._res
+
+    def _weighted_residual(self):
+        """w_r (r - A x)_r^2 per state and row (B, m)."""
+        plan = self._plan
+        if plan.method == "map":
+            w = plan.reference.weights if self._sample is None else self._sample.weights
+        else:
+            w = 1.0
+        res = self._row_residual()
+        return w * res * res
+
     def residual(self, sensor_name):
-        """Reading minus prediction of a Gyroscope (consistency check, no rows in D_Y)."""
+        """Reading minus prediction (B, size) of a sensor at the estimate: its rows of
+        r - [D; D_Y] x, or, for a Gyroscope (no rows: it carries no information on the
+        variables), its reading minus the angular velocity of (q, v)."""
         s = self._plan.sensors.get(sensor_name)
+        if s is None:
+            raise KeyError(f"residual: no sensor named {sensor_name!r} in this problem")
         if not isinstance(s, Gyroscope):
-            raise KeyError(f"residual: {sensor_name!r} is not a gyroscope of this problem")
+            problem = self._plan.problem
+            sl = problem.rows.row_slices[sensor_name]
+            r = self._row_residual()[:, problem.n_dynamics_rows + sl.start:
+                                     problem.n_dynamics_rows + sl.stop]
+            return r[0] if self._single else r
         if self._kin is None:
             from ..kinematics import forward_kinematics
             self._kin = forward_kinematics(self._plan.model, *self._state)

@@ -149,6 +149,17 @@ class CompiledExact:
     def __init__(self, fused, delta, scale):
         self.fused, self.delta, self.scale = fused, delta, scale
         self.threshold = PROBE_GAIN * float(np.abs(delta).max())
+        self._c = None
+
+    def on_backend(self, name):
+        """This route on backend `name`: "numba" (the fused kernel) or "c" (its program as
+        generated C, backends/generated_c.py; built on first use)."""
+        if name == "numba":
+            return self
+        if self._c is None:
+            from ..backends.generated_c import CKernel
+            self._c = CompiledExact(CKernel(self.fused.ir), self.delta, self.scale)
+        return self._c
 
     def run(self, q, v, y, full=True, threads=1):
         """(out, x (B, n), flag (B,) bool) for checked q, v and readings y (B, n_sensor_rows):

@@ -35,6 +35,8 @@ Preconditions: problem (EstimationProblem) assembled; variances positive.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -184,9 +186,24 @@ def typical_information(problem, weights, rng=0, n_states=3):
     return np.where(d > 0, d, d[d > 0].min() if (d > 0).any() else 1.0)
 
 
-def _variances(problem, covariances, method):
+def _variance_array(value, shape, batch, what):
+    """A variance value as an array of `shape` (size,) or, per sample, (batch, size): a scalar
+    or (size,) applies to every sample, (batch, size) or (batch, 1) gives one row per sample."""
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim <= 1 and arr.size in (1, shape[-1]):
+        return np.broadcast_to(arr.reshape(-1)[0] if arr.size == 1 else arr, shape)
+    if batch is not None and arr.ndim == 2 and arr.shape[0] == batch and arr.shape[1] in (1, shape[-1]):
+        return np.broadcast_to(arr, shape)
+    per = f" or per sample ({batch}, {shape[-1]}) / ({batch}, 1)" if batch is not None else ""
+    raise ValueError(f"covariances[{what!r}]: expected a value or ({shape[-1]},) values{per}, "
+                     f"got shape {arr.shape}")
+
+
+def _variances(problem, covariances, method, batch=None, ridge=None):
     """(row weights 1/variance (m,), prior precision in P (n,), prior precision in the gradient
-    (n,): 0 where the prior is the uninformative ridge, prior mean (n,)) from the covariances."""
+    (n,): 0 where the prior is the uninformative ridge, prior mean (n,)) from the covariances.
+    batch B: the same per sample, each (B, .) (values as _variance_array takes them), with the
+    uninformative ridge `ridge` (n,) where no prior is given."""
     covariances = dict(covariances or {})
     known = {s.name for s in problem.sensors} | {"dynamics", "prior", "prior_mean"}
     unknown = sorted(set(covariances) - known)
@@ -194,19 +211,18 @@ def _variances(problem, covariances, method):
         raise KeyError(f"covariances: no sensor named {unknown} (sensors: "
                        f"{sorted(s.name for s in problem.sensors)}; also 'dynamics', 'prior')")
     m, n = problem.shape
-    var = np.empty(m)
+    lead = () if batch is None else (batch,)
+    var = np.empty(lead + (m,))
     lstsq = method == "lstsq"
-    var[:problem.n_dynamics_rows] = 1.0 if lstsq else covariances.get("dynamics", DEFAULT_VARIANCES["dynamics"])
+    nd = problem.n_dynamics_rows
+    var[..., :nd] = _variance_array(1.0 if lstsq else covariances.get(
+        "dynamics", DEFAULT_VARIANCES["dynamics"]), lead + (nd,), batch, "dynamics")
     for s in problem.rows.sensors:
-        sl = slice(problem.n_dynamics_rows + problem.rows.row_slices[s.name].start,
-                   problem.n_dynamics_rows + problem.rows.row_slices[s.name].stop)
+        sl = problem.rows.row_slices[s.name]
         v = covariances.get(s.name, 1.0 if lstsq else DEFAULT_VARIANCES["sensor"])
-        v = np.broadcast_to(np.asarray(v, dtype=float), (s.size,)) if np.ndim(v) <= 1 else None
-        if v is None:
-            raise ValueError(f"covariances[{s.name!r}]: expected a variance or ({s.size},) variances")
-        var[sl] = v
+        var[..., nd + sl.start:nd + sl.stop] = _variance_array(v, lead + (s.size,), batch, s.name)
     prior = None if lstsq else covariances.get("prior")
-    pv = np.full(n, np.nan)                     # NaN: no prior given, the ridge
+    pv = np.full(lead + (n,), np.nan)                     # NaN: no prior given, the ridge
     if isinstance(prior, dict):
         kinds = sorted({b.kind for b in problem.columns.blocks})
         extra = sorted(set(prior) - set(kinds))
@@ -214,18 +230,26 @@ def _variances(problem, covariances, method):
             raise KeyError(f"covariances['prior']: no variable kind {extra} (kinds: {kinds})")
         for b in problem.columns.blocks:
             if b.kind in prior:
-                pv[b.slice] = prior[b.kind]
+                pv[..., b.slice] = _variance_array(prior[b.kind], lead + (b.size,), batch,
+                                                   f"prior[{b.kind!r}]")
     elif prior is not None:
-        pv = np.broadcast_to(np.asarray(prior, dtype=float), (n,)).copy()
+        pv[...] = _variance_array(prior, lead + (n,), batch, "prior")
     given = ~np.isnan(pv)
     for name, arr in (("dynamics/sensor variances", var), ("prior variances", pv[given])):
         if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
             raise ValueError(f"covariances: {name} must be finite and positive")
     w = 1.0 / var
     p_grad = np.where(given, 1.0 / np.where(given, pv, 1.0), 0.0)
-    p = p_grad if given.all() else np.where(given, p_grad, RIDGE * typical_information(problem, w))
-    mean = np.zeros(n) if covariances.get("prior_mean") is None else np.broadcast_to(
-        np.asarray(covariances["prior_mean"], dtype=float), (n,)).copy()
+    if given.all():
+        p = p_grad
+    else:
+        ridge = RIDGE * typical_information(problem, w) if ridge is None else ridge
+        p = np.where(given, p_grad, ridge)
+    mean = covariances.get("prior_mean")
+    mean = np.zeros(lead + (n,)) if mean is None else np.array(
+        _variance_array(mean, lead + (n,), batch, "prior_mean"))
+    if not np.all(np.isfinite(mean)):
+        raise ValueError("covariances['prior_mean'] must be finite")
     return w, p, p_grad, mean
 
 
@@ -243,11 +267,16 @@ class Identifiability:
         # a fixed random start: generic, so it is never orthogonal to a null direction
         self._start = np.random.default_rng(12345).normal(size=normal.n)
 
-    def __call__(self, values):
+    def __call__(self, values, weights=None, known=None):
         """(determined (B,) bool, undetermined variables (B, n) bool, smallest eigenvalue of S
-        (B,)) for A's values (B, nnz); a state whose information is not finite is undetermined."""
+        (B,)) for A's values (B, nnz); a state whose information is not finite is undetermined.
+        weights: the rows' weights (default: the plan's); known (B, n) bool: variables known
+        per state (an inactive contact's wrench: its column of `values` is zero), not tested."""
         normal = self.normal
-        L = normal.values(np.ascontiguousarray(values), self.weights, np.zeros(normal.n))
+        L = normal.values(np.ascontiguousarray(values),
+                          self.weights if weights is None else weights, np.zeros(normal.n))
+        if known is not None:
+            L[:, normal.diag] = np.where(known, 1.0, L[:, normal.diag])
         diag = L[:, normal.diag]
         # a variable without data at this state keeps S_jj = 0 (its scale is immaterial)
         inv = 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0))
@@ -281,6 +310,23 @@ class Identifiability:
         return float(s @ (S @ s)) / float(s @ s), s
 
 
+@dataclass(frozen=True)
+class SampleData:
+    """Per-state numbers of a MAP call (MAPSolver.sample_data): row weights 1/variance (B, m),
+    the prior precision in P and in the gradient (B, n), the prior mean (B, n), and `active`
+    (B, n) bool, False where a variable is known to be zero (an inactive contact's wrench)."""
+    weights: np.ndarray
+    prior: np.ndarray
+    gradient: np.ndarray
+    mean: np.ndarray
+    active: np.ndarray
+
+    def take(self, index):
+        """The numbers of the states `index`."""
+        return SampleData(*(getattr(self, f)[index] for f in
+                            ("weights", "prior", "gradient", "mean", "active")))
+
+
 class MAPSolver:
     """Batched Gaussian MAP (or weighted least squares) on [D; D_Y]."""
 
@@ -293,8 +339,11 @@ class MAPSolver:
         self.method = method
         self.backend = backend
         self.refine = int(refine)
+        self.problem, self.covariances = problem, covariances
         (self.weights, self.prior_precision, self.gradient_precision,
          self.prior_mean) = _variances(problem, covariances, method)
+        #: the uninformative prior of a variable without one, also for per-sample calls
+        self.ridge_precision = RIDGE * typical_information(problem, self.weights)
         self.normal = NormalEquations(problem.pattern)
         self.identifiability = Identifiability(self.normal, self.weights, ordering=ordering)
         if backend == "cholmod":
@@ -320,8 +369,14 @@ class MAPSolver:
             out.update({"lu_" + k: v for k, v in self.factorization.stats.items()})
         return out
 
-    def normal_values(self, values):
-        return self.normal.values(values, self.weights, self.prior_precision)
+    def normal_values(self, values, sample=None):
+        """Entries of P = A^T W A + diag(p) (B, nnz_P); with a SampleData, `values` are its
+        scaled W^1/2 A (MAPSolver.scaled) and p its per-state prior."""
+        if sample is None:
+            return self.normal.values(values, self.weights, self.prior_precision)
+        out = self.normal.values(values, np.ones(self.normal.m), np.zeros(self.normal.n))
+        out[:, self.normal.diag] += sample.prior
+        return out
 
     def _solve_spd(self, Pvals, rhs_list):
         """Solve P_b X = [rhs_1 ... rhs_k][b] for every state b; returns a list of (B, n)."""
@@ -346,20 +401,55 @@ class MAPSolver:
             X[i] = _cholmod_direct(self.normal.pattern, Pvals[i % B], rhs[i], self.normal.diag)
         return [X[i * B:(i + 1) * B] for i in range(k)]
 
-    def solve(self, values, rhs):
+    def sample_data(self, covariances, batch, active=None):
+        """The per-state numbers (SampleData) of a batch of `batch` states: `covariances` as
+        compile_estimation's, with per-sample values (_variance_array), the plan's where a key
+        is missing; active (B, n) bool: False for a variable known to be zero in that state (an
+        inactive contact's wrench). A known variable gets prior mean 0 and, in N, its typical
+        data information as precision (a well-scaled pivot of a decoupled column)."""
+        merged = {**(self.covariances or {}), **(covariances or {})}
+        w, p, pg, mu = _variances(self.problem, merged, self.method, batch=batch,
+                                  ridge=self.ridge_precision)
+        active = np.ones((batch, self.normal.n), bool) if active is None else np.asarray(active)
+        if not active.all():
+            scale = self.ridge_precision / RIDGE
+            p = np.where(active, p, scale)
+            pg = np.where(active, pg, 0.0)
+            mu = np.where(active, mu, 0.0)
+        return SampleData(np.ascontiguousarray(w), np.ascontiguousarray(p),
+                          np.ascontiguousarray(pg), np.ascontiguousarray(mu), active)
+
+    def scaled(self, values, rhs, sample):
+        """W^1/2 A diag(active) and W^1/2 r per state (the unit-weight form of a SampleData)."""
+        sw = np.sqrt(sample.weights)
+        cols = self.normal.cols
+        A = values * sw[:, self.normal.rows] * sample.active[:, cols]
+        return np.ascontiguousarray(A), None if rhs is None else rhs * sw
+
+    def solve(self, values, rhs, sample=None):
         """(x (B, n), ok (B,), undetermined (B, n) bool, P values (B, nnz_P)): ok[b] is the
-        data-only identifiability of state b (module docstring), whatever the prior."""
+        data-only identifiability of state b (module docstring), whatever the prior.
+        sample: per-state weights, prior and active variables (SampleData), else the plan's."""
         values = np.ascontiguousarray(values)
-        w, p, mu = self.weights, self.prior_precision, self.prior_mean
-        Pvals = self.normal_values(values)
+        if sample is None:
+            w, p, pg, mu = (self.weights, self.prior_precision, self.gradient_precision,
+                            self.prior_mean)
+            known = None
+        else:
+            values, rhs = self.scaled(values, rhs, sample)
+            w, p, pg, mu = 1.0, sample.prior, sample.gradient, sample.mean
+            known = ~sample.active
+        Pvals = self.normal_values(values, sample)
         x = self._solve_spd(Pvals, [self.normal.transpose_times(values, rhs * w) + p * mu])[0]
         for _ in range(self.refine):
             # the gradient at x (the user's prior in it, the ridge not), a correction step
             res = rhs - self.normal.times(values, x)
-            corr = (self.normal.transpose_times(values, res * w)
-                    + self.gradient_precision * (mu - x))
+            corr = self.normal.transpose_times(values, res * w) + pg * (mu - x)
             x = x + self._solve_spd(Pvals, [corr])[0]
-        ok, undetermined, _ = self.identifiability(values)
+        ok, undetermined, _ = self.identifiability(
+            values, None if sample is None else np.ones(self.normal.m), known)
+        if known is not None:
+            undetermined &= ~known
         return x, ok, undetermined, Pvals
 
     def covariance(self, Pvals, cols):

@@ -21,6 +21,9 @@ import numpy as np
 EPI_NONE, EPI_SCALE, EPI_RECIP, EPI_ADD = 0, 1, 2, 3
 #: not a chain: the product list w[t + j] = w[pa[q + j]] * w[pb[q + j]] for j < k
 EPI_LIST = 4
+#: the per-sample prior numbers a per-sample program reads from slots (ChainProgram.prior_slot):
+#: p in N, the gradient's precision, p mu and the probe's right-hand side c
+PRIOR_ROWS = ("p", "pg", "pmu", "c")
 
 
 class ChainArrays(NamedTuple):
@@ -48,7 +51,9 @@ class ChainProgram:
     [factor_end, solve_end) solve, [solve_end, resid_end) resid, [resid_end, n_ins) probe; slots
     of ONE, of A's dynamic entries (entry_slot, -1 for constants), A's rows (row_slot) and per
     variable (original numbering) of x (consecutive), d, N_kk and the probe's z; `flops` per part
-    (counted arithmetic per state); nnz_L below the diagonal."""
+    (counted arithmetic per state); nnz_L below the diagonal; prior_slot (4, n): per variable,
+    the slots of the PRIOR_ROWS numbers a per-sample program reads (-1: folded into the chains,
+    or the term does not exist)."""
 
     n_slots: int
     one: int
@@ -64,3 +69,4 @@ class ChainProgram:
     z_slot: np.ndarray
     flops: dict
     nnz_L: int
+    prior_slot: np.ndarray

@@ -63,8 +63,8 @@ def run_chains(w, lo, hi, prog):
 
 class MapSlots(NamedTuple):
     """The MAP kernel's parts of a chain program (the ONE slot, where its factor, solve and
-    resid parts end), the slots it reads per variable (x, d, N_kk, the probe's z) and its tests:
-    the prior precisions, the undetermined-pivot tolerance and the probe tolerances."""
+    resid parts end), the slots it reads per variable (x, d, N_kk, the probe's z) and the
+    undetermined-pivot tolerance."""
     one: int
     factor_end: int
     solve_end: int
@@ -73,8 +73,33 @@ class MapSlots(NamedTuple):
     d_slot: np.ndarray
     nkk_slot: np.ndarray
     z_slot: np.ndarray
-    prior_p: np.ndarray
     sing_tol: float
+
+
+class SampleInputs(NamedTuple):
+    """The numbers of a MAP kernel's call that may change from state to state.
+
+    A per-sample program (planner/chain_ldlt.py, per_sample=True; A's entries all written per
+    state, unit weights in the chains) reads, per state b:
+      A'_e = A_e row_scale[b, row_e] col_scale[b, col_e] into slot e_slot[e] (A_e: e_value[e],
+             or the assembled value where e_value[e] is NaN), r'_r = r_r row_scale[b, r] (row
+             slots row_slot): W^1/2 A and W^1/2 r with row_scale = sqrt(w), a variable with
+             col_scale 0 (an inactive contact's wrench) cut out of every row;
+      prior[b, i, j] into prior_slot[i, j] (chain_program.PRIOR_ROWS: p, p_gradient, p mu, c).
+    Every program's flags read test_p (the prior precision in N), z_tol (the probe's
+    tolerances) and col_scale (a variable scaled to 0 is known, not tested), each with one row
+    per state or a single row for all. A program without per-sample numbers passes empty
+    e_* / row_slot / prior_slot."""
+    e_slot: np.ndarray
+    e_row: np.ndarray
+    e_col: np.ndarray
+    e_value: np.ndarray
+    row_slot: np.ndarray
+    prior_slot: np.ndarray
+    row_scale: np.ndarray
+    col_scale: np.ndarray
+    prior: np.ndarray
+    test_p: np.ndarray
     z_tol: np.ndarray
 
 
@@ -85,12 +110,40 @@ class EstimateOutputs(NamedTuple):
 
 
 @njit(cache=True, error_model="numpy")
-def _map_range(lo, hi, w, q, qd, y, model, xr, dest, prog, ms, res):
+def _scale_samples(w, idx, sd):
+    """A' = W^1/2 A diag(col_scale), r' = W^1/2 r and the prior's numbers into their slots, per
+    lane (SampleInputs; nothing for a program without per-sample numbers)."""
+    lanes = w.shape[1]
+    rs, cs, prior = sd.row_scale, sd.col_scale, sd.prior
+    for e in range(sd.e_slot.shape[0]):
+        t, r, c, val = sd.e_slot[e], sd.e_row[e], sd.e_col[e], sd.e_value[e]
+        if val == val:                                     # a constant entry of A
+            for s in range(lanes):
+                w[t, s] = val * rs[idx[s], r] * cs[idx[s], c]
+        else:                                              # assembled for this state
+            for s in range(lanes):
+                w[t, s] *= rs[idx[s], r] * cs[idx[s], c]
+    for r in range(sd.row_slot.shape[0]):
+        t = sd.row_slot[r]
+        for s in range(lanes):
+            w[t, s] *= rs[idx[s], r]
+    for i in range(sd.prior_slot.shape[0]):
+        for j in range(sd.prior_slot.shape[1]):
+            t = sd.prior_slot[i, j]
+            if t >= 0:
+                for s in range(lanes):
+                    w[t, s] = prior[idx[s], i, j]
+
+
+@njit(cache=True, error_model="numpy")
+def _map_range(lo, hi, w, q, qd, y, model, xr, dest, prog, ms, sd, res):
     """States lo..hi-1 on the work array w, a lane group at a time: model, xr, dest the sensor
-    assembly's bundles, prog the ChainArrays, ms the MapSlots, res the EstimateOutputs."""
+    assembly's bundles, prog the ChainArrays, ms the MapSlots, sd the SampleInputs, res the
+    EstimateOutputs."""
     one, factor_end, solve_end, resid_end = ms.one, ms.factor_end, ms.solve_end, ms.resid_end
     x_slot, d_slot, nkk_slot, z_slot = ms.x_slot, ms.d_slot, ms.nkk_slot, ms.z_slot
-    prior_p, sing_tol, z_tol = ms.prior_p, ms.sing_tol, ms.z_tol
+    sing_tol, test_p, z_tol, col_scale = ms.sing_tol, sd.test_p, sd.z_tol, sd.col_scale
+    per_p, per_c = test_p.shape[0] > 1, col_scale.shape[0] > 1
     x, flag = res
     N, n, n_ins, lanes = model.parent.shape[0], x_slot.shape[0], prog.ins_t.shape[0], w.shape[1]
     for s in range(lanes):
@@ -102,6 +155,7 @@ def _map_range(lo, hi, w, q, qd, y, model, xr, dest, prog, ms, res):
     for first in range(lo, hi, lanes):
         cnt = _lane_indices(first, hi, idx)
         _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc)
+        _scale_samples(w, idx, sd)
         for j in range(n):
             d = x_slot[j]
             for s in range(lanes):
@@ -117,13 +171,16 @@ def _map_range(lo, hi, w, q, qd, y, model, xr, dest, prog, ms, res):
             nbad[s] = 0.0
             nund[s] = 0.0
         for j in range(n):
-            d, nk, xs, p0 = d_slot[j], nkk_slot[j], x_slot[j], prior_p[j]
-            zs, zt = z_slot[j], z_tol[j]
+            d, nk, xs, zs = d_slot[j], nkk_slot[j], x_slot[j], z_slot[j]
             for s in range(lanes):
+                bp = idx[s] if per_p else 0
+                p0, zt = test_p[bp, j], z_tol[bp, j]
+                known = col_scale[idx[s] if per_c else 0, j] == 0.0
                 dj, xj, zj = w[d, s], w[xs, s], w[zs, s]
                 # x - x: NaN unless finite
                 nbad[s] += (not dj > 0.0) + (xj - xj != 0.0) + (zj - zj != 0.0)
-                nund[s] += (dj - p0 <= sing_tol * (w[nk, s] - p0)) + (abs(zj) > zt)
+                nund[s] += (not known) * ((dj - p0 <= sing_tol * (w[nk, s] - p0))
+                                          + (abs(zj) > zt))
         for s in range(cnt):
             flag[first + s] = BROKEN if nbad[s] > 0 else (UNDETERMINED if nund[s] > 0 else OK)
         x0 = x_slot[0]                                 # x's rows are consecutive
@@ -133,19 +190,19 @@ def _map_range(lo, hi, w, q, qd, y, model, xr, dest, prog, ms, res):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _map_parallel(B, work, q, qd, y, model, xr, dest, prog, ms, res):
+def _map_parallel(B, work, q, qd, y, model, xr, dest, prog, ms, sd, res):
     # each thread on its own work array; the bundles arrive one by one (parallel regions take
     # no nested tuples)
     groups, lanes = work.shape[0], work.shape[2]
     for g in prange(groups):
         lo, hi = thread_range(g, groups, B, lanes)
         if lo < hi:
-            _map_range(lo, hi, work[g], q, qd, y, model, xr, dest, prog, ms, res)
+            _map_range(lo, hi, work[g], q, qd, y, model, xr, dest, prog, ms, sd, res)
 
 
 @njit(cache=True, error_model="numpy")
-def _map_serial(B, work, q, qd, y, model, xr, dest, prog, ms, res):
-    _map_range(0, B, work[0], q, qd, y, model, xr, dest, prog, ms, res)
+def _map_serial(B, work, q, qd, y, model, xr, dest, prog, ms, sd, res):
+    _map_range(0, B, work[0], q, qd, y, model, xr, dest, prog, ms, sd, res)
 
 
 def map_lanes(B, lanes, threads):
@@ -160,7 +217,7 @@ def map_lanes(B, lanes, threads):
 
 def run_map(args, B, work):
     """Run the kernel on a batch of B states: args = (q, qd, y, model, xr, dest, ChainArrays,
-    MapSlots, EstimateOutputs) as _map_range takes them after `w`, work
+    MapSlots, SampleInputs, EstimateOutputs) as _map_range takes them after `w`, work
     (groups, n_slots, lanes) one work array per thread (map_lanes), kept between calls: its
     contents need no initialisation (the kernel sets ONE and x; the assembly and the chains
     write every other slot before reading it, per lane group)."""

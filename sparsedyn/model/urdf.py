@@ -224,4 +224,9 @@ def load_urdf(path_or_xml, floating_base=False, name=None, strict=False):
         # every unreached link has a parent joint (it is no root), so following parents loops
         raise ModelError(f"links {unreached} are not connected to the root link {root!r}: their "
                          f"joints {sorted(child_of[l] for l in unreached)} form a cycle")
-    return builder.build(floating_base=floating_base)
+    model = builder.build(floating_base=floating_base)
+    # the URDF it came from (a resolved path, or the XML text), for what the model does not
+    # carry: the sensors a URDF declares (sparsedyn.sensors.from_urdf)
+    source = path_or_xml if "<" in os.fspath(path_or_xml) else os.path.abspath(path_or_xml)
+    object.__setattr__(model, "urdf_source", source)
+    return model

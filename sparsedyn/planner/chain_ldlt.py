@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.chain_program import (EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE, ChainArrays,
-                                ChainProgram)
+from ..ir.chain_program import (EPI_ADD, EPI_LIST, EPI_NONE, EPI_RECIP, EPI_SCALE, PRIOR_ROWS,
+                                ChainArrays, ChainProgram)
 
 
 def lower_structure(pattern, perm):
@@ -143,15 +143,25 @@ def _normal_products(by_row, cols, dyn, values, weights, inv):
 
 
 def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, normal_pattern,
-                gradient_prior=None, probe=None):
+                gradient_prior=None, probe=None, per_sample=False):
     """The ChainProgram of the MAP normal equations (module docstring) for A's CSC pattern
     (m, n), dynamic (nnz,) bool, values (nnz,) A's constants (read where not dynamic), weights
     (m,), prior (n,) the precisions in N, prior_pmu (n,) = p mu, perm (n,) the elimination order
     (perm[k]: the variable eliminated k-th), normal_pattern N's symmetric pattern (n, n),
     gradient_prior (n,) the precisions in the gradient (default: prior), probe (n,) the probe's
-    right-hand side c (default: zeros)."""
+    right-hand side c (default: zeros).
+    per_sample: the prior's numbers (p, the gradient's precisions, p mu, the probe's c) are read
+    from slots the kernel fills per state (ChainProgram.prior_slots) instead of being folded into
+    the chains; the arguments prior, prior_pmu, gradient_prior and probe then only say which
+    terms exist (none is dropped for being zero)."""
     gradient_prior = prior if gradient_prior is None else gradient_prior
     probe = np.zeros(A_pattern.shape[1]) if probe is None else probe
+
+    def prior_term(kind, j, value, name, coef=1.0):
+        """(c0 part, pairs) of a prior number: folded (value) or read from its slot."""
+        if per_sample:
+            return 0.0, [((kind, int(j)), name, coef)]
+        return (value, []) if name == "one" else (0.0, [(name, "one", coef * value)] if value else [])
     m, n = A_pattern.shape
     rows = A_pattern.indices.astype(np.int64)
     cols = np.repeat(np.arange(n), np.diff(A_pattern.indptr))
@@ -180,9 +190,10 @@ def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, nor
         b.products("cw", [(("l", k, j), ("d", j)) for j in Lrows[k]])
         cw = {j: ("cw", p) for p, j in enumerate(Lrows[k])}
         pairs, c0 = normal(k, k)
+        p0, p_pairs = prior_term("p", perm[k], prior[perm[k]], "one")
+        pairs = pairs + p_pairs
         b.chain(("d", k), pairs + [(("l", k, j), cw[j], -1.0) for j in Lrows[k]],
-                c0=c0 + prior[perm[k]], mid=("N", k), kmid=len(pairs), mode=EPI_RECIP,
-                t2=("r", k))
+                c0=c0 + p0, mid=("N", k), kmid=len(pairs), mode=EPI_RECIP, t2=("r", k))
         for i in L[k]:
             pairs, c0 = normal(i, k)
             b.chain(("l", i, k), pairs + [(("l", i, j), cw[j], -1.0) for j in Lrows[k]
@@ -193,13 +204,15 @@ def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, nor
     entries_of = np.split(np.argsort(cols, kind="stable"), A_pattern.indptr[1:-1])
     for k in range(n):
         j = perm[k]
-        pairs = [(("x", k), "one", -gradient_prior[j])] if gradient_prior[j] else []
+        _, pairs = prior_term("pg", j, gradient_prior[j], ("x", k), -1.0)
+        pmu0, pmu_pairs = prior_term("pmu", j, prior_pmu[j], "one")
+        pairs += pmu_pairs
         for e in entries_of[j]:
             r = int(rows[e])
             pairs.append((("A", int(e)), ("row", r), weights[r]) if dynamic[e]
                          else (("row", r), "one", weights[r] * values[e]))
         pairs += [(("l", k, jj), ("y", jj), -1.0) for jj in Lrows[k]]
-        b.chain(("y", k), pairs, c0=prior_pmu[j])
+        b.chain(("y", k), pairs, c0=pmu0)
     for k in range(n - 1, -1, -1):      # dx_k overwrites y_k, read only by its own chain
         b.chain(("y", k), [(("y", k), ("r", k), 1.0)]
                 + [(("l", i, k), ("y", i), -1.0) for i in L[k]], mode=EPI_ADD, t2=("x", k))
@@ -212,8 +225,8 @@ def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, nor
     resid_end, resid_flops = len(b.ins), b.flops - factor_flops - solve_flops
 
     for k in range(n):
-        b.chain(("z", k), [(("l", k, jj), ("z", jj), -1.0) for jj in Lrows[k]],
-                c0=probe[perm[k]])
+        c0, pairs = prior_term("c", perm[k], probe[perm[k]], "one")
+        b.chain(("z", k), pairs + [(("l", k, jj), ("z", jj), -1.0) for jj in Lrows[k]], c0=c0)
     for k in range(n - 1, -1, -1):
         b.chain(("z", k), [(("z", k), ("r", k), 1.0)]
                 + [(("l", i, k), ("z", i), -1.0) for i in L[k]])
@@ -260,6 +273,9 @@ def _numbered(b, factor_end, solve_end, resid_end, flops, m, n, nnz, dynamic, in
 
     def by_var(kind):
         return np.array([name_slot[(kind, int(inv[j]))] for j in range(n)], dtype=np.int64)
+    # the per-sample prior's slots, (4, n) in PRIOR_ROWS order (-1: the term does not exist)
+    prior_slot = np.array([[name_slot.get((kind, j), -1) for j in range(n)]
+                           for kind in PRIOR_ROWS], dtype=np.int64).reshape(len(PRIOR_ROWS), n)
     return ChainProgram(
         n_slots=ranked.size, one=name_slot["one"],
         chains=ChainArrays(ins_t=new[ins[:, 0]], ins_src=new[ins[:, 1]],
@@ -271,4 +287,4 @@ def _numbered(b, factor_end, solve_end, resid_end, flops, m, n, nnz, dynamic, in
         solve_end=solve_end, resid_end=resid_end, entry_slot=entry_slot,
         row_slot=np.array([name_slot[("row", r)] for r in range(m)], dtype=np.int64),
         x_slot=by_var("x"), d_slot=by_var("d"), nkk_slot=by_var("N"), z_slot=by_var("z"),
-        flops=flops, nnz_L=sum(len(c) for c in L))
+        flops=flops, nnz_L=sum(len(c) for c in L), prior_slot=prior_slot)

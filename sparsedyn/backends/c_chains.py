@@ -1,0 +1,203 @@
+"""C99 source of the compiled MAP route (estimation/compiled_map.CompiledMAP, its weights and prior
+folded into the program) for ONE state, and its ctypes kernel: what kernels/normal_numba's
+_map_range does per lane, with the lanes taken out and the program's indices and constants
+written as literals:
+
+  1. the sensor assembly (c_source.assembly_statements) into the chain program's slots;
+  2. the chain program (ir/chain_program.py) as straight-line statements, the products rounding
+     as written ((a * b) * c, then the sum left to right; -ffp-contract=off), so x equals the
+     numba kernel's up to the rounding of libm's sin/cos against its own: factor; x = 0;
+     solve; resid; solve (the refinement step); the probe;
+  3. the flags: 1 (a pivot not positive, x or the probe not finite), else 2 (a direction the
+     data may not determine: d_j - p_j <= tol (N_jj - p_j) or |z_j| > z_tol_j), plus 4 when a
+     quaternion of q is not unit-norm.
+
+Interface of a unit with prefix P:
+    #define P_WORK_DOUBLES n
+    int P_map(q, qd, y, x, work)                       one state: x (n,) and its flag
+    void P_map_batch(B, q, qd, y, x, flag, work)       B states, flag (B,) unsigned char
+No globals are written and nothing is allocated: calls on different work arrays may run
+concurrently.
+
+Compile time grows with the program (tens of seconds for a humanoid's, at -O1:
+generated_c.CFLAGS_LONG), so a route is built on first use and cached (generated_c.build).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+import numpy as np
+
+from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
+from .c_source import BAD_QUATERNION, CHUNK, assembly_statements, lit
+from .generated_c import CFLAGS_LONG, build, library_path, split_run
+
+#: flag bit of a state whose q has a quaternion that is not unit-norm
+QUATERNION_FLAG = 4
+
+
+class _Layout:
+    """The work array: the chain program's slots, then the body velocities (6 per body)."""
+
+    def __init__(self, n_slots, n_bodies):
+        self.vel = n_slots
+        self.size = n_slots + 6 * n_bodies
+
+
+def _product(a, b, c):
+    """' + w[a] * w[b] * c' as the chain rounds it ((a * b) * c; times +-1 is exact)."""
+    if c == 1.0:
+        return f" + w[{a}] * w[{b}]"
+    if c == -1.0:
+        return f" - w[{a}] * w[{b}]"
+    return f" + (w[{a}] * w[{b}]) * {lit(c)}"
+
+
+def chain_statements(chains, i):
+    """The C statements of instruction i of a ChainArrays (ir/chain_program.py semantics)."""
+    t, src, c0, fr = (int(chains.ins_t[i]), int(chains.ins_src[i]), float(chains.ins_c0[i]),
+                      int(chains.ins_row[i]))
+    q, k, kmid, mid = (int(chains.ins_q[i]), int(chains.ins_k[i]), int(chains.ins_kmid[i]),
+                       int(chains.ins_mid[i]))
+    mode, t2, r2 = int(chains.ins_mode[i]), int(chains.ins_t2[i]), int(chains.ins_r2[i])
+    pa, pb, pc = chains.pa, chains.pb, chains.pc
+    if mode == EPI_LIST:
+        return [f"  w[{t + j}] = w[{int(pa[q + j])}] * w[{int(pb[q + j])}];" for j in range(k)]
+    out, expr = [], (f"w[{src}]" if fr else lit(c0))
+    for j in range(k):
+        if j == kmid:
+            out.append(f"  acc = {expr}; w[{mid}] = acc;")
+            expr = "acc"
+        expr += _product(int(pa[q + j]), int(pb[q + j]), float(pc[q + j]))
+        if len(expr) > 240:                        # keep lines short: same order of sums
+            out.append(f"  acc = {expr};")
+            expr = "acc"
+    out.append(f"  acc = {expr}; w[{t}] = acc;")
+    if mode == EPI_SCALE:
+        out.append(f"  w[{t2}] = acc * w[{r2}];")
+    elif mode == EPI_RECIP:
+        out.append(f"  w[{t2}] = 1.0 / acc;")
+    elif mode == EPI_ADD:
+        out.append(f"  w[{t2}] = w[{t2}] + acc;")
+    return out
+
+
+def _part(name, chains, lo, hi, helpers):
+    """Instructions lo..hi-1 as static helpers of about CHUNK lines; the lines calling them."""
+    calls, body = [], []
+
+    def flush():
+        fn = f"{name}_{len(calls)}"
+        helpers.append("\n".join([f"static void {fn}(double *restrict w)", "{", "  double acc;",
+                                  "  (void)acc;", *body, "}"]))
+        calls.append(f"  {fn}(w);")
+    for i in range(lo, hi):
+        body.extend(chain_statements(chains, i))
+        if len(body) >= CHUNK:
+            flush()
+            body = []
+    if body:
+        flush()
+    return calls
+
+
+def map_source(route, prefix):
+    """(C source, work doubles, sizes) of a CompiledMAP without per-sample numbers."""
+    if route.per_sample:
+        raise NotImplementedError("backend 'c': per-sample MAP routes have no C form yet "
+                                  "(their numbers are read per state)")
+    model, xr, dest, chains, ms = route._bound
+    prog = route.program
+    test_p, z_tol = route._static_tests[3][0], route._static_tests[4][0]
+    assembly = route.assembly
+    nq, nv, N, n = assembly.nq, assembly.nv, assembly.nbodies, route.n
+    n_y = dest.y.size
+    L = _Layout(prog.n_slots, N)
+    helpers = []
+    body = [f"int {prefix}_map(const double *restrict q, const double *restrict qd, "
+            "const double *restrict y, double *restrict x, double *restrict work)", "{",
+            "  double *restrict w = work;", "  double mag, d, v, z, bad = 0.0, und = 0.0;",
+            "  int quat_bad = 0;", "  (void)mag;", f"  w[{ms.one}] = 1.0;"]
+    body += assembly_statements(f"{prefix}_map", model, xr, dest, L, nq, N, helpers)
+    body += [f"  w[{int(s)}] = 0.0;" for s in ms.x_slot]
+    factor, solve, resid, probe = (
+        _part(f"{prefix}_{name}", chains, lo, hi, helpers) for name, lo, hi in (
+            ("factor", 0, ms.factor_end), ("solve", ms.factor_end, ms.solve_end),
+            ("resid", ms.solve_end, ms.resid_end), ("probe", ms.resid_end, chains.ins_t.size)))
+    body += factor + solve + resid + solve + probe      # the solve again: the refinement step
+    tol = lit(ms.sing_tol)
+    for j in range(n):                       # x - x: NaN unless finite
+        d_, nk, xs, zs = int(ms.d_slot[j]), int(ms.nkk_slot[j]), int(ms.x_slot[j]), int(ms.z_slot[j])
+        p0, zt = lit(test_p[j]), lit(z_tol[j])
+        body += [f"  d = w[{d_}]; v = w[{xs}]; z = w[{zs}];",
+                 "  bad += !(d > 0.0) + (v - v != 0.0) + (z - z != 0.0);",
+                 f"  und += (d - {p0} <= {tol} * (w[{nk}] - {p0})) + (fabs(z) > {zt});"]
+    body += [f"  x[{j}] = w[{int(ms.x_slot[j])}];" for j in range(n)]
+    body += [f"  return (bad > 0.0 ? 1 : (und > 0.0 ? 2 : 0)) + "
+             f"(quat_bad ? {QUATERNION_FLAG} : 0);", "}"]
+    api = [f"#define {prefix.upper()}_WORK_DOUBLES {L.size}",
+           f"int {prefix}_work_doubles(void) {{ return {L.size}; }}",
+           f"void {prefix}_map_batch(long B, const double *q, const double *qd, const double *y, "
+           "double *x, unsigned char *flag, double *work)", "{", "  long b;",
+           "  for (b = 0; b < B; b++)",
+           f"    flag[b] = (unsigned char){prefix}_map(q + b * {nq}, qd + b * {nv}, "
+           f"y + b * {n_y}, x + b * {n}, work);", "}"]
+    assert BAD_QUATERNION == 2          # assembly_statements sets quat_bad to it
+    src = "\n\n".join(["#include <math.h>"] + helpers + ["\n".join(body), "\n".join(api)]) + "\n"
+    return src, L.size, dict(nq=nq, nv=nv, n_y=n_y, n=n)
+
+
+class CMapKernel:
+    """A CompiledMAP written as C and compiled on first use: run() has CompiledMAP.run's
+    contract (flag 4 added for a bad quaternion); one() is the function for one state."""
+
+    PREFIX = "sdmap"
+
+    def __init__(self, route):
+        self.source, self.work_doubles, self.sizes = map_source(route, self.PREFIX)
+        self._lib = None
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def ready(self):
+        """Is the library loaded or compiled already (no compiler run)?"""
+        return self._lib is not None or os.path.exists(library_path(self.source, CFLAGS_LONG))
+
+    def library(self):
+        with self._lock:
+            if self._lib is None:
+                lib = ctypes.CDLL(build(self.source, CFLAGS_LONG))
+                batch = getattr(lib, f"{self.PREFIX}_map_batch")
+                batch.argtypes = [ctypes.c_long] + [ctypes.c_void_p] * 6
+                batch.restype = None
+                one = getattr(lib, f"{self.PREFIX}_map")
+                one.argtypes = [ctypes.c_void_p] * 5
+                one.restype = ctypes.c_int
+                self._lib = lib, batch, one
+            return self._lib
+
+    def one(self):
+        """int f(q, qd, y, x, work): one state (pointers; work of work_doubles doubles)."""
+        return self.library()[2]
+
+    def run(self, q, qd, y, threads=1):
+        q, qd, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, qd, y))
+        B, s = q.shape[0], self.sizes
+        x = np.empty((B, s["n"]))
+        flag = np.zeros(B, dtype=np.uint8)
+        batch = self.library()[1]
+
+        def call(lo, hi, work):
+            ptr = (lambda a, width: a.ctypes.data + 8 * lo * width)
+            batch(hi - lo, ptr(q, s["nq"]), ptr(qd, s["nv"]), ptr(y, s["n_y"]), ptr(x, s["n"]),
+                  flag.ctypes.data + lo, work.ctypes.data)
+        split_run(B, threads, self._work, call)
+        return x, flag.astype(np.int64)
+
+    def _work(self, k):
+        pool = getattr(self._local, "work", None)
+        if pool is None or pool.shape[0] < k:
+            pool = self._local.work = np.empty((k, self.work_doubles))
+        return pool

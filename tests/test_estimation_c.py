@@ -1,0 +1,151 @@
+"""Estimation on the C backend (backends/c_chains.py for MAP, backends/generated_c.py for the
+exact route) and one sample at a time (EstimationPlan.solver()): the same estimates as the numba
+route (1e-12) and the Pinocchio truth (1e-8); flagged samples go through plan.solve, which
+decides ok or raises the typed error."""
+
+import numpy as np
+import pytest
+
+from oracles import in_threads, rel_err
+from pin_sensors import PinTruth, robot_and_pin, singular_chain_setting, square_ankles_setting
+from sparsedyn import sensors as S
+from sparsedyn.errors import SingularStateWarning
+from sparsedyn.estimation import EstimationProblem, compile_estimation
+from test_estimation import _readings
+
+FEET = ["l_sole", "r_sole"]
+COV = {"dynamics": 1e-8, "qdd": 1e-6, "l_foot_ft_sensor": 1e-4, "r_foot_ft_sensor": 1e-4}
+
+
+@pytest.fixture(scope="module")
+def humanoid_map():
+    """Humanoid, qdd and F/T at both ankles, both feet's wrenches unknown: MAP (normal form)."""
+    model, pm = robot_and_pin("humanoid")
+    truth = PinTruth.random(model, pm, np.random.default_rng(3), 6, FEET)
+    sensors = [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
+               S.ForceTorque("r_foot_ft_sensor")]
+    problem = EstimationProblem(model, sensors, unknown_wrenches=FEET)
+    plan = compile_estimation(problem, method="map", covariances=COV, map_form="normal")
+    return model, truth, problem, plan, _readings(problem, truth)
+
+
+def _one(readings, b):
+    return {k: r[b] for k, r in readings.items()}
+
+
+def test_map_on_c_equals_numba_and_the_truth(humanoid_map):
+    model, truth, problem, plan, readings = humanoid_map
+    fast = plan.solve(truth.q, truth.v, readings, backend="numba")
+    c = plan.solve(truth.q, truth.v, readings, backend="c")
+    assert c.ok.all() and fast.ok.all()
+    assert rel_err(c.vector, fast.vector) <= 1e-12
+    assert rel_err(c["tau"], truth.tau) <= 1e-8
+    for link in FEET:
+        assert rel_err(c.wrench(link), truth.f_ext[link]) <= 1e-8
+    # two threads (one work array each) give the same numbers
+    assert rel_err(plan.solve(truth.q, truth.v, readings, backend="c", threads=2).vector,
+                   c.vector) == 0.0
+
+
+def test_one_sample_at_a_time(humanoid_map):
+    model, truth, problem, plan, readings = humanoid_map
+    batch = plan.solve(truth.q, truth.v, readings, backend="numba")
+    solve = plan.solver()
+    names = [name for name, _ in solve.readings_order]
+    assert names == [s.name for s in problem.rows.sensors if s.size]
+    for b in range(3):
+        y = np.concatenate([readings.get(n, np.zeros((len(truth.q), size)))[b]
+                            for n, size in solve.readings_order])
+        x = solve(truth.q[b], truth.v[b], y)
+        assert solve.ok
+        assert rel_err(x, batch.vector[b]) <= 1e-12
+        assert rel_err(x[solve.tau_columns], truth.tau[b]) <= 1e-8
+        assert rel_err(x[solve.qdd_columns], truth.qdd[b]) <= 1e-8
+        # readings as a dict, and into a caller's array
+        out = np.empty_like(x)
+        assert solve(truth.q[b], truth.v[b], _one(readings, b), out=out) is out
+        assert rel_err(out, x) == 0.0
+        est = solve.estimate(x)
+        assert rel_err(est.wrench("l_sole"), truth.f_ext["l_sole"][b]) <= 1e-8
+
+
+def test_a_bad_sample_gets_plan_solves_error(humanoid_map):
+    """The fast path checks nothing per call; what it flags goes through plan.solve."""
+    model, truth, problem, plan, readings = humanoid_map
+    solve = plan.solver()
+    q = truth.q[0].copy()
+    q[3:7] *= 1.5                                    # not a unit quaternion
+    with pytest.raises(ValueError, match="quaternion"):
+        solve(q, truth.v[0], _one(readings, 0))
+    r = _one(readings, 0)
+    r["qdd"] = r["qdd"].copy()
+    r["qdd"][2] = np.nan
+    with pytest.raises(ValueError, match="qdd"):
+        solve(truth.q[0], truth.v[0], r)
+    with pytest.raises(ValueError, match="readings_order"):
+        solve(truth.q[0], truth.v[0], np.zeros(3))
+    with pytest.raises(KeyError, match="nosuch"):
+        solve(truth.q[0], truth.v[0], {"nosuch": np.zeros(6)})
+
+
+def test_an_undetermined_sample_is_flagged_on_c():
+    """A chain whose first state is singular: the C route flags it, the reference route says
+    not ok and names the variables; the others equal the numba route."""
+    model, problem, truth = singular_chain_setting(7)
+    plan = compile_estimation(problem, method="map", map_form="normal")
+    readings = {"qdd": truth.qdd, "tau": truth.tau}
+    with pytest.warns(SingularStateWarning):
+        c = plan.solve(truth.q, truth.v, readings, backend="c")
+    with pytest.warns(SingularStateWarning):
+        ref = plan.solve(truth.q, truth.v, readings, backend="numba")
+    np.testing.assert_array_equal(c.ok, [False, True, True])
+    assert c.undetermined(0)
+    assert rel_err(c.vector[1:], ref.vector[1:]) <= 1e-12
+    solve = plan.solver()
+    with pytest.warns(SingularStateWarning):
+        solve(truth.q[0], truth.v[0], _one(readings, 0))
+    assert not solve.ok
+    solve(truth.q[1], truth.v[1], _one(readings, 1))
+    assert solve.ok
+
+
+def test_exact_route_on_c():
+    """Square problem (F/T at both ankles, feet and chest wrenches unknown): the exact route's
+    fused program on C equals numba's and the truth."""
+    model, problem, truth = square_ankles_setting(0, 4)
+    plan = compile_estimation(problem)
+    assert plan.method == "exact"
+    readings = _readings(problem, truth)
+    c = plan.solve(truth.q, truth.v, readings, backend="c")
+    assert rel_err(c.vector, plan.solve(truth.q, truth.v, readings).vector) <= 1e-12
+    assert rel_err(c["tau"], truth.tau) <= 1e-8
+    solve = plan.solver()
+    x = solve(truth.q[1], truth.v[1], _one(readings, 1))
+    assert rel_err(x[solve.tau_columns], truth.tau[1]) <= 1e-8
+
+
+def test_solvers_in_threads(humanoid_map):
+    """One solver per thread (own buffers), one compiled route shared."""
+    model, truth, problem, plan, readings = humanoid_map
+    ref = plan.solve(truth.q, truth.v, readings, backend="numba").vector
+    got = np.empty_like(ref)
+
+    def worker(lo, hi):
+        solve = plan.solver()
+        for b in range(lo, hi):
+            got[b] = solve(truth.q[b], truth.v[b], _one(readings, b))
+    in_threads(worker, [(k * 2, k * 2 + 2) for k in range(3)])
+    assert rel_err(got, ref) <= 1e-12
+
+
+def test_routes_without_a_c_form_say_so(humanoid_map):
+    model, truth, problem, plan, readings = humanoid_map
+    per_sample = compile_estimation(problem, method="map", covariances=COV, per_sample=True)
+    with pytest.raises(ValueError, match="per-sample"):
+        per_sample.solve(truth.q, truth.v, readings, backend="c")
+    # the numba route serves one sample at a time for it
+    solve = per_sample.solver(backend="numba")
+    x = solve(truth.q[0], truth.v[0], _one(readings, 0))
+    assert rel_err(x[solve.tau_columns], truth.tau[0]) <= 1e-8
+    with pytest.raises(ValueError, match="backend"):
+        plan.solve(truth.q, truth.v, readings, backend="cuda")
