@@ -9,7 +9,7 @@ takes a state takes a batch (B, nq) or a single (nq,).
 from .contacts import Contact, contact_jacobian
 from .delassus import delassus
 from . import models, sensors
-from .estimation import EstimationProblem, compile_estimation
+from .estimation import EstimationProblem, compile_estimation, load_estimation_plan
 from .errors import (IllPosedError, ModelError, ModelWarning, NonFiniteError, PlanMismatchError,
                      SensorError, SingularModelError, SingularStateWarning, SparsedynError)
 from .kinematics import forward_kinematics, frame_jacobian
@@ -31,7 +31,7 @@ __all__ = [
     "rnea", "aba", "crba", "count_operations", "OpCount",
     "inverse_dynamics", "forward_dynamics", "compile", "load_plan", "Plan",
     "plan_factorization", "Factorization", "PivotBreakdownWarning", "SparseCholesky",
-    "EstimationProblem", "compile_estimation", "sensors", "models",
+    "EstimationProblem", "compile_estimation", "load_estimation_plan", "sensors", "models",
     "Contact", "contact_jacobian", "delassus", "ltl", "ltdl",
     "ClusterModel", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",
     "yamane_forward_dynamics",

@@ -40,3 +40,31 @@ def stored_scalar(d, key, kind):
     float or str: ValueError naming the key if it has another type."""
     value = stored_array(d, key, kind, ndim=0)
     return _KINDS[kind][1](value.item() if kind != "str" else str(value))
+
+
+def to_plain(obj, arrays, prefix):
+    """JSON manifest of a nested dict/list with the numpy arrays moved into `arrays`."""
+    if isinstance(obj, dict):
+        return {"__dict__": {str(k): to_plain(v, arrays, f"{prefix}/{k}") for k, v in obj.items()}}
+    if isinstance(obj, (list, tuple)):
+        return {"__list__": [to_plain(v, arrays, f"{prefix}/{k}") for k, v in enumerate(obj)]}
+    if isinstance(obj, np.ndarray):
+        arrays[prefix] = obj
+        return {"__array__": prefix}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot store {type(obj).__name__} at {prefix!r} in a plan file")
+
+
+def from_plain(obj, arrays):
+    if isinstance(obj, dict):
+        if "__array__" in obj:
+            return arrays[obj["__array__"]]
+        if "__list__" in obj:
+            return [from_plain(v, arrays) for v in obj["__list__"]]
+        if "__dict__" in obj:
+            return {k: from_plain(v, arrays) for k, v in obj["__dict__"].items()}
+        raise ValueError(f"unknown entry {sorted(obj)} in the stored plan")
+    return obj

@@ -171,13 +171,14 @@ def singular_chain_setting(seed):
     return model, problem, truth
 
 
-def square_ankles_setting(seed, B):
-    """The humanoid with qdd and F/T at both ankles and unknown wrenches at both feet and the
-    chest: a square estimation problem. Returns (model, EstimationProblem, truth)."""
+def square_ankles_setting(seed, B, links=("l_sole", "r_sole", "chest")):
+    """The humanoid with qdd and F/T at both ankles and unknown wrenches on `links` (default:
+    both feet and the chest, a square estimation problem; both feet alone: over-determined).
+    Returns (model, EstimationProblem, truth)."""
     from sparsedyn import sensors as S
     from sparsedyn.estimation import EstimationProblem
     model, pm = robot_and_pin("humanoid")
-    links = ["l_sole", "r_sole", "chest"]
+    links = list(links)
     truth = PinTruth.random(model, pm, np.random.default_rng(seed), B, links)
     problem = EstimationProblem(model, [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
                                         S.ForceTorque("r_foot_ft_sensor")], unknown_wrenches=links)

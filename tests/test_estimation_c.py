@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 
 from oracles import in_threads, rel_err
-from pin_sensors import PinTruth, robot_and_pin, singular_chain_setting, square_ankles_setting
-from sparsedyn import sensors as S
+from pin_sensors import singular_chain_setting, square_ankles_setting
 from sparsedyn.errors import SingularStateWarning
-from sparsedyn.estimation import EstimationProblem, compile_estimation
+from sparsedyn.estimation import compile_estimation
 from test_estimation import _readings
 
 FEET = ["l_sole", "r_sole"]
@@ -20,11 +19,7 @@ COV = {"dynamics": 1e-8, "qdd": 1e-6, "l_foot_ft_sensor": 1e-4, "r_foot_ft_senso
 @pytest.fixture(scope="module")
 def humanoid_map():
     """Humanoid, qdd and F/T at both ankles, both feet's wrenches unknown: MAP (normal form)."""
-    model, pm = robot_and_pin("humanoid")
-    truth = PinTruth.random(model, pm, np.random.default_rng(3), 6, FEET)
-    sensors = [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
-               S.ForceTorque("r_foot_ft_sensor")]
-    problem = EstimationProblem(model, sensors, unknown_wrenches=FEET)
+    model, problem, truth = square_ankles_setting(3, 6, FEET)
     plan = compile_estimation(problem, method="map", covariances=COV, map_form="normal")
     return model, truth, problem, plan, _readings(problem, truth)
 

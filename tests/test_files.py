@@ -18,7 +18,7 @@ from sparsedyn.files import atomic_write, read_npz, refuse_overwrite
 from sparsedyn.models import serial_chain
 from sparsedyn.planner.factorization import _checksum
 from sparsedyn.problems import compile, forward_dynamics, inverse_dynamics, load_plan
-from sparsedyn.problems.plan import _from_plain, _to_plain
+from sparsedyn.serialization import from_plain as _from_plain, to_plain as _to_plain
 
 CORRUPT = (ValueError, PlanMismatchError)
 

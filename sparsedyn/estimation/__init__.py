@@ -5,9 +5,10 @@ the assembly program), compiled_map.py (normal matrix) and compiled_augmented.py
 augmented system)) -> Estimate; estimate_log (logs.py) for recorded logs."""
 from .plan import Estimate, EstimationPlan, SingularStateWarning, compile_estimation
 from .problem import EstimationProblem
+from .loading import load_estimation_plan
 
 __all__ = ["EstimationProblem", "compile_estimation", "EstimationPlan", "Estimate",
-           "SingularStateWarning", "estimate_log", "run_estimate_command"]
+           "SingularStateWarning", "estimate_log", "run_estimate_command", "load_estimation_plan"]
 
 
 def __getattr__(name):                      # logs.py pulls in tqdm/csv only when used

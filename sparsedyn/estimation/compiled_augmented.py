@@ -57,7 +57,8 @@ def augmented_pattern(problem, reference):
 class AugmentedMAP:
     """Fused assembly + static-pivot LU of K + probe + refinement for a batch of states."""
 
-    def __init__(self, problem, reference, ordering="amd", assembly=None, refine=None):
+    def __init__(self, problem, reference, ordering="amd", assembly=None, refine=None,
+                 factorization=None):
         from ..ir.fused import AssemblyArrays, ExtraRowArrays, RhsDestinations
         from ..kernels.assemble_numba import lanes_for
         from ..kernels.lu_numba import prepare
@@ -73,8 +74,9 @@ class AugmentedMAP:
         nA = problem.pattern.nnz
         K = augmented_pattern(problem, reference)
         self.pattern = K.pattern
-        self.factorization = plan_factorization(K.pattern, K.always_nonzero, K.constant_values,
-                                                ordering=ordering)
+        self.factorization = factorization if factorization is not None else plan_factorization(
+            K.pattern, K.always_nonzero, K.constant_values, ordering=ordering)
+        self.factorization.verify_pattern(K.pattern)
         p = self.factorization.program
         if not np.array_equal(p.row_perm, p.col_perm):
             raise AssertionError("the LU plan of K must pivot on the diagonal (symmetric order)")

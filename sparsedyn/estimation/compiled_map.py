@@ -73,7 +73,7 @@ class CompiledMAP:
     W^1/2 A diag(active), the prior's numbers into their slots (kernels/normal_numba.py,
     SampleInputs); the pattern, the order and the program are the same for every sample."""
 
-    def __init__(self, problem, reference, ordering="amd", per_sample=False):
+    def __init__(self, problem, reference, ordering="amd", per_sample=False, program=None):
         from ..ir.fused import AssemblyArrays, ExtraRowArrays, RhsDestinations
         from ..kernels.assemble_numba import lanes_for
         from ..kernels.normal_numba import MapSlots
@@ -82,7 +82,9 @@ class CompiledMAP:
         self.problem, self.reference = problem, reference
         normal = reference.normal
         self.ordering = ordering
-        perm = column_order(ordering, normal.pattern)     # N's diagonal is its safe matching
+        # N's diagonal is its safe matching; a stored plan (estimation/storage.py) brings its
+        # program
+        perm = None if program is not None else column_order(ordering, normal.pattern)
         self.assembly = sensor_assembly(problem)
         A = problem.pattern
         m, n = problem.shape
@@ -91,7 +93,9 @@ class CompiledMAP:
         self.per_sample = bool(per_sample)
         p = reference.prior_precision
         probe, z_tol = probe_vectors(problem, reference)
-        if self.per_sample:         # every entry and prior number read per state, unit weights
+        if program is not None:
+            self.program = prog = program
+        elif self.per_sample:       # every entry and prior number read per state, unit weights
             ones = np.ones(n)
             self.program = prog = plan_chains(
                 A, np.ones(A.nnz, dtype=bool), self.assembly.template, np.ones(m), ones, ones,

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import inspect
 import json
 import os
 import shutil
@@ -49,9 +48,8 @@ import zipfile
 import numpy as np
 
 from ..files import atomic_path, check_output, read_npz, refuse_overwrite
+from .spec import check_sensor, expect, expect_strings, is_numbers, sensors_from_specs
 
-SPEC_SENSORS = ("JointAccelerations", "JointTorques", "UnactuatedBase", "ExternalWrench",
-                "ForceTorque", "LoadCells", "ZeroTangentialForce", "Accelerometer", "Gyroscope")
 SPEC_KEYS = ("model", "floating_base", "sensors", "unknown_wrenches", "unactuated_base",
              "covariances")
 OUTPUT_KINDS = (".csv", ".npz")
@@ -76,98 +74,43 @@ def read_spec(spec):
         raise ValueError(f"spec: unknown key(s) {unknown} (known: {', '.join(SPEC_KEYS)})")
     if "model" not in spec:
         raise ValueError('spec: missing "model" ("humanoid", "hand", "chainN" or a URDF path)')
-    _expect(spec["model"], str, "spec['model']", "a string")
+    expect(spec["model"], str, "spec['model']", "a string")
     for key in ("floating_base", "unactuated_base"):
         if key in spec and not (spec[key] is None and key == "unactuated_base"):
-            _expect(spec[key], bool, f"spec[{key!r}]", "true or false")
-    _expect(spec.get("sensors", []), (list, tuple), "spec['sensors']", "a list")
+            expect(spec[key], bool, f"spec[{key!r}]", "true or false")
+    expect(spec.get("sensors", []), (list, tuple), "spec['sensors']", "a list")
     for k, item in enumerate(spec.get("sensors", [])):
-        _check_sensor(item, f"spec['sensors'][{k}]")
-    _expect_strings(spec.get("unknown_wrenches", []), "spec['unknown_wrenches']")
+        check_sensor(item, f"spec['sensors'][{k}]")
+    expect_strings(spec.get("unknown_wrenches", []), "spec['unknown_wrenches']")
     if "covariances" in spec:
         _check_covariances(spec["covariances"])
     return dict(spec)
 
 
-def _expect(value, types, where, what):
-    if not isinstance(value, types):
-        raise ValueError(f"{where}: expected {what}, got {value!r:.60}")
-
-
-def _expect_strings(value, where):
-    _expect(value, (list, tuple), where, "a list of names")
-    for k, v in enumerate(value):
-        _expect(v, str, f"{where}[{k}]", "a name (string)")
-
-
-def _check_sensor(item, where):
-    """A sensor entry: a known type and exactly its constructor's arguments, of the right types."""
-    from .. import sensors as S
-    _expect(item, dict, where, 'an object {"type": ..., <argument>: ...}')
-    kind = item.get("type")
-    if kind not in SPEC_SENSORS:
-        raise ValueError(f"{where}: unknown type {kind!r} (known: {', '.join(SPEC_SENSORS)})")
-    params = dict(inspect.signature(getattr(S, kind)).parameters)
-    unknown = [k for k in item if k != "type" and k not in params]
-    if unknown:
-        raise ValueError(f"{where}: {kind} takes no argument(s) {unknown} (it takes "
-                         f"{', '.join(params) or 'none'})")
-    missing = [k for k, p in params.items() if p.default is p.empty and k not in item]
-    if missing:
-        raise ValueError(f"{where}: {kind} needs {', '.join(repr(k) for k in missing)}")
-    for key, value in item.items():
-        if key == "type" or (value is None and params[key].default is None):
-            continue
-        at = f"{where}[{key!r}]"
-        if key == "placement":
-            if not _is_numbers(value, (4, 4)):
-                raise ValueError(f"{at}: expected a 4x4 matrix (4 lists of 4 numbers) or null")
-        elif key == "joints":
-            _expect_strings(value, at)
-        else:
-            _expect(value, str, at, "a name (string)")
-
-
-def _is_numbers(value, shape=None):
-    """Is `value` a number or a list of numbers (of `shape` if given; booleans are not)?"""
-    try:
-        arr = np.asarray(value)
-    except ValueError:               # ragged lists
-        return False
-    return arr.dtype.kind in "iuf" and (arr.ndim <= 1 if shape is None else arr.shape == shape)
-
-
 def _check_covariances(cov):
     """Types only: names and sizes are the estimator's to check (compile_estimation)."""
-    _expect(cov, dict, "spec['covariances']", 'an object {"dynamics": ..., <sensor>: ...}')
+    expect(cov, dict, "spec['covariances']", 'an object {"dynamics": ..., <sensor>: ...}')
     for key, value in cov.items():
         at = f"spec['covariances'][{key!r}]"
         if key == "prior" and isinstance(value, dict):
             for kind, v in value.items():
-                if not _is_numbers(v):
+                if not is_numbers(v):
                     raise ValueError(f"{at}[{kind!r}]: expected a variance or a list of them")
-        elif not _is_numbers(value):
+        elif not is_numbers(value):
             raise ValueError(f"{at}: expected a number or a list of numbers")
 
 
 def problem_from_spec(spec):
     """EstimationProblem from a spec (a dict or a JSON file's path; schema in the module
     docstring, checked by read_spec). Sensor keys are the constructor arguments."""
-    from .. import sensors as S
     from ..robots import is_embedded, load_robot      # the command line's names of robots
     from .problem import EstimationProblem
     spec = read_spec(spec)
     name = spec["model"]
     floating_base = spec.get("floating_base", None if is_embedded(name) else True)
     model = load_robot(name, floating_base, what="spec['model']")
-    sensors = []
-    for item in spec.get("sensors", []):
-        item = dict(item)
-        kind = item.pop("type")
-        if item.get("placement") is not None:
-            item["placement"] = np.asarray(item["placement"], dtype=float)
-        sensors.append(getattr(S, kind)(**item))
-    return EstimationProblem(model, sensors, unknown_wrenches=spec.get("unknown_wrenches", ()),
+    return EstimationProblem(model, sensors_from_specs(spec.get("sensors", [])),
+                             unknown_wrenches=spec.get("unknown_wrenches", ()),
                              unactuated_base=spec.get("unactuated_base"))
 
 

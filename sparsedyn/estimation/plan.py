@@ -44,6 +44,7 @@ from ..problems.plan import Result
 from ..sensors import Gyroscope
 from ..spatial import Transform, operator_to_linear_first
 from .solve_exact import ExactSolver
+from .storage import save_estimation_plan
 
 #: the online backends of EstimationPlan.solve: "numba" (the compiled route's lane kernels),
 #: "c" (its program as generated C: one sample costs its arithmetic), "numpy" (the reference)
@@ -151,6 +152,11 @@ class EstimationPlan:
         if self._fallback is None:
             self._fallback = MAPSolver(self.problem, self._covariances, method="map")
         return self._fallback
+
+    def save(self, path):
+        """Write the plan to a versioned .npz file (estimation/storage.py), atomically; read it
+        back with sparsedyn.load_estimation_plan(path, model)."""
+        save_estimation_plan(self, path)
 
     def route(self, backend):
         """The compiled route on `backend` ("numba" or "c"; ValueError saying why a route has

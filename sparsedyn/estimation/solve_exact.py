@@ -62,7 +62,7 @@ class ExactSolver:
 
     method = "exact"
 
-    def __init__(self, problem, ordering="auto", backend="auto", rng=0):
+    def __init__(self, problem, ordering="auto", backend="auto", rng=0, factorization=None):
         from ..planner import plan_factorization
         n_rows, n_cols = problem.shape
         if n_rows != n_cols:
@@ -77,10 +77,11 @@ class ExactSolver:
         # breakdown test and the backward-error test below catch the states where such a pivot
         # is (nearly) zero.
         self.problem = problem
-        self.pivot_mask = magnitude_matching(problem, rng)
-        self.factorization = plan_factorization(problem.pattern, self.pivot_mask,
-                                                constant_values=problem.constant_values,
-                                                ordering=ordering, backend=backend)
+        if factorization is None:            # else a stored plan's (estimation/storage.py)
+            factorization = plan_factorization(problem.pattern, magnitude_matching(problem, rng),
+                                               constant_values=problem.constant_values,
+                                               ordering=ordering, backend=backend)
+        self.factorization = factorization
         self._rows, self._cols = self.factorization.entries
         self._identifiability = None
 

@@ -145,13 +145,13 @@ class NormalEquations:
 
 
 def _lookup(csc, r, c):
-    """Data positions of entries (r, c) of a canonical CSC matrix."""
-    start = csc.indptr[c]
-    out = np.empty(len(r), dtype=np.int64)
-    for k in range(len(r)):
-        seg = csc.indices[start[k]:csc.indptr[c[k] + 1]]
-        out[k] = start[k] + np.searchsorted(seg, r[k])
-    return out
+    """Data positions of entries (r, c) of a canonical CSC matrix (sorted indices: the keys
+    column * n_rows + row of its entries are increasing)."""
+    n_rows = csc.shape[0]
+    cols = np.repeat(np.arange(csc.shape[1], dtype=np.int64), np.diff(csc.indptr))
+    keys = cols * n_rows + csc.indices
+    return np.searchsorted(keys, np.asarray(c, dtype=np.int64) * n_rows
+                           + np.asarray(r, dtype=np.int64)).astype(np.int64)
 
 
 def _cholmod_direct(pattern, values, rhs, diag):

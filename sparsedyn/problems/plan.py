@@ -33,6 +33,7 @@ from ..batch import state, unbatch
 from ..errors import (IllPosedError, PlanMismatchError, SingularModelError, check_assembled,
                       nonfinite_error)
 from ..files import atomic_write, read_npz
+from ..serialization import from_plain, to_plain
 from ..ir.fused import FusedProgram
 from ..planner import Factorization, plan_factorization
 from ..opcount import count_operations
@@ -402,10 +403,10 @@ class Plan:
     def save(self, path):
         """Write the plan to a versioned .npz file (no pickles), atomically (sparsedyn.files)."""
         arrays = {}
-        manifest = _to_plain(self.factorization.to_dict(), arrays, "fact")
+        manifest = to_plain(self.factorization.to_dict(), arrays, "fact")
         P = self.system.pattern
         header = {"format": PLAN_FORMAT, "version": PLAN_VERSION,
-                  "model": _model_summary(self.model), "problem": self.problem.describe(),
+                  "model": model_summary(self.model), "problem": self.problem.describe(),
                   "pattern_shape": list(P.shape), "factorization": manifest}
         arrays.update(pattern_indptr=P.indptr, pattern_indices=P.indices)
         with atomic_write(path, "wb") as fh:
@@ -423,17 +424,7 @@ def load_plan(path, model):
     Raises PlanMismatchError (naming what differs) if the plan was compiled for another model,
     ValueError if the file is not a sparsedyn plan (or is corrupt, or from a newer version):
     every stored array is checked (CRC, dtype, ranges) before a kernel can index with it."""
-    arrays = read_npz(path, "sparsedyn plan file")
-    try:
-        header = json.loads(str(arrays.pop("header")))
-    except (ValueError, KeyError, RecursionError) as exc:
-        raise ValueError(f"{path}: not a readable sparsedyn plan file (header: "
-                         f"{type(exc).__name__}: {exc})") from None
-    if not isinstance(header, dict) or header.get("format") != PLAN_FORMAT:
-        raise ValueError(f"{path}: not a sparsedyn plan file (no {PLAN_FORMAT!r} header)")
-    if not isinstance(header.get("version"), int) or header["version"] > PLAN_VERSION:
-        raise ValueError(f"{path}: plan file version {header.get('version')!r} is not supported "
-                         f"(this sparsedyn reads versions <= {PLAN_VERSION})")
+    header, arrays = read_plan_file(path, PLAN_FORMAT, PLAN_VERSION, "sparsedyn plan file")
     try:
         stored_model, problem_desc = header["model"], header["problem"]
         manifest = header["factorization"]
@@ -444,7 +435,7 @@ def load_plan(path, model):
     if not (isinstance(stored_model, dict) and isinstance(problem_desc, dict)
             and isinstance(manifest, dict)):
         raise ValueError(f"{path}: corrupt sparsedyn plan file (header entries of the wrong type)")
-    differences = _model_differences(stored_model, _model_summary(model))
+    differences = model_differences(stored_model, model_summary(model))
     if differences:
         raise PlanMismatchError(f"{path}: plan was compiled for another model: "
                                 + "; ".join(differences))
@@ -459,7 +450,7 @@ def load_plan(path, model):
         raise PlanMismatchError(f"{path}: the stored sparsity pattern of {problem!r} differs from "
                                 "the one this sparsedyn builds for the model (re-compile the plan)")
     try:
-        fact = Factorization.from_dict(_from_plain(manifest, arrays))
+        fact = Factorization.from_dict(from_plain(manifest, arrays))
     except (KeyError, ValueError, TypeError, RecursionError) as exc:
         raise ValueError(f"{path}: corrupt factorization in plan file ({exc})") from None
     fact.verify_pattern(P)
@@ -563,13 +554,31 @@ class Result(Mapping):
 # ---------------------------------------------------------------------- file helpers
 
 
-def _model_summary(model):
+def read_plan_file(path, fmt, version, what):
+    """(header dict, {name: array}) of a plan file: ValueError "<path>: not a ... <what>" for a
+    file that is not one (read_npz's checks, a JSON header of format `fmt`), or whose version is
+    newer than `version`."""
+    arrays = read_npz(path, what)
+    try:
+        header = json.loads(str(arrays.pop("header")))
+    except (ValueError, KeyError, RecursionError) as exc:
+        raise ValueError(f"{path}: not a readable {what} (header: "
+                         f"{type(exc).__name__}: {exc})") from None
+    if not isinstance(header, dict) or header.get("format") != fmt:
+        raise ValueError(f"{path}: not a {what} (no {fmt!r} header)")
+    if not isinstance(header.get("version"), int) or header["version"] > version:
+        raise ValueError(f"{path}: {what} version {header.get('version')!r} is not supported "
+                         f"(this sparsedyn reads versions <= {version})")
+    return header, arrays
+
+
+def model_summary(model):
     return {"name": model.name, "fingerprint": model.fingerprint(), "nq": model.nq, "nv": model.nv,
             "links": list(model.link_names),
             "joints": [f"{j.name}:{j.kind}" for j in model.joints]}
 
 
-def _model_differences(stored, actual):
+def model_differences(stored, actual):
     if stored.get("fingerprint") == actual["fingerprint"]:
         return []
     out = []
@@ -591,34 +600,6 @@ def _model_differences(stored, actual):
                    f"(model fingerprint {stored.get('fingerprint')} in the plan, "
                    f"{actual['fingerprint']} in the model)")
     return out
-
-
-def _to_plain(obj, arrays, prefix):
-    """JSON manifest of a nested dict/list with the numpy arrays moved into `arrays`."""
-    if isinstance(obj, dict):
-        return {"__dict__": {str(k): _to_plain(v, arrays, f"{prefix}/{k}") for k, v in obj.items()}}
-    if isinstance(obj, (list, tuple)):
-        return {"__list__": [_to_plain(v, arrays, f"{prefix}/{k}") for k, v in enumerate(obj)]}
-    if isinstance(obj, np.ndarray):
-        arrays[prefix] = obj
-        return {"__array__": prefix}
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    raise TypeError(f"cannot store {type(obj).__name__} at {prefix!r} in a plan file")
-
-
-def _from_plain(obj, arrays):
-    if isinstance(obj, dict):
-        if "__array__" in obj:
-            return arrays[obj["__array__"]]
-        if "__list__" in obj:
-            return [_from_plain(v, arrays) for v in obj["__list__"]]
-        if "__dict__" in obj:
-            return {k: _from_plain(v, arrays) for k, v in obj["__dict__"].items()}
-        raise ValueError(f"unknown entry {sorted(obj)} in the stored factorization")
-    return obj
 
 
 class StateSolver:
