@@ -43,7 +43,8 @@ def test_benchmark_runs_at_reduced_size(tmp_path):
     sys.path.insert(0, str(ROOT / "experiments"))
     import bench_estimation_single
     out = tmp_path / "bench.md"
-    bench_estimation_single.main(["--samples", "3", "--rounds", "2", "--out", str(out)])
+    bench_estimation_single.main(["--samples", "3", "--batch", "8", "--rounds", "2",
+                                  "--out", str(out)])
     rows = _table_rows(out.read_text())
     assert len(rows) == 8
     assert all(float(r.strip("|").split("|")[3].strip().rstrip("x")) > 0 for r in rows[1:])

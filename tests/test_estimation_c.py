@@ -133,14 +133,39 @@ def test_solvers_in_threads(humanoid_map):
     assert rel_err(got, ref) <= 1e-12
 
 
-def test_routes_without_a_c_form_say_so(humanoid_map):
+def test_per_sample_plans_on_c(humanoid_map):
+    """Contacts and covariances per state on the C route equal the numba route's; the solver
+    keeps them (set_sample) until they change, as feet touch down and lift off."""
     model, truth, problem, plan, readings = humanoid_map
     per_sample = compile_estimation(problem, method="map", covariances=COV, per_sample=True)
-    with pytest.raises(ValueError, match="per-sample"):
-        per_sample.solve(truth.q, truth.v, readings, backend="c")
-    # the numba route serves one sample at a time for it
-    solve = per_sample.solver(backend="numba")
+    contacts = {"l_sole": np.array([1, 1, 0, 1, 1, 0], bool), "r_sole": True}
+    cov = {"l_foot_ft_sensor": np.where(contacts["l_sole"], 1e-4, 1e-2)[:, None]}
+    c = per_sample.solve(truth.q, truth.v, readings, contacts=contacts, covariances=cov,
+                         backend="c")
+    ref = per_sample.solve(truth.q, truth.v, readings, contacts=contacts, covariances=cov,
+                           backend="numba")
+    assert c.ok.all() and rel_err(c.vector, ref.vector) <= 1e-12
+    assert np.all(c.wrench("l_sole")[~contacts["l_sole"]] == 0.0)
+    for backend in ("c", "numba"):
+        solve = per_sample.solver(backend=backend)
+        for b in range(len(truth.q)):
+            solve.set_sample(contacts={"l_sole": bool(contacts["l_sole"][b]), "r_sole": True},
+                             covariances={"l_foot_ft_sensor": cov["l_foot_ft_sensor"][b:b + 1]})
+            x = solve(truth.q[b], truth.v[b], _one(readings, b))
+            assert solve.ok and rel_err(x, ref.vector[b]) <= 1e-12
+    with pytest.raises(ValueError, match="per_sample"):
+        plan.solver().set_sample(contacts={"l_sole": False})
+
+
+def test_routes_without_a_c_form_say_so(humanoid_map):
+    model, truth, problem, plan, readings = humanoid_map
+    aug = compile_estimation(problem, method="map", map_form="augmented",
+                             covariances=dict(COV, prior=1e4))
+    with pytest.raises(ValueError, match="augmented"):
+        aug.solve(truth.q, truth.v, readings, backend="c")
+    solve = aug.solver(backend="numba")           # the numba route serves one sample at a time
     x = solve(truth.q[0], truth.v[0], _one(readings, 0))
-    assert rel_err(x[solve.tau_columns], truth.tau[0]) <= 1e-8
+    assert rel_err(x, aug.solve(truth.q[:1], truth.v[:1],
+                                {k: r[:1] for k, r in readings.items()}).vector[0]) <= 1e-12
     with pytest.raises(ValueError, match="backend"):
         plan.solve(truth.q, truth.v, readings, backend="cuda")

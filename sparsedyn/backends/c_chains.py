@@ -1,5 +1,5 @@
-"""C99 source of the compiled MAP route (estimation/compiled_map.CompiledMAP, its weights and prior
-folded into the program) for ONE state, and its ctypes kernel: what kernels/normal_numba's
+"""C99 source of the compiled MAP route (estimation/compiled_map.CompiledMAP: its weights and
+prior folded into the program, or read per state) for ONE state, and its ctypes kernel: what kernels/normal_numba's
 _map_range does per lane, with the lanes taken out and the program's indices and constants
 written as literals:
 
@@ -13,9 +13,12 @@ written as literals:
      quaternion of q is not unit-norm.
 
 Interface of a unit with prefix P:
-    #define P_WORK_DOUBLES n
-    int P_map(q, qd, y, x, work)                       one state: x (n,) and its flag
-    void P_map_batch(B, q, qd, y, x, flag, work)       B states, flag (B,) unsigned char
+    #define P_WORK_DOUBLES n, P_SAMPLE_DOUBLES s
+    int P_map(q, qd, y, samp, x, work)                 one state: x (n,) and its flag
+    void P_map_batch(B, q, qd, y, samp, x, flag, work) B states, flag (B,) unsigned char
+samp: a per-sample route's numbers of the state (s = m + 4 n doubles: the row weights, the
+prior precisions in N and in the gradient, the prior mean, 1/0 per active/known variable;
+solve_map.SampleData), read as _scale_samples does; NULL for a route without.
 No globals are written and nothing is allocated: calls on different work arrays may run
 concurrently.
 
@@ -31,7 +34,8 @@ import threading
 import numpy as np
 
 from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
-from .c_source import BAD_QUATERNION, CHUNK, assembly_statements, lit
+from ..ir.chain_program import PRIOR_ROWS
+from .c_source import BAD_QUATERNION, CHUNK, _table, assembly_statements, lit
 from .generated_c import CFLAGS_LONG, build, library_path, split_run
 
 #: flag bit of a state whose q has a quaternion that is not unit-norm
@@ -39,11 +43,14 @@ QUATERNION_FLAG = 4
 
 
 class _Layout:
-    """The work array: the chain program's slots, then the body velocities (6 per body)."""
+    """The work array: the chain program's slots, the body velocities (6 per body), and for a
+    per-sample route sqrt(w) (m) and the typical information J (n) of the call."""
 
-    def __init__(self, n_slots, n_bodies):
+    def __init__(self, n_slots, n_bodies, m=0, n=0):
         self.vel = n_slots
-        self.size = n_slots + 6 * n_bodies
+        self.rs = self.vel + 6 * n_bodies
+        self.J = self.rs + m
+        self.size = self.J + n
 
 
 def _product(a, b, c):
@@ -103,24 +110,66 @@ def _part(name, chains, lo, hi, helpers):
     return calls
 
 
+def _sample_statements(route, prefix, L, m, n, tables):
+    """The statements reading a per-sample call's numbers samp = [w (m), p, p_grad, mu, active
+    (n each)] (solve_map.SampleData) into the program, as kernels/normal_numba._scale_samples and
+    estimation/compiled_map.CompiledMAP.sample_inputs do: W^1/2 A diag(active), W^1/2 r, the
+    prior's slots and the probe's right-hand side scaled by the call's typical information."""
+    from ..estimation.compiled_map import PROBE_RIDGE
+    e_slot, e_row, e_col, e_value, row_slot, prior_slot = route.sample_slots
+    assembled = np.isnan(e_value)
+    t = f"{prefix}_s"
+    tables += [_table(f"{t}_slot", e_slot, "int"), _table(f"{t}_row", e_row, "int"),
+               _table(f"{t}_col", e_col, "int"),
+               _table(f"{t}_val", np.where(assembled, 0.0, e_value), "double"),
+               _table(f"{t}_asm", assembled, "unsigned char"),
+               _table(f"{t}_sq", route.entry_squares, "double"),
+               _table(f"{t}_rows", row_slot, "int"), _table(f"{t}_delta", route.delta, "double")]
+    tables += [_table(f"{t}_{name}", prior_slot[i], "int") for i, name in enumerate(PRIOR_ROWS)]
+    nnz = e_slot.size
+    return [
+        f"  sw = samp; sp = samp + {m}; sg = samp + {m + n}; smu = samp + {m + 2 * n};",
+        f"  sa = samp + {m + 3 * n}; rs = work + {L.rs}; J = work + {L.J};",
+        f"  for (k = 0; k < {m}; k++) rs[k] = sqrt(sw[k]);",
+        f"  for (k = 0; k < {nnz}; k++) {{ e = {t}_slot[k];",
+        f"    w[e] = ({t}_asm[k] ? w[e] : {t}_val[k]) * rs[{t}_row[k]] * sa[{t}_col[k]]; }}",
+        f"  for (k = 0; k < {m}; k++) w[{t}_rows[k]] *= rs[k];",
+        f"  for (k = 0; k < {n}; k++) J[k] = 0.0;",
+        f"  for (k = 0; k < {nnz}; k++) J[{t}_col[k]] += {t}_sq[k] * sw[{t}_row[k]];",
+        "  small = HUGE_VAL;",
+        f"  for (k = 0; k < {n}; k++) if (J[k] > 0.0 && J[k] < small) small = J[k];",
+        "  if (!(small < HUGE_VAL)) small = 1.0;",
+        f"  for (k = 0; k < {n}; k++) {{ if (!(J[k] > 0.0)) J[k] = small;",
+        f"    if ({t}_p[k] >= 0) w[{t}_p[k]] = sp[k];",
+        f"    if ({t}_pg[k] >= 0) w[{t}_pg[k]] = sg[k];",
+        f"    if ({t}_pmu[k] >= 0) w[{t}_pmu[k]] = sp[k] * smu[k];",
+        f"    if ({t}_c[k] >= 0) w[{t}_c[k]] = fmax(sp[k], {lit(PROBE_RIDGE)} * J[k]) * "
+        f"{t}_delta[k] / sqrt(J[k]) * sa[k]; }}"]
+
+
 def map_source(route, prefix):
-    """(C source, work doubles, sizes) of a CompiledMAP without per-sample numbers."""
-    if route.per_sample:
-        raise NotImplementedError("backend 'c': per-sample MAP routes have no C form yet "
-                                  "(their numbers are read per state)")
+    """(C source, work doubles, sizes) of a CompiledMAP (per-sample or not)."""
     model, xr, dest, chains, ms = route._bound
     prog = route.program
-    test_p, z_tol = route._static_tests[3][0], route._static_tests[4][0]
     assembly = route.assembly
     nq, nv, N, n = assembly.nq, assembly.nv, assembly.nbodies, route.n
+    m = route.problem.shape[0]
     n_y = dest.y.size
-    L = _Layout(prog.n_slots, N)
-    helpers = []
+    per_sample = route.per_sample
+    L = _Layout(prog.n_slots, N, m if per_sample else 0, n if per_sample else 0)
+    helpers, tables = [], []
     body = [f"int {prefix}_map(const double *restrict q, const double *restrict qd, "
-            "const double *restrict y, double *restrict x, double *restrict work)", "{",
+            "const double *restrict y, const double *restrict samp, double *restrict x, "
+            "double *restrict work)", "{",
             "  double *restrict w = work;", "  double mag, d, v, z, bad = 0.0, und = 0.0;",
-            "  int quat_bad = 0;", "  (void)mag;", f"  w[{ms.one}] = 1.0;"]
+            "  const double *sw, *sp, *sg, *smu, *sa;", "  double *rs, *J, small, zt, p0;",
+            "  int quat_bad = 0, k, e;",
+            "  (void)mag; (void)samp; (void)sw; (void)sp; (void)sg; (void)smu; (void)sa;",
+            "  (void)rs; (void)J; (void)small; (void)zt; (void)p0; (void)k; (void)e;",
+            f"  w[{ms.one}] = 1.0;"]
     body += assembly_statements(f"{prefix}_map", model, xr, dest, L, nq, N, helpers)
+    if per_sample:
+        body += _sample_statements(route, prefix, L, m, n, tables)
     body += [f"  w[{int(s)}] = 0.0;" for s in ms.x_slot]
     factor, solve, resid, probe = (
         _part(f"{prefix}_{name}", chains, lo, hi, helpers) for name, lo, hi in (
@@ -128,25 +177,42 @@ def map_source(route, prefix):
             ("resid", ms.solve_end, ms.resid_end), ("probe", ms.resid_end, chains.ins_t.size)))
     body += factor + solve + resid + solve + probe      # the solve again: the refinement step
     tol = lit(ms.sing_tol)
-    for j in range(n):                       # x - x: NaN unless finite
-        d_, nk, xs, zs = int(ms.d_slot[j]), int(ms.nkk_slot[j]), int(ms.x_slot[j]), int(ms.z_slot[j])
-        p0, zt = lit(test_p[j]), lit(z_tol[j])
-        body += [f"  d = w[{d_}]; v = w[{xs}]; z = w[{zs}];",
-                 "  bad += !(d > 0.0) + (v - v != 0.0) + (z - z != 0.0);",
-                 f"  und += (d - {p0} <= {tol} * (w[{nk}] - {p0})) + (fabs(z) > {zt});"]
+    if per_sample:                           # the call's prior and probe scale, known columns
+        t = f"{prefix}_f"
+        tables += [_table(f"{t}_{name}", getattr(ms, f"{name}_slot"), "int")
+                   for name in ("d", "nkk", "x", "z")]
+        zt = lit(float(route.sample_tol))
+        body += [f"  for (k = 0; k < {n}; k++) {{",
+                 f"    d = w[{t}_d[k]]; v = w[{t}_x[k]]; z = w[{t}_z[k]]; p0 = sp[k];",
+                 f"    zt = {zt} / sqrt(J[k]);",
+                 "    bad += !(d > 0.0) + (v - v != 0.0) + (z - z != 0.0);",
+                 f"    if (sa[k] != 0.0) und += (d - p0 <= {tol} * (w[{t}_nkk[k]] - p0)) + "
+                 "(fabs(z) > zt);", "  }"]
+    else:
+        test_p, z_tol = route._static_tests[3][0], route._static_tests[4][0]
+        for j in range(n):                   # x - x: NaN unless finite
+            d_, nk = int(ms.d_slot[j]), int(ms.nkk_slot[j])
+            xs, zs = int(ms.x_slot[j]), int(ms.z_slot[j])
+            p0, ztj = lit(test_p[j]), lit(z_tol[j])
+            body += [f"  d = w[{d_}]; v = w[{xs}]; z = w[{zs}];",
+                     "  bad += !(d > 0.0) + (v - v != 0.0) + (z - z != 0.0);",
+                     f"  und += (d - {p0} <= {tol} * (w[{nk}] - {p0})) + (fabs(z) > {ztj});"]
     body += [f"  x[{j}] = w[{int(ms.x_slot[j])}];" for j in range(n)]
     body += [f"  return (bad > 0.0 ? 1 : (und > 0.0 ? 2 : 0)) + "
              f"(quat_bad ? {QUATERNION_FLAG} : 0);", "}"]
+    n_samp = m + 4 * n if per_sample else 0
     api = [f"#define {prefix.upper()}_WORK_DOUBLES {L.size}",
+           f"#define {prefix.upper()}_SAMPLE_DOUBLES {n_samp}",
            f"int {prefix}_work_doubles(void) {{ return {L.size}; }}",
            f"void {prefix}_map_batch(long B, const double *q, const double *qd, const double *y, "
-           "double *x, unsigned char *flag, double *work)", "{", "  long b;",
+           "const double *samp, double *x, unsigned char *flag, double *work)", "{", "  long b;",
            "  for (b = 0; b < B; b++)",
            f"    flag[b] = (unsigned char){prefix}_map(q + b * {nq}, qd + b * {nv}, "
-           f"y + b * {n_y}, x + b * {n}, work);", "}"]
+           f"y + b * {n_y}, samp ? samp + b * {n_samp} : samp, x + b * {n}, work);", "}"]
     assert BAD_QUATERNION == 2          # assembly_statements sets quat_bad to it
-    src = "\n\n".join(["#include <math.h>"] + helpers + ["\n".join(body), "\n".join(api)]) + "\n"
-    return src, L.size, dict(nq=nq, nv=nv, n_y=n_y, n=n)
+    src = "\n\n".join(["#include <math.h>"] + tables + helpers
+                       + ["\n".join(body), "\n".join(api)]) + "\n"
+    return src, L.size, dict(nq=nq, nv=nv, n_y=n_y, n=n, n_samp=n_samp)
 
 
 class CMapKernel:
@@ -156,6 +222,7 @@ class CMapKernel:
     PREFIX = "sdmap"
 
     def __init__(self, route):
+        self.route = route
         self.source, self.work_doubles, self.sizes = map_source(route, self.PREFIX)
         self._lib = None
         self._lock = threading.Lock()
@@ -170,28 +237,44 @@ class CMapKernel:
             if self._lib is None:
                 lib = ctypes.CDLL(build(self.source, CFLAGS_LONG))
                 batch = getattr(lib, f"{self.PREFIX}_map_batch")
-                batch.argtypes = [ctypes.c_long] + [ctypes.c_void_p] * 6
+                batch.argtypes = [ctypes.c_long] + [ctypes.c_void_p] * 7
                 batch.restype = None
                 one = getattr(lib, f"{self.PREFIX}_map")
-                one.argtypes = [ctypes.c_void_p] * 5
+                one.argtypes = [ctypes.c_void_p] * 6
                 one.restype = ctypes.c_int
                 self._lib = lib, batch, one
             return self._lib
 
     def one(self):
-        """int f(q, qd, y, x, work): one state (pointers; work of work_doubles doubles)."""
+        """int f(q, qd, y, samp, x, work): one state (pointers; samp: sample_row's numbers of
+        a per-sample route, else NULL; work of work_doubles doubles)."""
         return self.library()[2]
 
-    def run(self, q, qd, y, threads=1):
+    @staticmethod
+    def sample_rows(sample):
+        """A per-sample call's numbers as the C reads them: (B, m + 4 n) rows [w, p, p_grad,
+        mu, active] of a SampleData."""
+        return np.ascontiguousarray(np.concatenate(
+            (sample.weights, sample.prior, sample.gradient, sample.mean,
+             sample.active.astype(float)), axis=1))
+
+    def run(self, q, qd, y, threads=1, sample=None):
         q, qd, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, qd, y))
         B, s = q.shape[0], self.sizes
+        if s["n_samp"] and sample is None:
+            sample = self.route.reference.sample_data(None, B)
+        elif sample is not None and not s["n_samp"]:
+            raise ValueError("this compiled route was planned without per_sample=True: it takes "
+                             "no per-sample weights, prior or contacts")
+        samp = self.sample_rows(sample) if s["n_samp"] else None
         x = np.empty((B, s["n"]))
         flag = np.zeros(B, dtype=np.uint8)
         batch = self.library()[1]
 
         def call(lo, hi, work):
             ptr = (lambda a, width: a.ctypes.data + 8 * lo * width)
-            batch(hi - lo, ptr(q, s["nq"]), ptr(qd, s["nv"]), ptr(y, s["n_y"]), ptr(x, s["n"]),
+            batch(hi - lo, ptr(q, s["nq"]), ptr(qd, s["nv"]), ptr(y, s["n_y"]),
+                  None if samp is None else ptr(samp, s["n_samp"]), ptr(x, s["n"]),
                   flag.ctypes.data + lo, work.ctypes.data)
         split_run(B, threads, self._work, call)
         return x, flag.astype(np.int64)

@@ -122,15 +122,17 @@ class CompiledMAP:
         if self.per_sample:
             e_value = np.array(self.assembly.template, dtype=float)
             e_value[assembled] = np.nan                      # written by the assembly
-            self._sample_slots = (prog.entry_slot, A.indices.astype(np.int64),
+            self.sample_slots = (prog.entry_slot, A.indices.astype(np.int64),
                                   np.repeat(np.arange(n), np.diff(A.indptr)).astype(np.int64),
                                   e_value, prog.row_slot, prog.prior_slot)
             # J_b = (typical squares of A's entries, (m, n))^T w_b
+            self.entry_squares = typical_squares(problem)
             self._typical_squares = sp.csr_matrix(
-                (typical_squares(problem), (A.indices, self._sample_slots[2])), shape=(m, n))
-            self._delta = np.random.default_rng(12345).normal(size=n)
+                (self.entry_squares, (A.indices, self.sample_slots[2])), shape=(m, n))
+            self.delta = np.random.default_rng(12345).normal(size=n)
+            self.sample_tol = PROBE_TOL * float(np.abs(self.delta).max())   # z_tol = this / sqrt(J)
         else:
-            self._sample_slots = (i64, i64, i64, f64, i64, np.zeros((4, 0), dtype=np.int64))
+            self.sample_slots = (i64, i64, i64, f64, i64, np.zeros((4, 0), dtype=np.int64))
             self._static_tests = (np.zeros((1, 0)), np.ones((1, n)), np.zeros((1, 4, 0)),
                                   np.ascontiguousarray(p, dtype=float)[None],
                                   np.ascontiguousarray(z_tol, dtype=float)[None])
@@ -143,7 +145,7 @@ class CompiledMAP:
 
     def on_backend(self, name):
         """This route on backend `name`: "numba" (the lane kernel) or "c" (the program as
-        generated C, backends/c_chains.py; built on first use; not for per-sample routes)."""
+        generated C, backends/c_chains.py; built on first use)."""
         if name == "numba":
             return self
         if self._c is None:
@@ -180,10 +182,10 @@ class CompiledMAP:
         smallest = np.where(J > 0, J, np.inf).min(axis=1, keepdims=True)
         J = np.where(J > 0, J, np.where(np.isfinite(smallest), smallest, 1.0))
         scale = np.sqrt(J)
-        c = np.maximum(sample.prior, PROBE_RIDGE * J) * self._delta / scale * active
-        z_tol = PROBE_TOL * float(np.abs(self._delta).max()) / scale
+        c = np.maximum(sample.prior, PROBE_RIDGE * J) * self.delta / scale * active
+        z_tol = self.sample_tol / scale
         prior = np.stack((sample.prior, sample.gradient, sample.prior * sample.mean, c), axis=1)
-        return SampleInputs(*self._sample_slots, np.ascontiguousarray(np.sqrt(sample.weights)),
+        return SampleInputs(*self.sample_slots, np.ascontiguousarray(np.sqrt(sample.weights)),
                             np.ascontiguousarray(active), np.ascontiguousarray(prior),
                             np.ascontiguousarray(sample.prior), np.ascontiguousarray(z_tol))
 
@@ -203,7 +205,7 @@ class CompiledMAP:
             raise ValueError("this compiled route was planned without per_sample=True: it takes "
                              "no per-sample weights, prior or contacts")
         else:
-            sd = SampleInputs(*self._sample_slots, *self._static_tests)
+            sd = SampleInputs(*self.sample_slots, *self._static_tests)
         res = EstimateOutputs(np.empty((B, self.n)), np.zeros(B, dtype=np.int64))
         lanes, groups = map_lanes(B, self.lanes, threads)
         work = self._work.get(groups, self.program.n_slots, lanes)

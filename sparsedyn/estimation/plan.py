@@ -334,6 +334,7 @@ class EstimateSolver:
         solve.ok                               # the last sample's status (est.ok)
         x[solve.tau_columns]                   # the joint torques (nv,), Pinocchio's order
         solve.estimate(x)                      # the Estimate of one sample (all accessors)
+        solve.set_sample(contacts={"r_foot": False})   # per-sample plans: until changed again
     y may also be a dict {sensor name: (size,)} as plan.solve takes readings."""
 
     def __init__(self, plan, backend="c"):
@@ -362,20 +363,42 @@ class EstimateSolver:
         self.tau_columns, self.qdd_columns = (_columns(probe[k]) for k in ("tau", "qdd"))
         self.ok = True
         route = plan.route(backend)
+        self._contacts = self._covariances = None
+        self._sample = plan.reference.sample_data(None, 1) if plan.per_sample else None
         if backend == "c" and plan.method != "exact":
             self._work = np.zeros(route.work_doubles)
+            self._samp = np.zeros(route.sizes["n_samp"])
             fn = route.one()
-            ptrs = [a.ctypes.data for a in (self._q, self._v, self._y, self._x, self._work)]
+            ptrs = [a.ctypes.data for a in (self._q, self._v, self._y)]
+            ptrs += [self._samp.ctypes.data if self._samp.size else None, self._x.ctypes.data,
+                     self._work.ctypes.data]
             self._run = lambda: fn(*ptrs)
+            if self._sample is not None:
+                self._samp[:] = route.sample_rows(self._sample)[0]
         else:
             q2, v2, y2 = (a[None] for a in (self._q, self._v, self._y))
 
             def run():
-                out = route.run(q2, v2, y2, threads=1)
+                kw = {} if self._sample is None else {"sample": self._sample}
+                out = route.run(q2, v2, y2, threads=1, **kw)
                 x, flag = (out[1], out[2]) if plan.method == "exact" else out
                 self._x[:] = x[0]
                 return int(flag[0])
             self._run = run
+        self._route = route
+
+    def set_sample(self, contacts=None, covariances=None):
+        """The contacts and covariances of the next calls (plan.solve's per-sample arguments,
+        one sample's values; None: the plan's), for a plan compiled with per_sample=True:
+        set when feet touch down or lift off, not per call."""
+        if not self.plan.per_sample:
+            raise ValueError("contacts/covariances: this plan was compiled without "
+                             "per_sample=True")
+        self._sample = self.plan.sample_data(contacts, covariances, 1) or \
+            self.plan.reference.sample_data(None, 1)
+        self._contacts, self._covariances = contacts, covariances
+        if hasattr(self, "_samp"):
+            self._samp[:] = self._route.sample_rows(self._sample)[0]
 
     def __call__(self, q, v, y, out=None):
         """The estimate x (n,) of one sample (copied, or written into `out`)."""
@@ -412,7 +435,8 @@ class EstimateSolver:
                 readings[name] = y[start:start + size]
                 start += size
             y = readings
-        est = self.plan.solve(q, v, y, backend="numba", threads=1)
+        est = self.plan.solve(q, v, y, backend="numba", threads=1, contacts=self._contacts,
+                              covariances=self._covariances)
         self.ok = bool(est.ok)
         value = est.vector[0]
         if out is None:
