@@ -11,7 +11,12 @@ of each term (Remark 4), so the estimation problem can be planned offline.
 
 Frames and signs (public values are linear-first, [force; torque] and [linear; angular]):
 
-  JointAccelerations()      qdd (nv,), Pinocchio's v order; the free-flyer's 6 are [lin; ang] local.
+  JointAccelerations(joints=None, base=True) qdd of the named movable joints (default: all, in
+                            Pinocchio's v order), preceded by the free-flyer's 6 ([lin; ang] local,
+                            Pinocchio's spatial, not classical, acceleration) if `base`; the
+                            default is the whole qdd (nv,). base=False: the base acceleration is
+                            unknown (see "Floating base" below). v_indices(model) says where each
+                            reading sits in qdd.
   JointTorques(joints)      tau of the named movable joints (default: all, free-flyer excluded).
   UnactuatedBase()          pseudo-measurement tau_root = 0 (6,) of a floating base.
   ExternalWrench(link)      the external wrench acting ON `link`, in the link frame (6,).
@@ -28,6 +33,35 @@ Frames and signs (public values are linear-first, [force; torque] and [linear; a
   Gyroscope(link, placement) angular velocity in the sensor frame (3,). It depends on (q, v) only
                             and carries no information on d, so it adds NO rows: the estimator
                             reports its residual (reading - prediction) as a consistency check.
+  AngularAccelerometer(link, placement) angular acceleration in the sensor frame (3,), e.g. the
+                            time derivative of a gyroscope's reading (in a frame fixed on the link,
+                            d/dt of the angular velocity IS the angular acceleration) (iDynTree's
+                            THREE_AXIS_ANGULAR_ACCELEROMETER).
+
+Floating base (iDynTree's BERDY_FLOATING_BASE in these terms; tests/test_floating_base_estimation):
+  * Base acceleration measured: JointAccelerations() (default) reads the free-flyer's 6.
+  * Base acceleration unknown: JointAccelerations(base=False). Its 6 unknowns are determined by
+    - the unactuated-base rows tau_root = 0 when every external wrench is known or measured (e.g.
+      an F/T between each unknown contact and the base): the base acceleration is then an output;
+    - an IMU on the base: Accelerometer (3 rows, proper linear acceleration) + AngularAccelerometer
+      (3 rows). A Gyroscope adds no rows: its reading is an INPUT, the base angular velocity
+      (v[3:6] if mounted along the base frame). Accelerometer + AngularAccelerometer determine the
+      whole base acceleration and free the 6 base rows for one more unknown wrench; an
+      accelerometer alone determines 3 of the 6.
+    Otherwise EstimationProblem.check() raises IllPosedError naming qdd[<root joint>], the base's.
+  * What the Newton-Euler equations in body frames depend on: the base POSITION never (gravity is
+    a free vector: a_root = rootX_world (-a_g) + qdd_root, and X (0; g) = (0; E g)); the base
+    ORIENTATION only through that gravity term; the base LINEAR VELOCITY through velocity products
+    (v x S qd, v x* I v, omega x v of an accelerometer) that cancel in every force (Galilean
+    invariance) but not in spatial accelerations. So with base=False (qdd_root then appears in
+    no other row) the base pose enters only the estimate of qdd_root, the base linear velocity
+    only those of a and qdd_root: the estimated tau, f, fx and joint qdd depend on neither
+    (exactly for "exact" / "lstsq" plans; a MAP prior on a and qdd_root adds the difference of
+    its bias, ~1e-11 relative on iCub).
+    EstimationProblem.floating_base_state(q_joints, v_joints, base_omega) builds (q, v) with an
+    identity base pose and zero base linear velocity, as BERDY_FLOATING_BASE takes its inputs;
+    est["a", <base link>] is then the base's proper classical acceleration
+    [R^T (p'' - g); omega'] (BERDY's LINK_BODY_PROPER_CLASSICAL_ACCELERATION).
 
 Internally everything is angular-first in body frames (spatial.py); the swap to the public
 linear-first order is part of each sensor's coefficient matrix.
@@ -136,20 +170,69 @@ class Sensor:
 
 
 class JointAccelerations(Sensor):
-    """All nv joint accelerations (free-flyer included), Pinocchio's order."""
+    """Joint accelerations: a floating base's 6 ([lin; ang] local) if `base`, then the named
+    movable joints' (default: all) in the given (default: Pinocchio's) order. The default reads
+    the whole qdd (nv,) in Pinocchio's order.
 
-    def __init__(self, name="qdd"):
+    base=False leaves the floating base's acceleration unknown, to be determined by the dynamics
+    or an IMU (module docstring, "Floating base"); it is refused on a model without a floating base
+    (there is nothing to leave out). The root free-flyer is selected by `base`, not `joints`."""
+
+    def __init__(self, name="qdd", *, joints=None, base=True):
         super().__init__(name)
-        self.size = None
+        if base not in (True, False):
+            raise SensorError(f"sensor {self.name!r}: base must be True or False, got {base!r}")
+        self.joints = None if joints is None else [str(j) for j in joints]
+        self.base = bool(base)
+        self.size = None          # known once bound to a model (validate)
+
+    def _bodies(self, model):
+        """Measured bodies, in reading order."""
+        floating = model.floating_base
+        if not floating and not self.base:
+            raise SensorError(f"sensor {self.name!r}: base=False, but model {model.name!r} has no "
+                              f"floating base")
+        if self.joints is None:
+            listed = list(range(int(floating), model.nbodies))
+        else:
+            listed = _joint_bodies(self.name, self.joints, model)
+            if floating and 0 in listed:
+                raise SensorError(f"sensor {self.name!r}: joint {model.joints[0].name!r} is the "
+                                  f"floating base: select it with base=True/False, not joints")
+        out = ([0] if floating and self.base else []) + listed
+        if not out:
+            raise SensorError(f"sensor {self.name!r}: measures nothing (no joints, base=False)")
+        return out
+
+    def v_indices(self, model):
+        """Index in qdd (nv,) of each reading entry: reading = qdd[..., v_indices(model)]."""
+        return np.concatenate([np.arange(model.nv)[model.v_slice(i)] for i in self._bodies(model)])
 
     def validate(self, model):
-        self.size = model.nv
+        self.size = sum(model.joints[i].nv for i in self._bodies(model))
 
     def linear_map(self, model, kin, wrench_links):
-        self.size = model.nv
-        terms = [Term("qdd", i, _row_block(model.nv, model.v_slice(i), model.joints[i].nv))
-                 for i in range(model.nbodies)]
-        return terms, np.zeros((kin.Xup[0].E.shape[0], model.nv))
+        self.validate(model)
+        terms, start = [], 0
+        for i in self._bodies(model):
+            n = model.joints[i].nv
+            terms.append(Term("qdd", i, _row_block(self.size, slice(start, start + n), n)))
+            start += n
+        return terms, np.zeros((kin.Xup[0].E.shape[0], self.size))
+
+
+def _joint_bodies(sensor, names, model):
+    """Bodies of the named joints (SensorError naming an unknown or repeated one)."""
+    out = []
+    for n in names:
+        try:
+            out.append(model.joint_index(n))
+        except KeyError:
+            raise SensorError(f"sensor {sensor!r}: model {model.name!r} has no movable "
+                              f"joint named {n!r}") from None
+    if len(set(out)) != len(out):
+        raise SensorError(f"sensor {sensor!r}: a joint is listed twice in {names}")
+    return out
 
 
 def _row_block(size, rows, n):
@@ -170,16 +253,7 @@ class JointTorques(Sensor):
 
     def _bodies(self, model):
         names = list(model.joint_names) if self.joints is None else self.joints
-        out = []
-        for n in names:
-            try:
-                out.append(model.joint_index(n))
-            except KeyError:
-                raise SensorError(f"sensor {self.name!r}: model {model.name!r} has no movable "
-                                  f"joint named {n!r}") from None
-        if len(set(out)) != len(out):
-            raise SensorError(f"sensor {self.name!r}: a joint is listed twice in {names}")
-        return out
+        return _joint_bodies(self.name, names, model)
 
     def validate(self, model):
         bodies = self._bodies(model)
@@ -378,6 +452,19 @@ class Gyroscope(_PointSensor):
         return [], self.predict(model, kin)
 
 
+class AngularAccelerometer(_PointSensor):
+    """Angular acceleration in the sensor frame (3,): y = ang(sX_b a_b) (gravity, a linear
+    acceleration, does not enter; nor do velocities: the spatial and classical angular
+    accelerations are equal)."""
+
+    def __init__(self, link, placement=None, name=None):
+        super().__init__(link, placement, name or f"{link}_angacc")
+
+    def linear_map(self, model, kin, wrench_links):
+        b, Xs = self._sensor_transform(model)
+        return [Term("a", b, Xs[:3])], np.zeros((kin.Xup[0].E.shape[0], 3))
+
+
 # ------------------------------------------------------------------------------------------
 # ground truth for simulate()
 
@@ -420,7 +507,7 @@ def ground_truth(model, q, v, qdd, f_ext=None):
 
 __all__ = ["Sensor", "SensorError", "Term", "JointAccelerations", "JointTorques", "UnactuatedBase",
            "ExternalWrench", "ForceTorque", "LoadCells", "ZeroTangentialForce", "Accelerometer",
-           "Gyroscope", "GroundTruth", "ground_truth"]
+           "Gyroscope", "AngularAccelerometer", "GroundTruth", "ground_truth"]
 
 
 # ------------------------------------------------------------------------------------------

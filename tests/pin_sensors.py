@@ -183,3 +183,18 @@ def square_ankles_setting(seed, B, links=("l_sole", "r_sole", "chest")):
     problem = EstimationProblem(model, [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
                                         S.ForceTorque("r_foot_ft_sensor")], unknown_wrenches=links)
     return model, problem, truth
+
+
+def walking_truth(model, pmodel, rng, contacts, scale=30.0):
+    """A PinTruth whose links' external wrenches are random where `contacts[link]` (B,) is True
+    and zero where it is False (a foot in the air); random q, v, and torques (zero on a
+    free-flyer)."""
+    B = len(next(iter(contacts.values())))
+    q = model.random_configuration(rng, batch=B)
+    v = rng.normal(size=(B, model.nv))
+    tau = rng.normal(size=(B, model.nv)) * 5.0
+    if model.floating_base:
+        tau[:, :6] = 0.0
+    f_ext = {l: rng.normal(size=(B, 6)) * scale * np.asarray(c)[:, None]
+             for l, c in contacts.items()}
+    return PinTruth(model, pmodel, q, v, tau, f_ext)

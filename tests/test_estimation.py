@@ -40,6 +40,20 @@ def _readings(problem, truth):
     return out
 
 
+def row_variances(problem, cov, sensor=1e-4, dynamics=1e-4):
+    """Each row's variance as compile_estimation documents its defaults: cov["dynamics"] (else
+    `dynamics`) on the Newton-Euler rows and on pseudo-measurements (tau_root = 0, a slippery
+    floor), cov[sensor name] (else `sensor`) on a sensor's rows."""
+    dyn = cov.get("dynamics", dynamics)
+    var = np.full(problem.shape[0], dyn, dtype=float)
+    m0 = problem.n_dynamics_rows
+    for s in problem.rows.sensors:
+        sl = problem.rows.row_slices[s.name]
+        var[m0 + sl.start:m0 + sl.stop] = cov.get(s.name, dyn if s.default_reading is not None
+                                                  else sensor)
+    return var
+
+
 def _assert_truth(est, truth, links, tol=TOL):
     assert est.ok.all()
     assert rel_err(est["tau"], truth.tau) < tol
@@ -117,7 +131,6 @@ def test_least_squares_and_map_match_dense_numpy():
            "imu_link_acc": 0.1, "prior": {"tau": 1e3, "fx": 1e4, "a": 1e2, "f": 1e4, "qdd": 1e2}}
     values, rhs, _, _ = problem.assemble(truth.q, truth.v, readings)
     A = problem.dense(values)
-    m_dyn = problem.n_dynamics_rows
     for method in ("lstsq", "map"):
         plan = compile_estimation(problem, method=method, covariances=cov if method == "map" else None)
         est = plan.solve(truth.q, truth.v, readings)
@@ -125,10 +138,7 @@ def test_least_squares_and_map_match_dense_numpy():
             if method == "lstsq":
                 x_ref = np.linalg.lstsq(A[b], rhs[b], rcond=None)[0]
             else:
-                var = np.ones(problem.shape[0]) * cov["dynamics"]
-                for s in problem.rows.sensors:
-                    sl = problem.rows.row_slices[s.name]
-                    var[m_dyn + sl.start:m_dyn + sl.stop] = cov.get(s.name, 1e-4)
+                var = row_variances(problem, cov)
                 prior = np.concatenate([np.full(blk.size, cov["prior"][blk.kind])
                                         for blk in problem.columns.blocks])
                 W = np.diag(1 / var)

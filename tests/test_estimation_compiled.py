@@ -12,7 +12,8 @@ from oracles import pin_model, rel_err, robot_urdf
 from pin_sensors import PinTruth, robot_and_pin, singular_chain_setting, square_ankles_setting
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, SingularStateWarning, compile_estimation
-from test_estimation import FEET, TOL, _assert_truth, _overdetermined, _readings, _slippery
+from test_estimation import (FEET, TOL, _assert_truth, _overdetermined, _readings, _slippery,
+                             row_variances)
 
 SAME = 1e-12          # compiled against the reference route: same equations, other rounding
 ICUB_LINKS = ["chest", "l_hand", "r_hand", "l_lower_leg", "r_lower_leg", "l_foot", "r_foot"]
@@ -75,11 +76,7 @@ def test_humanoid_map_compiled_matches_dense_numpy():
     plan = compile_estimation(problem, method="map", covariances=cov)
     values, rhs, _, _ = problem.assemble(truth.q, truth.v, readings)
     A = problem.dense(values)
-    var = np.full(problem.shape[0], cov["dynamics"])
-    for s in problem.rows.sensors:
-        sl = problem.rows.row_slices[s.name]
-        m0 = problem.n_dynamics_rows
-        var[m0 + sl.start:m0 + sl.stop] = cov.get(s.name, 1e-4)     # 1e-4: the default variance
+    var = row_variances(problem, cov)
     prior = np.concatenate([np.full(blk.size, cov["prior"][blk.kind])
                             for blk in problem.columns.blocks])
     tau_cols = np.concatenate([problem.columns[("tau", i)].indices for i in range(model.nbodies)])
@@ -245,8 +242,7 @@ def test_humanoid_map_augmented_matches_dense_numpy(cov):
     assert plan.stats["compiled_K_n"] == sum(problem.shape)
     values, rhs, _, _ = problem.assemble(truth.q, truth.v, readings)
     c = cov or {}
-    var = np.full(problem.shape[0], c.get("dynamics", 1e-8))
-    var[problem.n_dynamics_rows:] = 1e-4                        # the default sensor variance
+    var = row_variances(problem, c, dynamics=1e-8)
     x_ref = _dense_map(problem, values, rhs, var, np.full(problem.shape[1], c.get("prior", 1e4)))
     normal = compile_estimation(problem, method="map", covariances=cov, map_form="normal")
     x_normal = normal.solve(truth.q, truth.v, readings).vector

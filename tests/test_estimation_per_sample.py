@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from oracles import rel_err, robot_urdf
-from pin_sensors import PinTruth, robot_and_pin
+from pin_sensors import PinTruth, robot_and_pin, walking_truth
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, compile_estimation
 from test_estimation import _readings
@@ -27,14 +27,7 @@ def walk():
     """Humanoid with F/T at both ankles, qdd and the unactuated base; the feet's wrenches are
     unknown where in contact and zero in the air (Pinocchio ground truth)."""
     model, pm = robot_and_pin("humanoid")
-    rng = np.random.default_rng(3)
-    B = CONTACTS["l_sole"].size
-    q = model.random_configuration(rng, batch=B)
-    v = rng.normal(size=(B, model.nv))
-    tau = rng.normal(size=(B, model.nv)) * 5.0
-    tau[:, :6] = 0.0
-    f_ext = {l: rng.normal(size=(B, 6)) * 30.0 * CONTACTS[l][:, None] for l in FEET}
-    truth = PinTruth(model, pm, q, v, tau, f_ext)
+    truth = walking_truth(model, pm, np.random.default_rng(3), CONTACTS)
     sensors = [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
                S.ForceTorque("r_foot_ft_sensor")]
     problem = EstimationProblem(model, sensors, unknown_wrenches=FEET)

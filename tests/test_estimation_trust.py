@@ -16,7 +16,7 @@ from sparsedyn import sensors as S
 from sparsedyn.errors import NonFiniteError, SingularModelError
 from sparsedyn.estimation import EstimationProblem, SingularStateWarning, compile_estimation
 from sparsedyn.models import serial_chain
-from test_estimation import _readings
+from test_estimation import _readings, row_variances
 
 ROUTES = [(m, b) for m in ("exact", "lstsq", "map") for b in ("numba", "numpy")]
 RIGHT_LEG = ["r_hip_yaw", "r_hip_roll", "r_hip_pitch", "r_knee", "r_ankle_pitch", "r_ankle_roll"]
@@ -186,8 +186,7 @@ def test_map_prior_on_some_kinds_only_is_the_dense_posterior():
     cov = {"dynamics": 1e-6, "prior": {"tau": 1e-1}}
     plan = compile_estimation(problem, method="map", covariances=cov)
     values, rhs, _, _ = problem.assemble(truth.q, truth.v, readings)
-    var = np.full(problem.shape[0], 1e-4)
-    var[:problem.n_dynamics_rows] = 1e-6
+    var = row_variances(problem, cov)
     p = np.zeros(problem.shape[1])
     for blk in problem.columns.blocks:
         if blk.kind == "tau":

@@ -115,7 +115,6 @@ def _sample_statements(route, prefix, L, m, n, tables):
     (n each)] (solve_map.SampleData) into the program, as kernels/normal_numba._scale_samples and
     estimation/compiled_map.CompiledMAP.sample_inputs do: W^1/2 A diag(active), W^1/2 r, the
     prior's slots and the probe's right-hand side scaled by the call's typical information."""
-    from ..estimation.compiled_map import PROBE_RIDGE
     e_slot, e_row, e_col, e_value, row_slot, prior_slot = route.sample_slots
     assembled = np.isnan(e_value)
     t = f"{prefix}_s"
@@ -143,7 +142,7 @@ def _sample_statements(route, prefix, L, m, n, tables):
         f"    if ({t}_p[k] >= 0) w[{t}_p[k]] = sp[k];",
         f"    if ({t}_pg[k] >= 0) w[{t}_pg[k]] = sg[k];",
         f"    if ({t}_pmu[k] >= 0) w[{t}_pmu[k]] = sp[k] * smu[k];",
-        f"    if ({t}_c[k] >= 0) w[{t}_c[k]] = fmax(sp[k], {lit(PROBE_RIDGE)} * J[k]) * "
+        f"    if ({t}_c[k] >= 0) w[{t}_c[k]] = fmax(sp[k], {lit(route.probe_ridge)} * J[k]) * "
         f"{t}_delta[k] / sqrt(J[k]) * sa[k]; }}"]
 
 

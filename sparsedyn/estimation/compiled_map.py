@@ -131,6 +131,7 @@ class CompiledMAP:
                 (self.entry_squares, (A.indices, self.sample_slots[2])), shape=(m, n))
             self.delta = np.random.default_rng(12345).normal(size=n)
             self.sample_tol = PROBE_TOL * float(np.abs(self.delta).max())   # z_tol = this / sqrt(J)
+            self.probe_ridge = PROBE_RIDGE
         else:
             self.sample_slots = (i64, i64, i64, f64, i64, np.zeros((4, 0), dtype=np.int64))
             self._static_tests = (np.zeros((1, 0)), np.ones((1, n)), np.zeros((1, 4, 0)),
@@ -182,7 +183,7 @@ class CompiledMAP:
         smallest = np.where(J > 0, J, np.inf).min(axis=1, keepdims=True)
         J = np.where(J > 0, J, np.where(np.isfinite(smallest), smallest, 1.0))
         scale = np.sqrt(J)
-        c = np.maximum(sample.prior, PROBE_RIDGE * J) * self.delta / scale * active
+        c = np.maximum(sample.prior, self.probe_ridge * J) * self.delta / scale * active
         z_tol = self.sample_tol / scale
         prior = np.stack((sample.prior, sample.gradient, sample.prior * sample.mean, c), axis=1)
         return SampleInputs(*self.sample_slots, np.ascontiguousarray(np.sqrt(sample.weights)),

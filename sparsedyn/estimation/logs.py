@@ -30,6 +30,20 @@ Spec (JSON object; every key is checked, an unknown one is refused by name):
   covariances       {"dynamics": var, <sensor name>: var or [var, ...], "prior": var, [...] or
                     {kind: var}, "prior_mean": value or [...]}: the MAP estimate's
                     (compile_estimation); method "auto" becomes "map", "exact"/"lstsq" refuse them
+  columns           {<input name>: <the log's column name>}: the log's own names. Input names:
+                    "q/<joint>", "v/<joint>" (one-coordinate joints; "q/<joint>/<k>" for more),
+                    "<sensor>/<k>" (k = 0..size-1; "qdd/<joint>" for JointAccelerations), or the
+                    positional "q_<k>", "v_<k>", "<sensor>_<k>". A column named like an input
+                    name is found without a mapping; the positional names always work.
+  units             {"angles": "deg"|"rad"}: revolute joints' q, v and qdd in degrees (as YARP
+                    logs them) are converted; default "rad"
+  time              the log's timestamp column: carried to the output (its "time" column)
+  contacts          {<unknown wrench link>: <column>}: per row, the link is in contact where the
+                    column is nonzero, in the air (zero wrench) where it is 0 (the plan is
+                    compiled with per_sample=True; method "auto" becomes "map" or "lstsq")
+  output            "positional" (default: tau_<k>, <link>_wrench_<k>) or "named": tau/<joint>,
+                    wrench/<link>/fx..mz, and p, the per-row consistency probability
+                    (Estimate.consistency; NaN when the system has no redundancy)
 
 Scheduler: None runs in-process; a Dask scheduler address ("tcp://host:8786") sends batches to the
 cluster (needs `pip install sparsedyn[dask]`); workers rebuild the plan from the problem `spec`
@@ -51,7 +65,8 @@ from ..files import atomic_path, check_output, read_npz, refuse_overwrite
 from .spec import check_sensor, expect, expect_strings, is_numbers, sensors_from_specs
 
 SPEC_KEYS = ("model", "floating_base", "sensors", "unknown_wrenches", "unactuated_base",
-             "covariances")
+             "covariances", "columns", "units", "time", "contacts", "output")
+WRENCH_NAMES = ("fx", "fy", "fz", "mx", "my", "mz")
 OUTPUT_KINDS = (".csv", ".npz")
 
 
@@ -84,6 +99,20 @@ def read_spec(spec):
     expect_strings(spec.get("unknown_wrenches", []), "spec['unknown_wrenches']")
     if "covariances" in spec:
         _check_covariances(spec["covariances"])
+    for key in ("columns", "contacts"):
+        expect(spec.get(key, {}), dict, f"spec[{key!r}]", "an object {name: column}")
+        for name, col in spec.get(key, {}).items():
+            expect(col, str, f"spec[{key!r}][{name!r}]", "a column name (string)")
+    expect(spec.get("units", {}), dict, "spec['units']", 'an object {"angles": "deg"}')
+    if set(spec.get("units", {})) - {"angles"} or spec.get("units", {}).get(
+            "angles", "rad") not in ("rad", "deg"):
+        raise ValueError(f"spec['units']: expected {{\"angles\": \"deg\" or \"rad\"}}, got "
+                         f"{spec['units']!r}")
+    if "time" in spec:
+        expect(spec["time"], str, "spec['time']", "a column name (string)")
+    if spec.get("output", "positional") not in ("positional", "named"):
+        raise ValueError(f"spec['output']: expected \"positional\" or \"named\", got "
+                         f"{spec['output']!r}")
     return dict(spec)
 
 
@@ -126,7 +155,11 @@ def plan_from_spec(spec, method="auto"):
         elif method != "map":
             raise ValueError(f"spec['covariances']: method {method!r} does not use covariances "
                              f"(the MAP estimate does: method 'map' or 'auto')")
-    return compile_estimation(problem_from_spec(spec), method=method, covariances=covariances)
+    per_sample = bool(spec.get("contacts"))
+    if per_sample and method == "auto":
+        method = "lstsq"
+    return compile_estimation(problem_from_spec(spec), method=method, covariances=covariances,
+                              per_sample=per_sample)
 
 
 _WORKER_PLANS = {}
@@ -144,29 +177,52 @@ def _plan_from_spec(spec_json, method):
 # ------------------------------------------------------------------------------ readers
 
 class _Columns:
-    """Where each input of the plan sits in a flat row."""
+    """Where each input of the plan sits in a flat row (the spec's names, module docstring),
+    and the unit factor of each."""
 
-    def __init__(self, plan, names, source):
+    def __init__(self, plan, names, source, spec=None):
         model = plan.model
+        spec = spec or {}
         self.sensors = [s for s in plan.problem.sensors if s.rows or s.default_reading is None]
         index = {}
         for k, n in enumerate(names):
             index.setdefault(n, []).append(k)
-        need = {"q": model.nq, "v": model.nv}
+        mapping = dict(spec.get("columns", {}))
+        degrees = spec.get("units", {}).get("angles", "rad") == "deg"
+        need = {"q": _coordinate_names(model, "q"), "v": _coordinate_names(model, "v", "v")}
         optional = set()
         for s in self.sensors:
-            need[s.name] = s.size
+            need[s.name] = (_coordinate_names(model, s.name, "v") if type(s).__name__ ==
+                            "JointAccelerations" else [f"{s.name}/{k}" for k in range(s.size)])
             if s.default_reading is not None:
                 optional.add(s.name)
-        self.slices, missing, twice = {}, [], []
-        for key, size in need.items():
-            found = [index.get(f"{key}_{k}", []) for k in range(size)]
-            twice += [f"{key}_{k}" for k, c in enumerate(found) if len(c) > 1]
+        self.slices, self.scales, missing, twice = {}, {}, [], []
+        for key, named in need.items():
+            found = []
+            for k, name in enumerate(named):
+                hits = [index[c] for c in (mapping.get(name), name, f"{key}_{k}") if c in index]
+                found.append(hits[0] if hits else [])
+                twice += [names[hits[0][0]]] if hits and len(hits[0]) > 1 else []
             if any(not c for c in found):
                 if key not in optional:
-                    missing += [f"{key}_{k}" for k, c in enumerate(found) if not c]
+                    missing += [f"{mapping.get(n, n)} (or {key}_{k})"
+                                for k, (n, c) in enumerate(zip(named, found)) if not c]
                 continue
             self.slices[key] = np.asarray([c[0] for c in found])
+            if degrees and key in ("q", "v") + tuple(
+                    s.name for s in self.sensors if type(s).__name__ == "JointAccelerations"):
+                self.scales[key] = _angle_scale(model, "q" if key == "q" else "v")
+        self.extra = {}
+        for what, col in ([("time", spec["time"])] if "time" in spec else []) + [
+                (("contact", link), col) for link, col in spec.get("contacts", {}).items()]:
+            if col not in index:
+                missing.append(col)
+            else:
+                self.extra[what] = index[col][0]
+        unknown = sorted(set(spec.get("contacts", {})) - set(plan.problem.unknown_wrenches))
+        if unknown:
+            raise KeyError(f"spec['contacts']: {unknown} are not unknown wrenches of the "
+                           f"problem {list(plan.problem.unknown_wrenches)}")
         if missing:
             raise KeyError(f"{source}: missing columns {missing[:8]}{' ...' if len(missing) > 8 else ''}")
         if twice:
@@ -174,7 +230,36 @@ class _Columns:
         self.keys = tuple(self.slices)
 
     def split(self, block):
-        return {k: block[:, c] for k, c in self.slices.items()}
+        """(inputs {key: (B, size)} in the plan's units, extras {"time" or ("contact", link):
+        (B,)})."""
+        data = {k: block[:, c] * self.scales[k] if k in self.scales else block[:, c]
+                for k, c in self.slices.items()}
+        return data, {k: block[:, c] for k, c in self.extra.items()}
+
+    def used(self):
+        """Every column index read."""
+        return np.concatenate(list(self.slices.values()) + [
+            np.asarray(list(self.extra.values()), dtype=np.int64)]).astype(np.int64)
+
+
+def _coordinate_names(model, prefix, space="q"):
+    """"<prefix>/<joint>" per coordinate of a one-coordinate joint, "<prefix>/<joint>/<k>" for
+    the others (q or v layout)."""
+    out = []
+    for j in model.joints:
+        n = j.nq if space == "q" else j.nv
+        out += [f"{prefix}/{j.name}"] if n == 1 else [f"{prefix}/{j.name}/{k}" for k in range(n)]
+    return out
+
+
+def _angle_scale(model, space):
+    """Per q (or v) coordinate: pi / 180 for an angle (revolute joints), 1 otherwise."""
+    out = []
+    for j in model.joints:
+        n = j.nq if space == "q" else j.nv
+        # a one-coordinate rotation's coordinate is its angle (revolute, continuous, helical)
+        out += [np.pi / 180.0 if j.ROTATION == "angle" and n == 1 else 1.0] * n
+    return np.asarray(out)
 
 
 def _split_line(raw, line_no, width):
@@ -261,32 +346,43 @@ class _Writer:
     moves into place once complete). NPZ: each array's rows go to an unnamed temporary file
     next to it (nothing is left behind, whatever stops the run) and are zipped at the end."""
 
-    def __init__(self, path, plan, kind):
+    def __init__(self, path, plan, kind, named=False, time=False):
         self.path, self.kind = path, kind
         self.links = [plan.problem.wrench_links[b] for b in sorted(plan.problem.wrench_links)]
         self.nv = plan.model.nv
         self.n_rows = 0
+        #: the extra columns written, in order ("time" from the log, "p" the consistency)
+        self.extras = (["time"] if time else []) + (["p"] if named else [])
         if kind == ".csv":
             self.fh = open(path, "w", newline="", encoding="utf-8")
             self.w = csv.writer(self.fh)
-            self.w.writerow(["row", "ok"] + [f"tau_{k}" for k in range(self.nv)]
-                            + [f"{l}_wrench_{k}" for l in self.links for k in range(6)])
+            if named:
+                tau = _coordinate_names(plan.model, "tau", "v")
+                wrench = [f"wrench/{l}/{c}" for l in self.links for c in WRENCH_NAMES]
+            else:
+                tau = [f"tau_{k}" for k in range(self.nv)]
+                wrench = [f"{l}_wrench_{k}" for l in self.links for k in range(6)]
+            self.w.writerow(["row", "ok"] + self.extras + tau + wrench)
         else:
-            self.columns = {"row": (np.int64, ()), "ok": (np.int8, ()), "tau": (float, (self.nv,)),
+            self.columns = {"row": (np.int64, ()), "ok": (np.int8, ()),
+                            **{e: (float, ()) for e in self.extras}, "tau": (float, (self.nv,)),
                             **{f"wrench_{l}": (float, (6,)) for l in self.links}}
             folder = os.path.dirname(os.path.abspath(path))
             self.parts = {}
             for name in self.columns:
                 self.parts[name] = tempfile.TemporaryFile(dir=folder, prefix=".sparsedyn_estimate_")
 
-    def write(self, rows, ok, tau, wrenches):
+    def write(self, rows, ok, tau, wrenches, extras=None):
         self.n_rows += len(rows)
+        extras = extras or {}
         if self.kind == ".csv":
-            block = np.column_stack([rows, ok, tau] + [wrenches[l] for l in self.links])
+            block = np.column_stack([rows, ok] + [extras[e] for e in self.extras] + [tau]
+                                    + [wrenches[l] for l in self.links])
             for r in block:
                 self.w.writerow([int(r[0]), int(r[1])] + [repr(float(x)) for x in r[2:]])
             return
-        values = {"row": rows, "ok": ok, "tau": tau, **{f"wrench_{l}": wrenches[l] for l in self.links}}
+        values = {"row": rows, "ok": ok, "tau": tau, **{e: extras[e] for e in self.extras},
+                  **{f"wrench_{l}": wrenches[l] for l in self.links}}
         for name, (dtype, _) in self.columns.items():
             self.parts[name].write(np.ascontiguousarray(values[name], dtype=dtype).tobytes())
 
@@ -315,26 +411,37 @@ class _Writer:
 
 # ------------------------------------------------------------------------------ the engine
 
-def _solve_block(plan, cols, block, valid, first_row, errors):
-    """Estimates for a block of rows; invalid rows (and rows the state checks reject) get NaN."""
+def _solve_block(plan, cols, block, valid, first_row, errors, named=False):
+    """Estimates for a block of rows; invalid rows (and rows the state checks reject) get NaN.
+    Returns (rows, status, tau, wrenches, extras: {"time": (B,), "p": (B,)} as available)."""
     import warnings
     B = block.shape[0]
     rows = first_row + np.arange(B)
-    finite = np.isfinite(block[:, np.concatenate(list(cols.slices.values()))]).all(axis=1)
+    finite = np.isfinite(block[:, cols.used()]).all(axis=1)
     for r in np.flatnonzero(valid & ~finite):
         errors.append((int(rows[r]), "NaN or inf in a used column"))
     good = valid & finite
     tau = np.full((B, plan.model.nv), np.nan)
     wrenches = {plan.problem.wrench_links[b]: np.full((B, 6), np.nan) for b in plan.problem.wrench_links}
     status = np.where(good, 0, -1).astype(np.int8)
+    extras = {"time": block[:, cols.extra["time"]]} if "time" in cols.extra else {}
+    if named:
+        extras["p"] = np.full(B, np.nan)
     idx = np.flatnonzero(good)
     if idx.size:
-        data = cols.split(block[idx])
+        data, extra = cols.split(block[idx])
         q, v = data.pop("q"), data.pop("v")
+        contacts = {k[1]: c != 0 for k, c in extra.items() if isinstance(k, tuple)} or None
+
+        def solve(sel):
+            est = plan.solve(q[sel], v[sel], {n: y[sel] for n, y in data.items()},
+                             contacts=None if contacts is None else
+                             {link: c[sel] for link, c in contacts.items()})
+            return est, (est.consistency()[2] if named else None)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")          # singular states are in the ok column
-                est = plan.solve(q, v, data)
+                est, p = solve(slice(None))
         except ValueError:
             # one bad state (e.g. a non-unit quaternion) must not sink the batch: row by row
             ests = []
@@ -342,29 +449,33 @@ def _solve_block(plan, cols, block, valid, first_row, errors):
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        e = plan.solve(q[k:k + 1], v[k:k + 1], {n: y[k:k + 1] for n, y in data.items()})
-                    ests.append((r, e))
+                        ests.append((r, *solve(slice(k, k + 1))))
                 except ValueError as exc:
                     errors.append((int(rows[r]), str(exc)))
                     status[r] = -1
-            for r, e in ests:
+            for r, e, p in ests:
                 tau[r] = e["tau"][0]
                 status[r] = int(e.ok[0])
                 for l in wrenches:
                     wrenches[l][r] = e.wrench(l)[0]
-            return rows, status, tau, wrenches
+                if named:
+                    extras["p"][r] = p[0]
+            return rows, status, tau, wrenches, extras
         tau[idx] = est["tau"]
         status[idx] = est.ok.astype(np.int8)
         for l in wrenches:
             wrenches[l][idx] = est.wrench(l)
-    return rows, status, tau, wrenches
+        if named:
+            extras["p"][idx] = p
+    return rows, status, tau, wrenches, extras
 
 
 def _remote_block(spec_json, method, block, valid, first_row):
     plan = _plan_from_spec(spec_json, method)
-    names = json.loads(spec_json)["_columns"]
+    spec = json.loads(spec_json)
     errors = []
-    out = _solve_block(plan, _Columns(plan, names, "log"), block, valid, first_row, errors)
+    out = _solve_block(plan, _Columns(plan, spec["_columns"], "log", spec), block, valid,
+                       first_row, errors, named=spec.get("output") == "named")
     return out, errors
 
 
@@ -419,8 +530,12 @@ def estimate_log(plan_or_problem, input_path, output_path, batch_size=1024, sche
         raise ValueError("scheduler: running on a Dask cluster needs `spec` (a JSON-able problem "
                          "description) so that workers can rebuild the plan")
     errors = []
-    names, chunks, n_rows = _open_log(plan, input_path, batch_size, errors, progress)
-    cols = _Columns(plan, names, input_path)
+    names, chunks, n_rows = _open_log(plan, input_path, batch_size, errors, progress, spec)
+    cols = _Columns(plan, names, input_path, spec)
+    named = (spec or {}).get("output") == "named"
+    if (spec or {}).get("contacts") and not plan.per_sample:
+        raise ValueError("spec['contacts']: the plan was compiled without per_sample=True "
+                         "(estimate_log(None, ..., spec=spec) compiles one)")
     client = None
     if scheduler is not None:
         try:
@@ -436,18 +551,18 @@ def estimate_log(plan_or_problem, input_path, output_path, batch_size=1024, sche
     summary = {"rows": 0, "estimated": 0, "singular": 0}
     try:
         if client is None:
-            results = ((_solve_block(plan, cols, block, valid, start, errors), None)
+            results = ((_solve_block(plan, cols, block, valid, start, errors, named), None)
                        for start, _, block, valid in chunks)
         else:
             spec_json = json.dumps({**spec, "_columns": list(names)}, sort_keys=True)
             results = _bounded_remote(client, spec_json, method, chunks)
         with atomic_path(output_path) as tmp:
-            writer = _Writer(tmp, plan, kind)
+            writer = _Writer(tmp, plan, kind, named, "time" in cols.extra)
             try:
-                for (rows, status, tau, wrenches), remote_errors in results:
+                for (rows, status, tau, wrenches, extras), remote_errors in results:
                     if remote_errors:
                         errors.extend(remote_errors)
-                    writer.write(rows, status, tau, wrenches)
+                    writer.write(rows, status, tau, wrenches, extras)
                     summary["rows"] += len(rows)
                     summary["estimated"] += int((status == 1).sum())
                     summary["singular"] += int((status == 0).sum())
@@ -465,8 +580,11 @@ def estimate_log(plan_or_problem, input_path, output_path, batch_size=1024, sche
     return summary
 
 
-def _open_log(plan, input_path, batch_size, errors, progress):
-    """(column names, chunks as _csv_chunks yields them, number of rows or None) of a log."""
+def _open_log(plan, input_path, batch_size, errors, progress, spec=None):
+    """(column names, chunks as _csv_chunks yields them, number of rows or None) of a log. An
+    NPZ / .npy directory contributes its arrays named "q", "v" or a sensor's (columns
+    "<name>_<k>") and its 1-d arrays named as inputs, as the spec maps them or as the time and
+    contact columns (columns of their own names)."""
     if os.path.isfile(input_path) and input_path.lower().endswith(".csv"):
         chunks = _csv_chunks(input_path, batch_size, errors)
         _, header, _, _ = next(chunks)
@@ -476,19 +594,23 @@ def _open_log(plan, input_path, batch_size, errors, progress):
                 n_rows = max(sum(1 for line in fh if line.strip(b"\r\n")) - 1, 0)
         return header, chunks, n_rows
     arrays = _array_source(input_path)
+    spec = spec or {}
     used = {"q", "v"} | {s.name for s in plan.problem.sensors}
+    single = (set(spec.get("columns", {}).values()) | set(spec.get("contacts", {}).values())
+              | ({spec["time"]} if "time" in spec else set()))
     names, parts = [], []
     for key, arr in arrays.items():
-        if key not in used:
+        if key not in used and not (key in single or "/" in key):
             continue
         if arr.dtype.kind not in "biuf" or arr.ndim == 0:
             raise ValueError(f"{input_path}: array {key!r} is not an array of numbers "
                              f"(dtype {arr.dtype}, shape {arr.shape})")
         arr2 = arr.reshape(arr.shape[0], -1)
-        names += [f"{key}_{k}" for k in range(arr2.shape[1])]
+        names += ([key] if key not in used and arr2.shape[1] == 1
+                  else [f"{key}_{k}" for k in range(arr2.shape[1])])
         parts.append(arr2)
     n_rows = parts[0].shape[0] if parts else 0
-    lengths = {k: a.shape[0] for k, a in arrays.items() if k in used}
+    lengths = {k: a.shape[0] for k, a in arrays.items() if k in used or k in single or "/" in k}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"{input_path}: arrays have different lengths {lengths}")
 

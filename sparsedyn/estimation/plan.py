@@ -58,8 +58,9 @@ def compile_estimation(problem, method="auto", covariances=None, ordering="auto"
     """Plan an EstimationProblem once (offline). `check` runs problem.check() first (raises
     IllPosedError naming undetermined variables). covariances (method "map"): {"dynamics": var,
     <sensor name>: var or (size,) vars, "prior": var, (n,) vars or {kind: var}, "prior_mean":
-    value or (n,)}; a row without one gets solve_map.DEFAULT_VARIANCES, a variable without a
-    prior the uninformative default (so that MAP without covariances is least squares).
+    value or (n,)}; a row without one gets solve_map.DEFAULT_VARIANCES (a pseudo-measurement:
+    UnactuatedBase, ZeroTangentialForce, the dynamics' variance), a variable without a prior the
+    uninformative default (so that MAP without covariances is least squares).
     map_backend ("cholmod" or "lu") is the reference MAP route's factorization. compiled: "auto"
     also builds the compiled online route when numba imports and every sensor has a compiled
     form, True requires it, False skips it.

@@ -23,7 +23,7 @@ from scipy.sparse.csgraph import maximum_bipartite_matching
 from ..batch import as_batch, state
 from ..errors import IllPosedError
 from ..kinematics import forward_kinematics
-from ..sensors import Sensor, SensorError, UnactuatedBase
+from ..sensors import JointAccelerations, Sensor, SensorError, UnactuatedBase
 from ..system import NewtonEulerSystem
 from ..system.combine import combine_parts
 from .rows import MeasurementRows
@@ -146,7 +146,8 @@ class EstimationProblem:
             names = self.blocks_of_columns(cols)
             raise IllPosedError(
                 f"{self.describe()}: structurally ill-posed (structural rank {rank} < {n_cols} "
-                f"unknowns): the measurements do not determine {_short(names)}", variables=names)
+                f"unknowns): the measurements do not determine {_short(names)}"
+                f"{self._base_hint(names)}", variables=names)
         if generic and n_cols <= max_dense:
             rng = np.random.default_rng(rng)
             best = None
@@ -167,9 +168,45 @@ class EstimationProblem:
                 raise IllPosedError(
                     f"{self.describe()}: ill-posed for every state (numerical rank "
                     f"{n_cols - len(best)} < {n_cols} at random states although the pattern has "
-                    f"full structural rank): the measurements do not determine {_short(names)}",
-                    variables=names)
+                    f"full structural rank): the measurements do not determine "
+                    f"{_short(names)}{self._base_hint(names)}", variables=names)
         return self
+
+    def _base_hint(self, names):
+        """Why the floating base's acceleration may be in `names` (sensors.py, "Floating base")."""
+        if not self.model.floating_base or self.block_label("qdd", 0) not in names:
+            return ""
+        return (f" ({self.block_label('qdd', 0)} is the floating base's acceleration: measure it "
+                f"(JointAccelerations(base=True) or an IMU on the base: Accelerometer + "
+                f"AngularAccelerometer) or measure every external wrench)")
+
+    def floating_base_state(self, q_joints, v_joints, base_omega):
+        """(q, v) from what iDynTree's BERDY_FLOATING_BASE takes: joint positions and velocities
+        (Pinocchio's order, root excluded: (nq-7,), (nv-6,) or batched) and the base angular
+        velocity in the base frame (3,) (a gyroscope's, rotated into the base frame). The base
+        pose is the identity and its linear velocity zero: neither enters the estimated tau, f,
+        fx and joint qdd (but for a MAP prior's bias); the base's a is then its proper classical
+        acceleration [R^T (p'' - g); omega'] (sensors.py, "Floating base"). ValueError if the
+        model has no floating base or a JointAccelerations measures the base (its reading depends
+        on both)."""
+        model = self.model
+        if not model.floating_base:
+            raise ValueError(f"floating_base_state: model {model.name!r} has no floating base")
+        for s in self.sensors:
+            if isinstance(s, JointAccelerations) and s.base:
+                raise ValueError(f"floating_base_state: sensor {s.name!r} measures the base "
+                                 f"acceleration, whose reading depends on the base orientation "
+                                 f"and linear velocity: pass the full state, or use "
+                                 f"JointAccelerations(base=False)")
+        nq0, nv0 = model.joints[0].nq, model.joints[0].nv            # the free-flyer's 7, 6
+        args = {"q_joints": (q_joints, model.nq - nq0), "v_joints": (v_joints, model.nv - nv0),
+                "base_omega": (base_omega, 3)}
+        B = max(np.atleast_2d(x).shape[0] for x, _ in args.values())
+        x = {k: as_batch(a, n, f"floating_base_state: {k}", batch=B) for k, (a, n) in args.items()}
+        single = all(one for _, one in x.values())
+        q = np.concatenate([np.tile(model.joints[0].neutral(), (B, 1)), x["q_joints"][0]], axis=1)
+        v = np.concatenate([np.zeros((B, 3)), x["base_omega"][0], x["v_joints"][0]], axis=1)
+        return (q[0], v[0]) if single else (q, v)
 
     def _underdetermined(self, col_match):
         """Columns reachable from unmatched columns along alternating paths."""

@@ -215,11 +215,14 @@ def _variances(problem, covariances, method, batch=None, ridge=None):
     var = np.empty(lead + (m,))
     lstsq = method == "lstsq"
     nd = problem.n_dynamics_rows
-    var[..., :nd] = _variance_array(1.0 if lstsq else covariances.get(
-        "dynamics", DEFAULT_VARIANCES["dynamics"]), lead + (nd,), batch, "dynamics")
+    dynamics = covariances.get("dynamics", DEFAULT_VARIANCES["dynamics"])
+    var[..., :nd] = _variance_array(1.0 if lstsq else dynamics, lead + (nd,), batch, "dynamics")
     for s in problem.rows.sensors:
         sl = problem.rows.row_slices[s.name]
-        v = covariances.get(s.name, 1.0 if lstsq else DEFAULT_VARIANCES["sensor"])
+        # a pseudo-measurement (tau_root = 0, a slippery floor) is a modelling assumption as
+        # exact as the dynamics, not a sensor: the dynamics' variance unless given
+        v = covariances.get(s.name, 1.0 if lstsq else dynamics if s.default_reading is not None
+                            else DEFAULT_VARIANCES["sensor"])
         var[..., nd + sl.start:nd + sl.stop] = _variance_array(v, lead + (s.size,), batch, s.name)
     prior = None if lstsq else covariances.get("prior")
     pv = np.full(lead + (n,), np.nan)                     # NaN: no prior given, the ridge

@@ -11,7 +11,7 @@ from .. import sensors as S
 
 SPEC_SENSORS = ("JointAccelerations", "JointTorques", "UnactuatedBase", "ExternalWrench",
                 "ForceTorque", "LoadCells", "ZeroTangentialForce", "Accelerometer", "Gyroscope",
-                "DeclaredForceTorque")
+                "DeclaredForceTorque", "AngularAccelerometer")
 
 
 def expect(value, types, where, what):
