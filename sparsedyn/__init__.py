@@ -12,9 +12,13 @@ from . import models, sensors
 from .estimation import EstimationProblem, compile_estimation, load_estimation_plan
 from .errors import (IllPosedError, ModelError, ModelWarning, NonFiniteError, PlanMismatchError,
                      SensorError, SingularModelError, SingularStateWarning, SparsedynError)
-from .kinematics import forward_kinematics, frame_jacobian
+from .kinematics import (center_of_mass, centroidal_map, com_jacobian, forward_kinematics,
+                         frame_jacobian)
 from .loops import ClusterModel
-from .model import Model, ModelBuilder, load_urdf
+from .model import (Model, ModelBuilder, MujocoUnavailableError, from_mujoco, from_mujoco_a,
+                    from_mujoco_q, from_mujoco_tau, from_mujoco_v, from_pinocchio,
+                    from_pinocchio_q, load_mjcf, load_urdf, to_mujoco_a, to_mujoco_q,
+                    to_mujoco_tau, to_mujoco_v, to_pinocchio_q)
 from .kernels.cholesky import SparseCholesky
 from .opcount import OpCount, count_operations
 from .planner import Factorization, PivotBreakdownWarning, plan_factorization
@@ -28,6 +32,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Model", "ModelBuilder", "load_urdf", "forward_kinematics", "frame_jacobian",
+    "center_of_mass", "com_jacobian", "centroidal_map",
+    "load_mjcf", "from_mujoco", "from_pinocchio", "to_pinocchio_q", "from_pinocchio_q",
+    "from_mujoco_q", "to_mujoco_q", "from_mujoco_v", "to_mujoco_v", "from_mujoco_a", "to_mujoco_a",
+    "from_mujoco_tau", "to_mujoco_tau", "MujocoUnavailableError",
     "rnea", "aba", "crba", "count_operations", "OpCount",
     "inverse_dynamics", "forward_dynamics", "compile", "load_plan", "Plan",
     "plan_factorization", "Factorization", "PivotBreakdownWarning", "SparseCholesky",

@@ -10,18 +10,13 @@ import time
 
 import numpy as np
 
+from .model.pinocchio_io import to_pinocchio_q
+
 
 def pin_configuration(model, pmodel, q):
-    """Our q (nq,) -> Pinocchio's: a one-angle continuous joint becomes Pinocchio's (cos, sin)."""
-    out = np.zeros(pmodel.nq)
-    for i, joint in enumerate(model.joints):
-        pj = pmodel.joints[pmodel.getJointId(joint.name)]
-        qi = q[model.q_slice(i)]
-        if pj.nq == 2 and joint.nq == 1:
-            out[pj.idx_q:pj.idx_q + 2] = np.cos(qi[0]), np.sin(qi[0])
-        else:
-            out[pj.idx_q:pj.idx_q + pj.nq] = qi
-    return out
+    """Our q -> Pinocchio's: kept for older callers; the public function is
+    sparsedyn.to_pinocchio_q(model, q, pmodel)."""
+    return to_pinocchio_q(model, q, pmodel)
 
 
 def pin_contact_models(pmodel, contacts):

@@ -1,7 +1,8 @@
 """The `sparsedyn` command line: demo, compile, solve, estimate, spy, bench, report.
 
-Robots are given as a URDF path or the name of an embedded model (`humanoid`, `hand`, `chainN`
-for an N-link revolute chain). Errors are one clear line on stderr and a non-zero exit code.
+Robots are given as a URDF or MJCF (MuJoCo .xml) path or the name of an embedded model
+(`humanoid`, `hand`, `chainN` for an N-link revolute chain). Errors are one clear line on stderr
+and a non-zero exit code.
 """
 from __future__ import annotations
 
@@ -532,9 +533,9 @@ def markdown_to_html(lines):
 
 def _robot_args(p, required=True):
     if required:
-        p.add_argument("robot", help="URDF path or embedded model (humanoid, hand, chainN)")
+        p.add_argument("robot", help="URDF or MJCF path, or embedded model (humanoid, hand, chainN)")
     else:
-        p.add_argument("robot", nargs="?", help="URDF path or embedded model (humanoid, hand, chainN)")
+        p.add_argument("robot", nargs="?", help="URDF or MJCF path, or embedded model (humanoid, hand, chainN)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--floating-base", dest="floating_base", action="store_true", default=None,
                    help="put a free-flyer at the root (default: only for the embedded humanoid)")

@@ -1,6 +1,6 @@
 """Robots and problems by the names the command line, the benchmark and log specs use: a URDF
-path or an embedded model (`humanoid`, `hand`, `chainN`), `id` / `fd`; user mistakes raise
-CommandError (one line, exit code 2 on the command line)."""
+or MJCF (MuJoCo) path or an embedded model (`humanoid`, `hand`, `chainN`), `id` / `fd`; user
+mistakes raise CommandError (one line, exit code 2 on the command line)."""
 from __future__ import annotations
 
 import argparse
@@ -19,10 +19,26 @@ def is_embedded(spec):
     return spec in EMBEDDED or (spec.startswith("chain") and spec[5:].isdigit())
 
 
+def is_mjcf(path):
+    """Is the file at `path` an MJCF model (root element <mujoco>, or a compiled .mjb), whatever
+    its extension? A URDF (<robot>) or unreadable XML is not (load_urdf then names the error)."""
+    import xml.etree.ElementTree as ET
+    if str(path).endswith(".mjb"):
+        return True
+    try:
+        for _, elem in ET.iterparse(path, events=("start",)):
+            return elem.tag == "mujoco"
+    except (ET.ParseError, UnicodeDecodeError, OSError):
+        return False
+    return False
+
+
 def load_robot(spec, floating_base=None, what="robot"):
-    """URDF path or embedded model name -> Model. floating_base None: the model's default
-    (humanoid floating, everything else fixed); chainN has no floating-base variant (refused).
-    `what` names the argument in errors (a missing file, a directory, a plan file, not text)."""
+    """URDF or MJCF path or embedded model name -> Model. floating_base None: the model's default
+    (humanoid floating, everything else fixed; an MJCF model as its file says: floating when its
+    root body has a free joint, which --floating-base/--fixed-base cannot change); chainN has no
+    floating-base variant (refused). `what` names the argument in errors (a missing file, a
+    directory, a plan file, not text)."""
     from . import models
     from .model import load_urdf
     if spec == "humanoid":
@@ -35,7 +51,7 @@ def load_robot(spec, floating_base=None, what="robot"):
                                f"variant (write it as a URDF to float it)")
         return models.serial_chain(int(spec[5:]))
     if not os.path.exists(spec):
-        raise CommandError(f"{what} {spec!r}: no such URDF file (or embedded model: "
+        raise CommandError(f"{what} {spec!r}: no such URDF or MJCF file (or embedded model: "
                            f"{', '.join(EMBEDDED)}, chainN)")
     if os.path.isdir(spec):
         raise CommandError(f"{what} {spec!r}: is a directory, not a URDF file")
@@ -43,11 +59,26 @@ def load_robot(spec, floating_base=None, what="robot"):
         head = fh.read(4)
     if head.startswith(b"PK"):
         raise CommandError(f"{what} {spec!r}: is a zip archive (a saved plan?), not a URDF file")
+    if is_mjcf(spec):
+        return _load_mjcf(spec, floating_base, what)
     try:
         return load_urdf(spec, floating_base=bool(floating_base))
     except UnicodeDecodeError as exc:
         raise CommandError(f"{what} {spec!r}: not a URDF file (not UTF-8 text: byte "
                            f"0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+
+
+def _load_mjcf(spec, floating_base, what):
+    from .model import load_mjcf
+    model = load_mjcf(spec)
+    if floating_base is not None and bool(floating_base) != model.floating_base:
+        # the file's <freejoint> decides; welding or freeing its root here would give a model
+        # whose q no longer matches MuJoCo's qpos
+        flag = "--fixed-base" if model.floating_base else "--floating-base"
+        has = "has" if model.floating_base else "has no"
+        raise CommandError(f"{what} {spec!r}: the MJCF model {has} a free joint at its root, "
+                           f"so {flag} does not apply (its base is as the file says)")
+    return model
 
 
 def make_problem(model, name, f_ext_links=()):

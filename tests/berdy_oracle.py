@@ -394,11 +394,25 @@ class BerdyOracle:
         self._unknown_names = names
         if links == self._unknown:
             return
-        cov = np.full(self.n_y, float(self.measurement_cov))
+        cov = self._measurement_cov_vector()
         for l in links:
             cov[self.sensor_slices[(int(self.idyn.NET_EXT_WRENCH_SENSOR), l)]] = self.unknown_wrench_cov
         self.solver.setMeasurementsPriorCovariance(_diag(self.idyn, cov))
         self._unknown = links
+
+    def _measurement_cov_vector(self):
+        """measurement_cov per entry of y: a scalar for every sensor, or a dict {"ft": value or
+        (6,) [force; torque], "qdd": value, "default": value (the known zero wrenches)}."""
+        mc = self.measurement_cov
+        if not isinstance(mc, dict):
+            return np.full(self.n_y, float(mc))
+        cov = np.full(self.n_y, float(mc.get("default", 1e-6)))
+        for (kind, _), sl in self.sensor_slices.items():
+            if kind == int(self.idyn.SIX_AXIS_FORCE_TORQUE) and "ft" in mc:
+                cov[sl] = mc["ft"]
+            elif kind == int(self.idyn.DOF_ACCELERATION_SENSOR) and "qdd" in mc:
+                cov[sl] = mc["qdd"]
+        return cov
 
     def _joint_vector(self, x, pseudo_value=0.0):
         """user-order array or {name: value} -> iDynTree DOF-order array (pseudo joints = 0)."""

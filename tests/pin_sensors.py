@@ -198,3 +198,28 @@ def walking_truth(model, pmodel, rng, contacts, scale=30.0):
     f_ext = {l: rng.normal(size=(B, 6)) * scale * np.asarray(c)[:, None]
              for l, c in contacts.items()}
     return PinTruth(model, pmodel, q, v, tau, f_ext)
+
+
+def moderate_icub_state(rng, B, links, contacts=None):
+    """(model, PinTruth) of iCub states of moderate accelerations (|qdd| ~ 1-30): random joint
+    accelerations and wrenches on `links` (zero where contacts[link] (B,) is False: a foot in
+    the air), the base's 6 accelerations solved from tau_root = 0 (a random torque on iCub's
+    light links gives 1e6-1e12 rad/s^2, where any MAP prior's bias dominates)."""
+    import pinocchio as pin
+    from oracles import pin_fext, to_pin_q
+    model, pm = robot_and_pin("icub")
+    q = model.random_configuration(rng, batch=B)
+    v = rng.normal(size=(B, model.nv))
+    f_ext = {l: rng.normal(size=(B, 6)) * 10.0 for l in links}
+    for l, c in (contacts or {}).items():
+        f_ext[l] = f_ext[l] * np.asarray(c)[:, None]
+    qdd = rng.normal(size=(B, model.nv))
+    tau = np.empty_like(qdd)
+    for b in range(B):
+        pq, fe = to_pin_q(model, pm, q[b]), pin_fext(model, pm, {l: w[b] for l, w in f_ext.items()})
+        M = pin.crba(pm, pm.createData(), pq)
+        M = np.triu(M) + np.triu(M, 1).T
+        tau_root = pin.rnea(pm, pm.createData(), pq, v[b], qdd[b], fe)[:6]
+        qdd[b, :6] -= np.linalg.solve(M[:6, :6], tau_root)            # tau_root is affine in it
+        tau[b] = pin.rnea(pm, pm.createData(), pq, v[b], qdd[b], fe)
+    return model, PinTruth(model, pm, q, v, tau, f_ext)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from oracles import pin, pin_fext, rel_err, robot_urdf, to_pin_q
-from pin_sensors import PinTruth, robot_and_pin
+from oracles import pin, rel_err, robot_urdf
+from pin_sensors import PinTruth, moderate_icub_state, robot_and_pin
 from sparsedyn import IllPosedError
 from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, compile_estimation
@@ -257,26 +257,6 @@ def _proper_classical(truth, b, frame):
 
 # ------------------------------------------------------------------ (c) BERDY_FLOATING_BASE on iCub
 
-def _moderate_icub_state(rng, B, links):
-    """iCub states of moderate accelerations (|qdd| ~ 1-30): random joint accelerations and
-    contact wrench, the base's 6 accelerations solved from tau_root = 0 (a random torque on
-    iCub's light links gives 1e6-1e12 rad/s^2, where any MAP prior's bias dominates)."""
-    model, pm = robot_and_pin("icub")
-    q = model.random_configuration(rng, batch=B)
-    v = rng.normal(size=(B, model.nv))
-    f_ext = {l: rng.normal(size=(B, 6)) * 10.0 for l in links}
-    qdd = rng.normal(size=(B, model.nv))
-    tau = np.empty_like(qdd)
-    for b in range(B):
-        pq, fe = to_pin_q(model, pm, q[b]), pin_fext(model, pm, {l: w[b] for l, w in f_ext.items()})
-        M = pin.crba(pm, pm.createData(), pq)
-        M = np.triu(M) + np.triu(M, 1).T
-        tau_root = pin.rnea(pm, pm.createData(), pq, v[b], qdd[b], fe)[:6]
-        qdd[b, :6] -= np.linalg.solve(M[:6, :6], tau_root)            # tau_root is affine in it
-        tau[b] = pin.rnea(pm, pm.createData(), pq, v[b], qdd[b], fe)
-    return model, PinTruth(model, pm, q, v, tau, f_ext)
-
-
 #: largest relative differences measured on 20 states (_moderate_icub_state, seeds 11-15):
 #: {imu: {quantity: (ours vs BERDY, ours vs truth, BERDY vs truth)}}; asserted with a 5x margin
 BERDY_MEASURED = {True: {"wrench": (3.8e-10, 8.3e-10, 6.9e-10), "tau": (1.2e-9, 1.3e-9, 2.0e-9),
@@ -307,7 +287,7 @@ def test_matches_berdy_floating_base_on_icub(imu):
     the two differ by up to that."""
     from berdy_oracle import BerdyOracle
     links = ["l_foot"]
-    model, truth = _moderate_icub_state(np.random.default_rng(11), 4, links)
+    model, truth = moderate_icub_state(np.random.default_rng(11), 4, links)
     fts = [n for n, f in model.joint_frames.items() if n.endswith("ft_sensor")]
     imu_sensors = [S.Accelerometer("base_link"), S.AngularAccelerometer("base_link")] if imu else []
     problem = EstimationProblem(model, [S.JointAccelerations(base=False)]

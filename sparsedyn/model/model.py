@@ -62,7 +62,7 @@ class Model:
         self.inertias = _readonly(inertias)
         self.frames = MappingProxyType(dict(frames))
         self.joint_frames = MappingProxyType(dict(joint_frames))
-        self.gravity = _readonly(gravity)
+        self.gravity = _readonly(check_gravity(gravity))
         nq_i = [j.nq for j in self.joints]
         nv_i = [j.nv for j in self.joints]
         self.q_index = np.concatenate(([0], np.cumsum(nq_i)[:-1])).astype(int) if nq_i else np.zeros(0, int)
@@ -163,6 +163,18 @@ class Model:
                     out[b, s] = j.random_configuration(rng)
         return out[0] if batch is None else out
 
+    def with_gravity(self, gravity):
+        """The same robot under another gravity (3,) [m/s^2, world frame]: a new Model (this one
+        is read-only), with its own fingerprint, so plans compiled for one refuse the other."""
+        new = Model(self.name, self.link_names, self.parents, self.joints, self.joint_placements,
+                    self.inertias, self.frames, self.joint_frames, self.lower_position_limit,
+                    self.upper_position_limit, self.effort_limit, gravity, self.floating_base)
+        # what loaders attach besides the constructor's data (load_urdf: urdf_source)
+        for key, value in vars(self).items():
+            if key not in vars(new):
+                object.__setattr__(new, key, value)
+        return new
+
     def integrate(self, q, v_dt):
         """q (+) v dt, joint by joint (Pinocchio's integrate for the same layout)."""
         q = np.asarray(q, dtype=float)
@@ -186,6 +198,8 @@ class Model:
             h.update(j.parameters())
         h.update(np.round(self.joint_placements, 12).tobytes())
         h.update(np.round(self.inertias, 12).tobytes())
+        # gravity is compiled into a plan's b(q, v) (ir/assembly.py): another gravity, another plan
+        h.update(b"gravity" + np.round(self.gravity, 12).tobytes())
         return h.hexdigest()[:32]
 
     def _check(self):
@@ -200,6 +214,18 @@ class Model:
     def __repr__(self):
         return (f"Model({self.name!r}: {self.nbodies} bodies, nq={self.nq}, nv={self.nv}, "
                 f"floating_base={self.floating_base})")
+
+
+def check_gravity(gravity, what="gravity"):
+    """gravity as a finite (3,) float array, or ModelError naming `what`."""
+    try:
+        g = np.asarray(gravity, dtype=float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{what}: expected 3 numbers [m/s^2], got {gravity!r}") from None
+    if g.shape != (3,) or not np.all(np.isfinite(g)):
+        raise ModelError(f"{what}: expected 3 finite numbers [m/s^2], got {np.array2string(g)} "
+                         f"(shape {g.shape})")
+    return g
 
 
 #: largest |entry| of a spatial inertia (about the square root of the largest double, so that a
@@ -269,7 +295,7 @@ class ModelBuilder:
         semi-definite; False accepts it with a ModelWarning (check_inertia)."""
         self.name = name
         self.strict = bool(strict)
-        self.gravity = np.asarray(gravity, dtype=float)
+        self.gravity = check_gravity(gravity)
         self._bodies = []
         self._frames = {}
         self._joint_frames = {}
@@ -279,10 +305,13 @@ class ModelBuilder:
         return len(self._bodies)
 
     def add_body(self, name, parent, joint, placement=None, mass=0.0, com=(0, 0, 0), inertia=None,
-                 spatial=None, lower=None, upper=None, effort=None, link_parent=None):
+                 spatial=None, lower=None, upper=None, effort=None, link_parent=None,
+                 link_inertia=None):
         """Append a body attached by `joint` to `parent` (an index or a link name). Returns its index.
         `link_parent` names the link (frame) of the parent body the joint hangs from, when the
-        parent body is made of several merged links (the URDF loader sets it)."""
+        parent body is made of several merged links (the URDF loader sets it). `link_inertia`:
+        the spatial inertia of the link `name` alone when the body's inertia also holds merged
+        links (default: the body's)."""
         if not isinstance(joint, Joint):
             raise ModelError(f"body {name!r}: joint must be a Joint instance, got {type(joint).__name__}")
         if isinstance(parent, str):
@@ -309,7 +338,8 @@ class ModelBuilder:
         parent_link = link_parent
         if parent_link is None and parent != WORLD:
             parent_link = self._bodies[parent]["name"]
-        self._frames[name] = Frame(name, index, _readonly(np.eye(4)), "link", parent_link, _readonly(spatial))
+        own = spatial if link_inertia is None else np.asarray(link_inertia, dtype=float)
+        self._frames[name] = Frame(name, index, _readonly(np.eye(4)), "link", parent_link, _readonly(own))
         self._joint_frames[joint.name] = Frame(joint.name, index, _readonly(np.eye(4)), "joint",
                                                parent_link, None, name)
         return index

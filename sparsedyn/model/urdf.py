@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ModelError
 from ..spatial import Transform, inertia_to_parent, rpy_to_rotation, spatial_inertia
 from .joints import FreeFlyerJoint, make_joint
-from .model import WORLD, ModelBuilder, check_inertia
+from .model import GRAVITY, WORLD, ModelBuilder, check_inertia
 
 
 def _floats(text, n, what):
@@ -106,10 +106,12 @@ def _read_xml(path_or_xml):
     return root
 
 
-def load_urdf(path_or_xml, floating_base=False, name=None, strict=False):
+def load_urdf(path_or_xml, floating_base=False, name=None, strict=False, gravity=GRAVITY):
     """Build a Model from a URDF file path or an XML string.
 
     floating_base: put a free-flyer between the world and the root link (q = [p, quat x y z w]).
+    gravity: (3,) in the world frame [m/s^2] (URDF has no gravity; default (0, 0, -9.81), as
+    Pinocchio's); part of the model's fingerprint (Model.with_gravity changes it later).
     Raises ModelError naming the element for malformed XML, unknown joint types, missing links,
     loops, several roots, negative masses or inertias that are not finite.
     strict: a link whose rotational inertia is not positive semi-definite raises ModelError;
@@ -159,7 +161,7 @@ def load_urdf(path_or_xml, floating_base=False, name=None, strict=False):
         raise ModelError(f"URDF has several root links {roots}: it is not one tree")
     root = roots[0]
 
-    builder = ModelBuilder(name or robot.get("name") or "robot", strict=strict)
+    builder = ModelBuilder(name or robot.get("name") or "robot", gravity=gravity, strict=strict)
     if floating_base:
         body = builder.add_body(root, WORLD, FreeFlyerJoint("root_joint"),
                                 spatial=_link_inertia(links[root]))

@@ -575,15 +575,16 @@ def read_plan_file(path, fmt, version, what):
 def model_summary(model):
     return {"name": model.name, "fingerprint": model.fingerprint(), "nq": model.nq, "nv": model.nv,
             "links": list(model.link_names),
-            "joints": [f"{j.name}:{j.kind}" for j in model.joints]}
+            "joints": [f"{j.name}:{j.kind}" for j in model.joints],
+            "gravity": [float(g) for g in model.gravity]}
 
 
 def model_differences(stored, actual):
     if stored.get("fingerprint") == actual["fingerprint"]:
         return []
     out = []
-    for key in ("name", "nq", "nv"):
-        if stored.get(key) != actual[key]:
+    for key in ("name", "nq", "nv", "gravity"):      # (plan files before gravity: no entry)
+        if (key != "gravity" or key in stored) and stored.get(key) != actual[key]:
             out.append(f"{key} {stored.get(key)!r} in the plan, {actual[key]!r} in the model")
     for key, what in (("links", "link"), ("joints", "joint")):
         s, a = stored.get(key), actual[key]

@@ -40,7 +40,7 @@ def make_joint(kind, name, axis=None):
     except KeyError:
         raise ModelError(f"joint {name!r}: unknown joint type {kind!r} "
                          f"(known: {', '.join(sorted(JOINT_TYPES))}, fixed)") from None
-    return cls.make(name, axis)
+    return cls.make(name, axis, kind=kind)
 
 
 __all__ = ["Joint", "JOINT_TYPES", "make_joint", "FreeFlyerJoint", "HelicalJoint", "PlanarJoint",

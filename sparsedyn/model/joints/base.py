@@ -91,9 +91,9 @@ class Joint:
         return b""
 
     @classmethod
-    def make(cls, name, axis=None):
+    def make(cls, name, axis=None, kind=None):
         """An instance from a kind name's arguments (make_joint, URDF): joints without an axis
-        ignore it."""
+        ignore it; `kind` is the name it was made by (one of KINDS), for types with several."""
         return cls(name)
 
     def __repr__(self):

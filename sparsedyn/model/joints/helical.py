@@ -41,6 +41,6 @@ class HelicalJoint(Joint):
         return np.float64(self.pitch).tobytes()
 
     @classmethod
-    def make(cls, name, axis=None):
+    def make(cls, name, axis=None, kind=None):
         raise ModelError(f"joint {name!r}: a helical joint needs its pitch: "
                          f"HelicalJoint(name, axis, pitch) with ModelBuilder")

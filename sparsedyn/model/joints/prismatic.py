@@ -27,5 +27,5 @@ class PrismaticJoint(Joint):
         return [(0, self.axis)]
 
     @classmethod
-    def make(cls, name, axis=None):
+    def make(cls, name, axis=None, kind=None):
         return cls(name, axis if axis is not None else [1.0, 0.0, 0.0])

@@ -1,0 +1,287 @@
+"""MJCF models through MuJoCo's own compiler (sd.load_mjcf / sd.from_mujoco) and the state
+converters, against MuJoCo itself: mj_rne (inverse dynamics), mj_forward's qacc (forward
+dynamics), mj_fullM (mass matrix), body placements, mj_jac / mj_jacBody, on a synthetic model
+that has every joint type and on robots of the mujoco-menagerie package (skipped without
+mujoco, and per robot when the menagerie cannot provide it, e.g. offline).
+
+What MuJoCo adds to rigid-body dynamics is switched off first (`neutralised`): constraints
+(contacts, joint limits, equality constraints, friction loss), actuators, joint springs and
+dampers, gravity compensation, fluid forces, and the armature mj_fullM adds to M's diagonal."""
+import sys
+
+import numpy as np
+import pytest
+
+mujoco = pytest.importorskip("mujoco")
+
+import sparsedyn as sd                                                      # noqa: E402
+from sparsedyn.errors import ModelError                                     # noqa: E402
+from sparsedyn.robots import CommandError, load_robot                       # noqa: E402
+
+TOL = 1e-9
+#: (menagerie robot, entry point): a quadruped, a humanoid, an arm and a hand
+MENAGERIE = [("unitree_go1", "go1"), ("unitree_h1", "h1"), ("franka_emika_panda", "panda"),
+             ("shadow_hand", "left_hand")]
+
+SYNTHETIC = """
+<mujoco model="synthetic">
+  <option gravity="0.3 -0.2 -9.5"/>
+  <worldbody>
+    <body name="base" pos="0.1 0.2 1.0" quat="0.9 0.1 0.2 0.3">
+      <freejoint name="root"/>
+      <inertial pos="0.01 -0.02 0.03" mass="3.0" fullinertia="0.05 0.06 0.07 0.001 -0.002 0.003"/>
+      <site name="imu" pos="0.05 0 0.1" quat="0.7 0.7 0 0"/>
+      <body name="upper" pos="0.2 0 0" euler="0.1 0.2 0.3">
+        <joint name="hip" type="hinge" axis="0.3 0.4 0.8" pos="0.01 0.02 -0.03" ref="0.4"
+               range="-1 1" damping="3" armature="0.2" stiffness="5"/>
+        <inertial pos="0 0 -0.1" quat="0.8 0.2 0.1 0.3" mass="1.2" diaginertia="0.01 0.012 0.004"/>
+        <body name="two" pos="0 0 -0.2">
+          <joint name="a1" type="hinge" axis="1 0 0" pos="0 0.01 0" frictionloss="0.3"/>
+          <joint name="a2" type="hinge" axis="0 1 0.2" ref="-0.3"/>
+          <geom type="capsule" size="0.02" fromto="0 0 0 0 0 -0.15" density="1200"/>
+          <body name="welded" pos="0 0 -0.15" euler="0.3 0 0.1">
+            <inertial pos="0.01 0 0" mass="0.3" diaginertia="0.001 0.002 0.0025"/>
+            <body name="ball_body" pos="0.02 0 -0.05">
+              <joint name="ball" type="ball" pos="0 0 0.02"/>
+              <inertial pos="0 0.01 -0.05" mass="0.5" diaginertia="0.002 0.003 0.001"/>
+              <body name="slider" pos="0 0 -0.1">
+                <joint name="slide" type="slide" axis="0.2 0.1 1" ref="0.05" range="-0.1 0.1"/>
+                <inertial pos="0 0 0" mass="0.2" diaginertia="0.0001 0.0001 0.0002"/>
+                <site name="tip" pos="0 0.01 -0.02"/>
+              </body>
+            </body>
+          </body>
+        </body>
+      </body>
+    </body>
+    <body name="post" pos="1 0 0">
+      <inertial pos="0 0 0" mass="5" diaginertia="1 1 1"/>
+      <body name="l1" pos="0 0 0.3" gravcomp="1">
+        <joint name="j1" type="hinge" axis="0 0 1"/>
+        <inertial pos="0.1 0 0" mass="1" diaginertia="0.01 0.01 0.01"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="hip" gear="2"/></actuator>
+</mujoco>
+"""
+
+
+def neutralised(m):
+    """m with MuJoCo's additions to rigid-body dynamics off (see the module docstring)."""
+    flags = mujoco.mjtDisableBit
+    for name in ("mjDSBL_CONSTRAINT", "mjDSBL_ACTUATION", "mjDSBL_SPRING", "mjDSBL_DAMPER",
+                 "mjDSBL_PASSIVE"):                       # PASSIVE: MuJoCo before SPRING/DAMPER
+        if hasattr(flags, name):
+            m.opt.disableflags |= int(getattr(flags, name))
+    for field in ("dof_armature", "tendon_armature", "actuator_armature", "body_gravcomp"):
+        if hasattr(m, field):
+            getattr(m, field)[:] = 0
+    m.opt.density = m.opt.viscosity = 0.0
+    return m
+
+
+def rel(x, ref):
+    """Largest difference relative to the largest entry of the reference."""
+    return float(np.abs(np.asarray(x) - ref).max() / np.abs(ref).max())
+
+
+def full_m(m, d):
+    M = np.zeros((m.nv, m.nv))
+    try:
+        mujoco.mj_fullM(m, d, M)                          # MuJoCo 4
+    except TypeError:
+        mujoco.mj_fullM(m, M, d.qM)                       # MuJoCo 3
+    return M
+
+
+def compare(m, model, seed=0, B=3):
+    """Largest relative differences to MuJoCo over B random states: inverse dynamics, forward
+    dynamics, mass matrix, body placements, LOCAL_WORLD_ALIGNED body Jacobians, centre of mass
+    and its Jacobian (ours batched over the states, MuJoCo state by state)."""
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(seed)
+    q = model.random_configuration(rng, batch=B)
+    qpos = sd.to_mujoco_q(model, q)
+    qvel, qacc, qfrc = (rng.normal(size=(B, m.nv)) for _ in range(3))
+    v, a = sd.from_mujoco_v(model, qpos, qvel), sd.from_mujoco_a(model, qpos, qvel, qacc)
+    tau = sd.to_mujoco_tau(model, q, sd.rnea(model, q, v, a))
+    qdd = sd.to_mujoco_a(model, q, v, sd.aba(model, q, v, sd.from_mujoco_tau(model, qpos, qfrc)))
+    # M in MuJoCo's velocities: v = T qvel, so M_mujoco = T^T M T
+    T = np.stack([sd.from_mujoco_v(model, np.broadcast_to(qpos[b], (m.nv, m.nq)), np.eye(m.nv)).T
+                  for b in range(B)])
+    M = np.swapaxes(T, 1, 2) @ sd.crba(model, q) @ T
+    kin = sd.forward_kinematics(model, q)
+    bodies = [m.body(k).name for k in range(1, m.nbody)]
+    jac = {n: sd.frame_jacobian(model, q, n, reference_frame="local_world_aligned") @ T for n in bodies}
+    com, Jcom = sd.center_of_mass(model, q), sd.com_jacobian(model, q) @ T
+    moving = [k for k in range(1, m.nbody) if m.body_weldid[k] != 0]       # not welded to the world
+    err = dict.fromkeys(("rne", "fd", "M", "placement", "jacobian", "com", "com_jacobian"), 0.0)
+    for b in range(B):
+        d.qpos[:], d.qvel[:], d.qfrc_applied[:] = qpos[b], qvel[b], qfrc[b]
+        mujoco.mj_forward(m, d)
+        assert not (d.qfrc_passive.any() or d.qfrc_actuator.any() or d.qfrc_constraint.any())
+        err["fd"] = max(err["fd"], rel(qdd[b], d.qacc))
+        err["M"] = max(err["M"], rel(M[b], full_m(m, d)))
+        d.qacc[:] = qacc[b]
+        res = np.zeros(m.nv)
+        mujoco.mj_rne(m, d, 1, res)
+        err["rne"] = max(err["rne"], rel(tau[b], res))
+        mass, c, Jc = 0.0, np.zeros(3), np.zeros((3, m.nv))
+        for k, name in enumerate(bodies, start=1):
+            P = kin.frame_placement(name)[b]
+            err["placement"] = max(err["placement"], rel(P[:3, :3], d.xmat[k].reshape(3, 3)),
+                                   float(np.abs(P[:3, 3] - d.xpos[k]).max()))
+            jacp, jacr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+            mujoco.mj_jacBody(m, d, jacp, jacr, k)
+            if k in moving:
+                err["jacobian"] = max(err["jacobian"], rel(jac[name][b], np.vstack((jacp, jacr))))
+                mujoco.mj_jac(m, d, jacp, jacr, d.xipos[k], k)
+                mass, c, Jc = mass + m.body_mass[k], c + m.body_mass[k] * d.xipos[k], Jc + m.body_mass[k] * jacp
+        err["com"] = max(err["com"], rel(com[b], c / mass))
+        err["com_jacobian"] = max(err["com_jacobian"], rel(Jcom[b], Jc / mass))
+    return err
+
+
+def test_synthetic_model_every_joint_type():
+    """Free, hinge (anchor off the body origin, ref, several per body), ball, slide (ref),
+    fullinertia, inertia from a geom, a welded body, sites and gravity, against MuJoCo."""
+    m = neutralised(mujoco.MjModel.from_xml_string(SYNTHETIC))
+    model = sd.load_mjcf(SYNTHETIC)
+    assert [j.kind for j in model.joints] == ["free", "revolute", "revolute", "revolute",
+                                              "spherical", "prismatic", "revolute"]
+    assert model.joint_names == ("hip", "a1", "a2", "ball", "slide", "j1") and model.floating_base
+    assert np.array_equal(model.gravity, [0.3, -0.2, -9.5])
+    assert {"imu", "tip", "welded", "post", "upper"} <= set(model.frames)
+    assert model.link_names[1] == "upper/hip" and model.frames["upper"].body == 1   # anchor off origin
+    assert (model.lower_position_limit[model.q_slice(5)], model.upper_position_limit[model.q_slice(5)]) \
+        == (-0.1, 0.1)
+    err = compare(m, model)
+    assert max(err.values()) <= TOL, err
+
+
+def test_compiled_plan_on_an_mjcf_model():
+    """The sparse plans take MJCF models as any other: forward dynamics equal MuJoCo's qacc."""
+    m = neutralised(mujoco.MjModel.from_xml_string(SYNTHETIC))
+    model = sd.from_mujoco(m)
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(4)
+    q = model.random_configuration(rng, batch=3)
+    qpos, qvel, qfrc = sd.to_mujoco_q(model, q), rng.normal(size=(3, m.nv)), rng.normal(size=(3, m.nv))
+    plan = sd.compile(sd.forward_dynamics(model))
+    v = sd.from_mujoco_v(model, qpos, qvel)
+    qdd = plan.solve(q, v, tau=sd.from_mujoco_tau(model, qpos, qfrc))["qdd"]
+    for b in range(3):
+        d.qpos[:], d.qvel[:], d.qfrc_applied[:] = qpos[b], qvel[b], qfrc[b]
+        mujoco.mj_forward(m, d)
+        assert rel(sd.to_mujoco_a(model, q[b], v[b], qdd[b]), d.qacc) <= TOL
+
+
+_OFFLINE = []                                             # the first download error, if any
+
+
+def menagerie_xml(robot, entry):
+    """The robot's XML from the menagerie's cache (MENAGERIE_ROOT: a local checkout), which
+    downloads it on first use; skipped when it cannot, and after one failed download every
+    later robot at once (offline, each would wait for its own timeouts)."""
+    mm = pytest.importorskip("mujoco_menagerie")
+    if _OFFLINE:
+        pytest.skip(f"mujoco-menagerie cannot download here: {_OFFLINE[0]}")
+    try:
+        return str(mm.get(robot).xml(entry))
+    except mm.MenagerieError as exc:
+        if isinstance(exc, mm.DownloadError):
+            _OFFLINE.append(exc)
+        pytest.skip(f"mujoco-menagerie cannot provide {robot!r} here: {exc}")
+
+
+@pytest.mark.parametrize("robot,entry", MENAGERIE, ids=[r for r, _ in MENAGERIE])
+def test_menagerie_robots_against_mujoco(robot, entry):
+    path = menagerie_xml(robot, entry)
+    model = sd.load_mjcf(path)
+    m = neutralised(mujoco.MjModel.from_xml_path(path))
+    assert (model.nq, model.nv) == (m.nq, m.nv)
+    assert model.floating_base == (m.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE)
+    err = compare(m, model, seed=len(robot))
+    assert max(err.values()) <= TOL, err
+    assert load_robot(path).fingerprint() == model.fingerprint()           # the CLI's loader
+
+
+# --------------------------------------------------------------------------------- converters
+
+
+def test_state_converters_batched_single_and_empty():
+    model = sd.load_mjcf(SYNTHETIC)
+    rng = np.random.default_rng(5)
+    q = model.random_configuration(rng, batch=4)
+    v, a, tau = (rng.normal(size=(4, model.nv)) for _ in range(3))
+    qpos = sd.to_mujoco_q(model, q)
+    assert np.array_equal(qpos[:, 3:7], q[:, [6, 3, 4, 5]])               # free: w x y z
+    assert np.array_equal(qpos[:, 10:14], q[:, [13, 10, 11, 12]])         # ball
+    assert np.array_equal(sd.from_mujoco_q(model, qpos), q)
+    for to, back, x in ((sd.to_mujoco_v, sd.from_mujoco_v, v), (sd.to_mujoco_tau, sd.from_mujoco_tau, tau)):
+        y = to(model, q, x)
+        assert np.abs(back(model, qpos, y) - x).max() <= 1e-14 * np.abs(x).max()   # R^T R x: ulps
+        assert np.array_equal(to(model, q[2], x[2]), y[2])
+        assert np.array_equal(y[:, 6:], x[:, 6:]) and np.array_equal(y[:, 3:6], x[:, 3:6])
+    qvel = sd.to_mujoco_v(model, q, v)
+    qacc = sd.to_mujoco_a(model, q, v, a)
+    assert np.abs(sd.from_mujoco_a(model, qpos, qvel, qacc) - a).max() <= 1e-14
+    # power is frame-independent: qfrc . qvel == tau . v
+    assert np.allclose(np.einsum("bi,bi->b", sd.to_mujoco_tau(model, q, tau), qvel),
+                       np.einsum("bi,bi->b", tau, v), rtol=1e-14, atol=0)
+    empty_q, empty_v = np.zeros((0, model.nq)), np.zeros((0, model.nv))
+    for fn, args in ((sd.to_mujoco_q, (empty_q,)), (sd.from_mujoco_q, (empty_q,)),
+                     (sd.to_mujoco_v, (empty_q, empty_v)), (sd.from_mujoco_a, (empty_q, empty_v, empty_v)),
+                     (sd.to_mujoco_tau, (empty_q, empty_v))):
+        assert fn(model, *args).shape[0] == 0
+
+
+def test_converter_errors_name_the_argument():
+    model = sd.load_mjcf(SYNTHETIC)
+    qpos = sd.to_mujoco_q(model, model.neutral_configuration())
+    qpos[3] = 2.0                                                          # not a unit quaternion
+    with pytest.raises(ValueError, match="qpos: quaternion of joint 'root'"):
+        sd.from_mujoco_v(model, qpos, np.zeros(model.nv))
+    with pytest.raises(ValueError, match="qvel: expected shape"):
+        sd.from_mujoco_v(model, model.neutral_configuration(), np.zeros(model.nv + 1))
+    with pytest.raises(ModelError, match="joint 'planar'.*MuJoCo has no planar joint"):
+        from sparsedyn.model import ModelBuilder, PlanarJoint, WORLD
+        b = ModelBuilder("p")
+        b.add_body("l", WORLD, PlanarJoint("planar"), mass=1.0, inertia=np.eye(3))
+        sd.to_mujoco_q(b.build(), np.zeros(3))
+
+
+# ------------------------------------------------------------------------------ loading errors
+
+
+def test_loading_errors(tmp_path, monkeypatch):
+    with pytest.raises(ModelError, match="does not exist"):
+        sd.load_mjcf(tmp_path / "missing.xml")
+    with pytest.raises(ModelError, match="MuJoCo could not compile"):
+        sd.load_mjcf("<mujoco><worldbody><body><joint type='hinge'/></body></worldbody>")
+    nested_free = ("<mujoco><worldbody><body><joint type='hinge'/><geom size='.1'/><body>"
+                   "<freejoint name='loose'/><geom size='.1'/></body></body></worldbody></mujoco>")
+    with pytest.raises(ModelError, match="loose|free"):
+        sd.load_mjcf(nested_free)
+    with pytest.raises(TypeError, match="mj_model"):
+        sd.from_mujoco(object())
+    monkeypatch.setitem(sys.modules, "mujoco", None)                       # as if not installed
+    with pytest.raises(sd.MujocoUnavailableError, match="pip install mujoco"):
+        sd.load_mjcf(SYNTHETIC)
+
+
+def test_command_line_loads_mjcf(tmp_path, capsys):
+    from sparsedyn.cli import main
+    path = tmp_path / "synthetic.xml"
+    path.write_text(SYNTHETIC)
+    assert load_robot(str(path)).fingerprint() == sd.load_mjcf(SYNTHETIC).fingerprint()
+    assert load_robot(str(path), floating_base=True).floating_base
+    with pytest.raises(CommandError, match="free joint at its root.*--fixed-base"):
+        load_robot(str(path), floating_base=False)
+    arm = tmp_path / "arm.model"                                           # found by content
+    arm.write_text("<mujoco><worldbody><body><joint type='hinge'/><geom size='.1'/><body pos='0 0 .3'>"
+                   "<joint type='hinge' axis='1 0 0'/><geom size='.1'/></body></body></worldbody></mujoco>")
+    out = tmp_path / "arm_fd.npz"
+    assert main(["compile", str(arm), "--problem", "fd", "-o", str(out), "--no-progress"]) == 0
+    assert sd.load_plan(out, sd.load_mjcf(arm)) is not None
