@@ -35,8 +35,7 @@ sys.path.insert(0, os.path.join(HERE, os.pardir, "tests"))
 import sparsedyn as sd  # noqa: E402
 from sparsedyn import sensors as S  # noqa: E402
 from sparsedyn.estimation import EstimationProblem, compile_estimation  # noqa: E402
-from sparsedyn.files import atomic_write  # noqa: E402
-from bench_single_state import python_per_call  # noqa: E402
+from bench_single_state import publish, python_per_call  # noqa: E402
 
 
 def _setting(B, rng):
@@ -153,10 +152,7 @@ def main(argv=None):
     lines += ["", f"Answers checked before timing: every sparsedyn route against the numba batch "
               f"(1e-10 relative), the l_foot wrench against BERDY's (max relative difference "
               f"{berdy_err:.1e})."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    with atomic_write(args.out, "w") as fh:
-        fh.write(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

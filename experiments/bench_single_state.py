@@ -204,9 +204,14 @@ def main(argv=None):
     lines += ["", f"Answers checked before timing: exported C and Pinocchio C++ against the "
               f"stored Pinocchio torques (max error {ours_err[0]:.1e} / {checks[0]:.1e} N m), the "
               f"Python paths against them to 1e-10 (ID) and 1e-8 (FD, relative)."]
+    publish(lines, args.out)
+
+
+def publish(lines, path):
+    """Print a report and write it to `path` atomically (an interrupted run leaves the old)."""
     text = "\n".join(lines) + "\n"
     print(text)
-    with atomic_write(args.out, "w") as fh:
+    with atomic_write(path, "w") as fh:
         fh.write(text)
 
 

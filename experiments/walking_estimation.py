@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.join(HERE, os.pardir, "tests"))
 from sparsedyn import sensors as S  # noqa: E402
 from sparsedyn.estimation import EstimationProblem, compile_estimation  # noqa: E402
 from sparsedyn.files import atomic_write  # noqa: E402
+from bench_single_state import publish  # noqa: E402
 
 FEET = ["l_foot", "r_foot"]
 #: level-1 noise (standard deviations)
@@ -162,10 +163,7 @@ def main(argv=None):
     lines += ["", "Online and offline estimates checked equal (1e-10) at every noise level. "
               "Wrench RMS over both feet's six components (N and N m mixed), zero where a foot "
               "is in the air (ours exactly, BERDY's known-zero wrench at variance 1e-8)."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    with atomic_write(args.out, "w") as fh:
-        fh.write(text)
+    publish(lines, args.out)
     if args.plot:
         import matplotlib
         matplotlib.use("Agg")

@@ -67,3 +67,21 @@ def compare(fresh_text, committed_text, key, skip=()):
 def number(cell):
     """A table cell as a number: 12,345 -> 12345, '+7.5%' -> 7.5, '29,304 (8,208)' -> 29304."""
     return float(cell.split(" (")[0].replace(",", "").rstrip("%x"))
+
+
+def table_rows(text):
+    """Every pipe-table line of `text` but the |---| separators, as written (for checking that
+    the README quotes a committed table as it is)."""
+    return [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+
+
+def readme_quotes(out_path, n_rows):
+    """The pipe-table lines of a committed output (header included), after checking there are
+    n_rows of them and that README.md quotes each one as it is."""
+    import pathlib
+    rows = table_rows(pathlib.Path(out_path).read_text())
+    assert len(rows) == n_rows, rows
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for row in rows:
+        assert row in readme, row
+    return rows

@@ -32,6 +32,7 @@ import numpy as np
 from ..system.combine import combine_parts
 from .compiled_map import PROBE_TOL, probe_vectors
 from .compiled_rows import sensor_assembly
+from .routes import CompiledRoute
 
 #: offline agreement (relative, max norm) of the augmented route with the reference MAP
 CHECK_TOL = 1e-13
@@ -54,7 +55,7 @@ def augmented_pattern(problem, reference):
                                           (np.arange(m + n), np.arange(m + n), diag)])
 
 
-class AugmentedMAP:
+class AugmentedMAP(CompiledRoute):
     """Fused assembly + static-pivot LU of K + probe + refinement for a batch of states."""
 
     def __init__(self, problem, reference, ordering="amd", assembly=None, refine=None,
@@ -108,12 +109,9 @@ class AugmentedMAP:
         self.n, self.m = n, m
         self.refine = self._calibrate() if refine is None else int(refine)
 
-    def on_backend(self, name):
-        """This route on backend `name` (only "numba": the augmented form has no C form)."""
-        if name != "numba":
-            raise NotImplementedError(f"backend {name!r}: the augmented MAP form runs on numba "
-                                      f"only; compile with map_form='normal'")
-        return self
+    def _c_twin(self):
+        raise NotImplementedError("backend 'c': the augmented MAP form runs on numba only; "
+                                  "compile with map_form='normal'")
 
     def _calibrate(self, B=3, rng=0):
         """Fewest refinement steps with which the route matches the reference at random states."""

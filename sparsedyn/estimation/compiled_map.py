@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from ..kinematics import forward_kinematics
 from ..kernels.work_memory import WorkArrays
 from .compiled_rows import sensor_assembly
+from .routes import CompiledRoute
 
 #: pivot test: d_j - p_j <= UNDETERMINED_TOL (N_jj - p_j) flags a direction the likelihood hardly
 #: determines (d_j / N_jj is at least the smallest eigenvalue of the Jacobi-scaled matrix, so a
@@ -65,7 +66,7 @@ def typical_squares(problem, rng=0, n_states=3):
     return np.median(out, axis=0)
 
 
-class CompiledMAP:
+class CompiledMAP(CompiledRoute):
     """Fused assembly + pair-chain L D L^T of N (planner/chain_ldlt.py) for a batch of states.
 
     per_sample: the program reads the row weights, the prior and which variables are active
@@ -142,17 +143,11 @@ class CompiledMAP:
         # the kernel's work arrays, views of one buffer kept between calls: a fresh
         # multi-megabyte array would cost its page faults on every call
         self._work = WorkArrays()
-        self._c = None
 
-    def on_backend(self, name):
-        """This route on backend `name`: "numba" (the lane kernel) or "c" (the program as
-        generated C, backends/c_chains.py; built on first use)."""
-        if name == "numba":
-            return self
-        if self._c is None:
-            from ..backends.c_chains import CMapKernel
-            self._c = CMapKernel(self)
-        return self._c
+    def _c_twin(self):
+        """The program as generated C (backends/c_chains.py)."""
+        from ..backends.c_chains import CMapKernel
+        return CMapKernel(self)
 
     @property
     def cost(self):

@@ -25,6 +25,7 @@ from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 
 from ..errors import IllPosedError
 from ..kinematics import forward_kinematics
+from .routes import CompiledRoute
 
 #: backward error max|A x - b| / (max|A| max|x| + max|b|) above which a solution is not trusted
 #: (a small but nonzero generic pivot): the state is re-solved with partial pivoting
@@ -142,7 +143,7 @@ class ExactSolver:
                 ok[b], x[b] = False, np.nan
 
 
-class CompiledExact:
+class CompiledExact(CompiledRoute):
     """The compiled exact route: the fused kernel (FusedSolver) on the readings y and on
     y + delta; run() flags, besides the kernel's broken states, those whose response to delta
     says they are nearly singular (module docstring)."""
@@ -150,17 +151,11 @@ class CompiledExact:
     def __init__(self, fused, delta, scale):
         self.fused, self.delta, self.scale = fused, delta, scale
         self.threshold = PROBE_GAIN * float(np.abs(delta).max())
-        self._c = None
 
-    def on_backend(self, name):
-        """This route on backend `name`: "numba" (the fused kernel) or "c" (its program as
-        generated C, backends/generated_c.py; built on first use)."""
-        if name == "numba":
-            return self
-        if self._c is None:
-            from ..backends.generated_c import CKernel
-            self._c = CompiledExact(CKernel(self.fused.ir), self.delta, self.scale)
-        return self._c
+    def _c_twin(self):
+        """The same route on the fused program as generated C (backends/generated_c.py)."""
+        from ..backends.generated_c import CKernel
+        return CompiledExact(CKernel(self.fused.ir), self.delta, self.scale)
 
     def run(self, q, v, y, full=True, threads=1):
         """(out, x (B, n), flag (B,) bool) for checked q, v and readings y (B, n_sensor_rows):
