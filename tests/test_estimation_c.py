@@ -169,3 +169,16 @@ def test_routes_without_a_c_form_say_so(humanoid_map):
                                 {k: r[:1] for k, r in readings.items()}).vector[0]) <= 1e-12
     with pytest.raises(ValueError, match="backend"):
         plan.solve(truth.q, truth.v, readings, backend="cuda")
+
+
+def test_small_batches_go_to_c_once_it_is_built(humanoid_map):
+    """solve()'s default: C for small batches once the C route exists and is built (never a
+    compiler run of its own), numba for big batches; the same numbers either way."""
+    model, truth, problem, plan, readings = humanoid_map
+    fresh = compile_estimation(problem, method="map", covariances=COV, map_form="normal")
+    assert fresh.auto_backend(1) == "numba"              # no C route built by anyone yet
+    plan.solver()
+    assert plan.auto_backend(1) == "c" and plan.auto_backend(10 ** 6) == "numba"
+    one = plan.solve(truth.q[0], truth.v[0], _one(readings, 0))
+    assert rel_err(one.vector, plan.solve(truth.q[:1], truth.v[:1], {
+        k: r[:1] for k, r in readings.items()}, backend="numba").vector[0]) <= 1e-12

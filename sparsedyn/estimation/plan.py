@@ -40,7 +40,7 @@ import scipy.sparse as sp
 
 from ..batch import state
 from ..errors import SingularStateWarning, check_assembled, nonfinite_error
-from ..problems.plan import Result
+from ..problems.plan import AUTO_C_MAX_BATCH, Result
 from ..sensors import Gyroscope
 from ..spatial import Transform, operator_to_linear_first
 from .solve_exact import ExactSolver
@@ -144,6 +144,17 @@ class EstimationPlan:
         """The default online route: "numba" (compiled) if it was built, else "numpy"."""
         return "numpy" if self.compiled is None else "numba"
 
+    def auto_backend(self, B):
+        """What solve() runs B states on by default: the C route for up to AUTO_C_MAX_BATCH
+        states once it exists and its library is built (plan.solver() or backend="c" built it:
+        auto never starts a compiler), else self.backend."""
+        twin = getattr(self.compiled, "_c", None)
+        if twin is not None and B <= AUTO_C_MAX_BATCH:
+            ready = twin.ready() if hasattr(twin, "ready") else twin.fused.ready("full")
+            if ready:
+                return "c"
+        return self.backend
+
     @property
     def sensors(self):
         return {s.name: s for s in self.problem.sensors}
@@ -211,7 +222,9 @@ class EstimationPlan:
         where the system or the estimate overflows.
         on_singular ("map", "nan", "raise"): what an exact plan does with states that are not
         determined.
-        backend: "numba" (compiled route, the default when built) or "numpy" (reference route);
+        backend: "numba" (compiled route, the default when built), "c" (the same route as
+        generated C; the default for up to AUTO_C_MAX_BATCH states once built: auto_backend) or
+        "numpy" (reference route);
         threads: for "numba", how many threads split the batch (default: all of numba's).
         contacts {link: bool or (B,) bool} ("map"/"lstsq" plans): whether each unknown external
         wrench acts in each state; an inactive one is zero (not estimated; est.wrench gives 0).
@@ -222,7 +235,7 @@ class EstimationPlan:
         "numpy" route always."""
         if on_singular not in ("map", "nan", "raise"):
             raise ValueError(f"on_singular: expected 'map', 'nan' or 'raise', got {on_singular!r}")
-        backend = self.backend if backend is None else backend
+        backend = self.auto_backend(len(np.atleast_2d(q))) if backend is None else backend
         if backend not in ONLINE_BACKENDS:
             raise ValueError(f"backend: expected one of {ONLINE_BACKENDS}, got {backend!r}")
         if backend != "numpy" and self.compiled is None:
