@@ -22,6 +22,8 @@ esac
 
 need_apt=()
 dpkg -s libsuitesparse-dev >/dev/null 2>&1 || need_apt+=(libsuitesparse-dev)
+# Eigen's headers: the experiments' Pinocchio C++ peers build against them (the pin wheel has none)
+dpkg -s libeigen3-dev >/dev/null 2>&1 || need_apt+=(libeigen3-dev)
 "$PY" -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "[setup] apt-get install ${need_apt[*]}" >&2

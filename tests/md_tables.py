@@ -85,3 +85,14 @@ def readme_quotes(out_path, n_rows):
     for row in rows:
         assert row in readme, row
     return rows
+
+
+def needs_cpp_peer(test):
+    """A slow test that builds a C++ peer against the pin wheel: skipped without g++ or
+    Eigen's headers (libeigen3-dev; run.sh installs them)."""
+    import os
+    import shutil
+    import pytest
+    missing = shutil.which("g++") is None or not os.path.isdir("/usr/include/eigen3")
+    return pytest.mark.slow(pytest.mark.skipif(
+        missing, reason="needs g++ and Eigen headers (libeigen3-dev)")(test))

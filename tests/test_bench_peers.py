@@ -1,0 +1,81 @@
+"""experiments/bench_peers.py: the committed side-by-side table (Pinocchio C++ per call and in
+parallel, sparsedyn's plans, MuJoCo, Pinocchio from Python; ID, FD, CRBA; GFLOP/s next to the
+FMA peak) has every expected row, and the script regenerates it at reduced size (slow: it builds
+a C++ program against the pin wheel)."""
+import pathlib
+import sys
+
+import pytest
+from md_tables import needs_cpp_peer, number, readme_quotes, tables
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+OUT = ROOT / "experiments" / "out" / "bench_peers.md"
+
+CONTESTANTS = [
+    ("Pinocchio C++ per call (rnea / aba / crba), from C++", "1"),
+    ("Pinocchio C++ rneaInParallel / abaInParallel (ModelPool)", "1"),
+    ("Pinocchio C++ rneaInParallel / abaInParallel (ModelPool)", "2"),
+    ("sparsedyn plan.solve, numba", "1"),
+    ("sparsedyn plan.solve, numba", "2"),
+    ("sparsedyn plan.solve, C", "1"),
+    ("sparsedyn sd.crba (NumPy, batched)", "1"),
+    ("MuJoCo mujoco.rollout, one mj_step per state (FD column)", "1"),
+    ("MuJoCo mujoco.rollout, one mj_step per state (FD column)", "2"),
+    ("sparsedyn plan.solver() (C backend), from Python", "1"),
+    ("sparsedyn plan.solve B = 1 (auto backend; CRBA: sd.crba NumPy)", "1"),
+    ("Pinocchio from Python (pin.rnea / pin.aba / pin.crba)", "1"),
+    ("MuJoCo from Python (mj_rne / mj_forward / mj_crb + mj_fullM)", "1"),
+]
+
+
+def split(text):
+    rows = tables(text)[""]
+    return ([r for r in rows if "contestant" in r], [r for r in rows if "plan" in r])
+
+
+def ratios(line):
+    """The ratio cells ("0.31x") of a table line, as numbers."""
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    return [float(c[:-1]) for c in cells if c.endswith("x") and c[:-1].replace(".", "").isdigit()]
+
+
+def check(text, threads=("1", "2")):
+    contestants, gflops = split(text)
+    expected = [c for c in CONTESTANTS if c[1] in threads]
+    assert [(r["contestant"], r["threads"]) for r in contestants] == expected
+    for row in contestants:
+        for col in ("ID us/state", "FD us/state", "CRBA us/state"):
+            if row[col] not in ("-", "unavailable"):
+                assert number(row[col]) > 0, (row, col)
+    lines = [ln for ln in text.splitlines() if ln.startswith("| ") and "us/state" not in ln
+             and "---" not in ln and "GFLOP" not in ln]
+    assert ratios(lines[0]) == [1.0, 1.0, 1.0]         # Pinocchio C++ per call: the reference
+    assert sum(len(ratios(ln)) for ln in lines) >= 20
+    assert all(r > 0 for ln in lines for r in ratios(ln))
+    assert {r["plan"] for r in gflops} == {"ID", "FD"}
+    for r in gflops:
+        assert number(r["flops per state"]) > 0 and float(r["GFLOP/s"]) > 0
+    assert "FMA peak" in text and "load average" in text and "Answers checked" in text
+    return contestants
+
+
+def test_committed_output_has_the_expected_rows():
+    contestants = check(OUT.read_text())
+    assert contestants[0]["B"] == "4096" and contestants[-1]["B"] == "1"
+
+
+@needs_cpp_peer
+def test_benchmark_runs_at_reduced_size(tmp_path):
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import numba
+
+    import bench_peers
+    out = tmp_path / "bench.md"
+    bench_peers.main(["--batch", "64", "--single-states", "16", "--rounds", "2", "--out", str(out)])
+    threads = tuple(str(t) for t in (1, 2) if t <= numba.config.NUMBA_NUM_THREADS)
+    contestants = check(out.read_text(), threads)
+    assert contestants[0]["B"] == "64"
+
+
+def test_readme_quotes_the_committed_tables():
+    readme_quotes(OUT, 1 + len(CONTESTANTS) + 1 + 6)     # both tables: headers and rows
