@@ -100,3 +100,33 @@ def test_named_log_errors_name_the_column(log, tmp_path):
                        ({"time": 3}, "time")):
         with pytest.raises(ValueError, match=match):
             estimate_log(None, path, tmp_path / "o.csv", spec={**spec, **bad}, progress=False)
+
+
+def test_named_log_with_posterior_standard_deviations(log, tmp_path):
+    """spec "std": the posterior standard deviations of every output column, as the plan's own
+    posterior covariance gives them (which test_estimation checks against the dense posterior);
+    zero for a foot in the air (its wrench is known)."""
+    from sparsedyn.estimation.logs import plan_from_spec
+    model, truth, contact, cols, path, spec_path = log
+    spec = dict(json.loads(spec_path.read_text()), std=True,
+                covariances={"dynamics": 1e-8, "qdd": 1e-4, "l_foot_ft_sensor": 1e-2,
+                             "r_foot_ft_sensor": 1e-2, "prior": 1e4})
+    out = tmp_path / "estimates.csv"
+    estimate_log(None, path, out, spec=spec, progress=False)
+    res = np.genfromtxt(out, delimiter=",", names=True, deletechars="")
+    std_tau = np.column_stack([res["std/" + n] for n in _names(model, "tau")])
+    plan = plan_from_spec(spec)
+    # the same estimate through the API: its covariance's diagonal
+    readings = {k: np.column_stack([cols[f"{k}/{i}"] for i in range(6)])
+                for k in ("l_foot_ft_sensor", "r_foot_ft_sensor")}
+    qdd = np.column_stack([cols[n] for n in _names(model, "qdd")]) * np.r_[
+        np.ones(6), np.full(model.nv - 6, np.pi / 180)]
+    est = plan.solve(truth.q, truth.v, {"qdd": qdd, **readings}, contacts=contact)
+    C = est.covariance("tau")
+    np.testing.assert_allclose(std_tau, np.sqrt(np.diagonal(C, axis1=1, axis2=2)), rtol=1e-9)
+    for link in FEET:
+        s = np.column_stack([res[f"std/wrench/{link}/{c}"] for c in WRENCH_NAMES])
+        assert np.all(s[~contact[link]] == 0.0) and np.all(s[contact[link]] > 0.0)
+    with pytest.raises(ValueError, match="std"):
+        estimate_log(None, path, tmp_path / "o.csv", progress=False,
+                     spec={**spec, "output": "positional"})

@@ -44,6 +44,9 @@ Spec (JSON object; every key is checked, an unknown one is refused by name):
   output            "positional" (default: tau_<k>, <link>_wrench_<k>) or "named": tau/<joint>,
                     wrench/<link>/fx..mz, and p, the per-row consistency probability
                     (Estimate.consistency; NaN when the system has no redundancy)
+  std               true (with output "named", a "map" or "lstsq" plan): also the posterior
+                    standard deviations std/tau/<joint> and std/wrench/<link>/fx..mz (NaN where
+                    the data do not determine the row's estimate)
 
 Scheduler: None runs in-process; a Dask scheduler address ("tcp://host:8786") sends batches to the
 cluster (needs `pip install sparsedyn[dask]`); workers rebuild the plan from the problem `spec`
@@ -65,7 +68,7 @@ from ..files import atomic_path, check_output, read_npz, refuse_overwrite
 from .spec import check_sensor, expect, expect_strings, is_numbers, sensors_from_specs
 
 SPEC_KEYS = ("model", "floating_base", "sensors", "unknown_wrenches", "unactuated_base",
-             "covariances", "columns", "units", "time", "contacts", "output")
+             "covariances", "columns", "units", "time", "contacts", "output", "std")
 WRENCH_NAMES = ("fx", "fy", "fz", "mx", "my", "mz")
 OUTPUT_KINDS = (".csv", ".npz")
 
@@ -110,6 +113,10 @@ def read_spec(spec):
                          f"{spec['units']!r}")
     if "time" in spec:
         expect(spec["time"], str, "spec['time']", "a column name (string)")
+    if spec.get("std", False) not in (True, False) or (spec.get("std") and
+                                                          spec.get("output") != "named"):
+        raise ValueError(f"spec['std']: expected true or false (true needs \"output\": "
+                         f"\"named\"), got {spec['std']!r}")
     if spec.get("output", "positional") not in ("positional", "named"):
         raise ValueError(f"spec['output']: expected \"positional\" or \"named\", got "
                          f"{spec['output']!r}")
@@ -346,13 +353,15 @@ class _Writer:
     moves into place once complete). NPZ: each array's rows go to an unnamed temporary file
     next to it (nothing is left behind, whatever stops the run) and are zipped at the end."""
 
-    def __init__(self, path, plan, kind, named=False, time=False):
+    def __init__(self, path, plan, kind, named=False, time=False, std=False):
         self.path, self.kind = path, kind
         self.links = [plan.problem.wrench_links[b] for b in sorted(plan.problem.wrench_links)]
         self.nv = plan.model.nv
         self.n_rows = 0
         #: the extra columns written, in order ("time" from the log, "p" the consistency)
         self.extras = (["time"] if time else []) + (["p"] if named else [])
+        #: the standard deviations' blocks written after the estimates (spec "std")
+        self.stds = (["std_tau"] + [f"std_wrench_{l}" for l in self.links]) if std else []
         if kind == ".csv":
             self.fh = open(path, "w", newline="", encoding="utf-8")
             self.w = csv.writer(self.fh)
@@ -362,11 +371,14 @@ class _Writer:
             else:
                 tau = [f"tau_{k}" for k in range(self.nv)]
                 wrench = [f"{l}_wrench_{k}" for l in self.links for k in range(6)]
-            self.w.writerow(["row", "ok"] + self.extras + tau + wrench)
+            std_names = [f"std/{c}" for c in tau + wrench] if std else []
+            self.w.writerow(["row", "ok"] + self.extras + tau + wrench + std_names)
         else:
             self.columns = {"row": (np.int64, ()), "ok": (np.int8, ()),
                             **{e: (float, ()) for e in self.extras}, "tau": (float, (self.nv,)),
-                            **{f"wrench_{l}": (float, (6,)) for l in self.links}}
+                            **{f"wrench_{l}": (float, (6,)) for l in self.links},
+                            **{k: (float, (self.nv if k == "std_tau" else 6,))
+                               for k in self.stds}}
             folder = os.path.dirname(os.path.abspath(path))
             self.parts = {}
             for name in self.columns:
@@ -377,12 +389,14 @@ class _Writer:
         extras = extras or {}
         if self.kind == ".csv":
             block = np.column_stack([rows, ok] + [extras[e] for e in self.extras] + [tau]
-                                    + [wrenches[l] for l in self.links])
+                                    + [wrenches[l] for l in self.links]
+                                    + [extras[k] for k in self.stds])
             for r in block:
                 self.w.writerow([int(r[0]), int(r[1])] + [repr(float(x)) for x in r[2:]])
             return
         values = {"row": rows, "ok": ok, "tau": tau, **{e: extras[e] for e in self.extras},
-                  **{f"wrench_{l}": wrenches[l] for l in self.links}}
+                  **{f"wrench_{l}": wrenches[l] for l in self.links},
+                  **{k: extras[k] for k in self.stds}}
         for name, (dtype, _) in self.columns.items():
             self.parts[name].write(np.ascontiguousarray(values[name], dtype=dtype).tobytes())
 
@@ -411,7 +425,23 @@ class _Writer:
 
 # ------------------------------------------------------------------------------ the engine
 
-def _solve_block(plan, cols, block, valid, first_row, errors, named=False):
+def _stds(est, links, n):
+    """Posterior standard deviations {"std_tau": (n, nv), "std_wrench_<link>": (n, 6)} of an
+    estimate of n rows; a row the data do not determine (unbounded covariance) gets NaN."""
+    from ..errors import SingularModelError
+
+    def diag_sqrt(C):
+        C = C.reshape((-1,) + C.shape[-2:])
+        return np.sqrt(np.clip(np.diagonal(C, axis1=1, axis2=2), 0.0, None))
+    try:
+        out = {"std_tau": diag_sqrt(est.covariance("tau"))}
+        out.update({f"std_wrench_{l}": diag_sqrt(est.covariance("fx", l)) for l in links})
+        return out
+    except SingularModelError:
+        return None
+
+
+def _solve_block(plan, cols, block, valid, first_row, errors, named=False, std=False):
     """Estimates for a block of rows; invalid rows (and rows the state checks reject) get NaN.
     Returns (rows, status, tau, wrenches, extras: {"time": (B,), "p": (B,)} as available)."""
     import warnings
@@ -427,6 +457,9 @@ def _solve_block(plan, cols, block, valid, first_row, errors, named=False):
     extras = {"time": block[:, cols.extra["time"]]} if "time" in cols.extra else {}
     if named:
         extras["p"] = np.full(B, np.nan)
+    if std:
+        extras["std_tau"] = np.full((B, plan.model.nv), np.nan)
+        extras.update({f"std_wrench_{l}": np.full((B, 6), np.nan) for l in wrenches})
     idx = np.flatnonzero(good)
     if idx.size:
         data, extra = cols.split(block[idx])
@@ -460,6 +493,9 @@ def _solve_block(plan, cols, block, valid, first_row, errors, named=False):
                     wrenches[l][r] = e.wrench(l)[0]
                 if named:
                     extras["p"][r] = p[0]
+                if std:
+                    for k, val in (_stds(e, wrenches, 1) or {}).items():
+                        extras[k][r] = val[0]
             return rows, status, tau, wrenches, extras
         tau[idx] = est["tau"]
         status[idx] = est.ok.astype(np.int8)
@@ -467,6 +503,16 @@ def _solve_block(plan, cols, block, valid, first_row, errors, named=False):
             wrenches[l][idx] = est.wrench(l)
         if named:
             extras["p"][idx] = p
+        if std:
+            stds = _stds(est, wrenches, idx.size)
+            if stds is None:            # some row undetermined: row by row, NaN for those
+                for k, r in enumerate(idx):
+                    for key, val in (_stds(solve(slice(k, k + 1))[0], wrenches, 1)
+                                     or {}).items():
+                        extras[key][r] = val[0]
+            else:
+                for key, val in stds.items():
+                    extras[key][idx] = val
     return rows, status, tau, wrenches, extras
 
 
@@ -475,7 +521,8 @@ def _remote_block(spec_json, method, block, valid, first_row):
     spec = json.loads(spec_json)
     errors = []
     out = _solve_block(plan, _Columns(plan, spec["_columns"], "log", spec), block, valid,
-                       first_row, errors, named=spec.get("output") == "named")
+                       first_row, errors, named=spec.get("output") == "named",
+                       std=bool(spec.get("std")))
     return out, errors
 
 
@@ -533,6 +580,10 @@ def estimate_log(plan_or_problem, input_path, output_path, batch_size=1024, sche
     names, chunks, n_rows = _open_log(plan, input_path, batch_size, errors, progress, spec)
     cols = _Columns(plan, names, input_path, spec)
     named = (spec or {}).get("output") == "named"
+    std = bool((spec or {}).get("std"))
+    if std and plan.method == "exact":
+        raise ValueError("spec['std']: an exact plan has no posterior covariance (method 'map' "
+                         "or 'lstsq')")
     if (spec or {}).get("contacts") and not plan.per_sample:
         raise ValueError("spec['contacts']: the plan was compiled without per_sample=True "
                          "(estimate_log(None, ..., spec=spec) compiles one)")
@@ -551,13 +602,13 @@ def estimate_log(plan_or_problem, input_path, output_path, batch_size=1024, sche
     summary = {"rows": 0, "estimated": 0, "singular": 0}
     try:
         if client is None:
-            results = ((_solve_block(plan, cols, block, valid, start, errors, named), None)
+            results = ((_solve_block(plan, cols, block, valid, start, errors, named, std), None)
                        for start, _, block, valid in chunks)
         else:
             spec_json = json.dumps({**spec, "_columns": list(names)}, sort_keys=True)
             results = _bounded_remote(client, spec_json, method, chunks)
         with atomic_path(output_path) as tmp:
-            writer = _Writer(tmp, plan, kind, named, "time" in cols.extra)
+            writer = _Writer(tmp, plan, kind, named, "time" in cols.extra, std)
             try:
                 for (rows, status, tau, wrenches, extras), remote_errors in results:
                     if remote_errors:
