@@ -343,10 +343,16 @@ class MAPSolver:
         self.backend = backend
         self.refine = int(refine)
         self.problem, self.covariances = problem, covariances
-        (self.weights, self.prior_precision, self.gradient_precision,
-         self.prior_mean) = _variances(problem, covariances, method)
+        # the row weights first (no ridge needed for them), then each variable's typical data
+        # information under them, once: the ridge, the compiled routes' probe and per-sample
+        # calls all read it
+        weights = _variances(problem, covariances, method, ridge=np.zeros(problem.shape[1]))[0]
+        #: each variable's typical data information under the plan's weights
+        self.information = typical_information(problem, weights)
         #: the uninformative prior of a variable without one, also for per-sample calls
-        self.ridge_precision = RIDGE * typical_information(problem, self.weights)
+        self.ridge_precision = RIDGE * self.information
+        (self.weights, self.prior_precision, self.gradient_precision,
+         self.prior_mean) = _variances(problem, covariances, method, ridge=self.ridge_precision)
         self.normal = NormalEquations(problem.pattern)
         self.identifiability = Identifiability(self.normal, self.weights, ordering=ordering)
         if backend == "cholmod":
