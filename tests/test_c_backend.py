@@ -14,6 +14,7 @@ from oracles import in_threads, pin_model, rel_err, robot_urdf, singular_rod_mod
 import sparsedyn as sd
 from sparsedyn.backends import BackendUnavailableError, backend
 from sparsedyn.models import HUMANOID_URDF
+from test_compiled import mixed_tree
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
                                 reason="no C compiler")
@@ -216,3 +217,25 @@ def test_table_driven_programs_equal_straight_line_ones(monkeypatch, tmp_path):
             res_c = plan.solve(q, v, backend="c", outputs="all", **{given: y})
             res_n = plan.solve(q, v, backend="numba", outputs="all", **{given: y})
             assert rel_err(res_c.vector, res_n.vector) <= 1e-12
+
+
+def test_auto_lazy_output_never_builds_a_library_the_caller_did_not_ask_for(monkeypatch):
+    """backend="auto" with only the "outputs" C library built: tau comes from C, the rest of the
+    solution (on first access) from numba like outputs="all" gives it, bit-identical to it, and
+    no compiler runs."""
+    model = mixed_tree()
+    plan = sd.compile(sd.inverse_dynamics(model, f_ext=False))
+    kernel = plan.kernel("c")
+    kernel.library("outputs")                          # the caller asked for this one before
+    monkeypatch.setattr(kernel, "ready", lambda kind: kind == "outputs")
+    built = []
+    real_library = kernel.library
+    monkeypatch.setattr(kernel, "library", lambda kind: built.append(kind) or real_library(kind))
+    rng = np.random.default_rng(5)
+    q = model.random_configuration(rng, batch=3)
+    v, a = rng.normal(size=(2, 3, model.nv))
+    lazy = plan.solve(q, v, qdd=a, backend="auto")
+    eager = plan.solve(q, v, qdd=a, backend="auto", outputs="all")
+    assert np.array_equal(lazy.vector, eager.vector)
+    assert set(built) == {"outputs"}
+    assert rel_err(lazy["tau"], plan.solve(q, v, qdd=a, backend="numba")["tau"]) <= 1e-13

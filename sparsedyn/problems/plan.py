@@ -186,7 +186,7 @@ class Plan:
             return Result(self, np.zeros((B, self.system.shape[1])), single)
         if backend == "numpy":
             return Result(self, self._solve_numpy(q, vecs["v"], y, fx), single)
-        backend = self._fused_backend(backend, B, full)
+        requested, backend = backend, self._fused_backend(backend, B, full)
         if B < MIN_STATES_PER_THREAD * threads:
             threads = max(1, B // MIN_STATES_PER_THREAD)
         # private copies (cheap next to the solve): the on-demand pass below must see the inputs
@@ -195,7 +195,9 @@ class Plan:
         joint, x = self._solve_compiled(q, v, y, fx, full, threads, backend)
 
         def vector():   # the other variables, on demand: the same compiled pass, full output
-            return self._solve_compiled(q, v, y, fx, True, threads, backend, quiet=True)[1]
+            # "auto" picks again for the full output: never a compiler run the caller did not ask for
+            full_backend = self._fused_backend(requested, B, True)
+            return self._solve_compiled(q, v, y, fx, True, threads, full_backend, quiet=True)[1]
         return Result(self, x, single, joint_space={problem.outputs[0]: joint},
                       vector=None if x is not None else vector)
 
