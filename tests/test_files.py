@@ -515,7 +515,7 @@ def test_a_full_disk_during_estimate_is_one_line(chain_log, tmp_path, monkeypatc
     """ENOSPC while writing the estimates: exit code 2, one line on stderr naming the output
     and the cause (no traceback), nothing left on the disk."""
     from sparsedyn.cli import main
-    from sparsedyn.estimation import logs
+    from sparsedyn.estimation import log_io
     model, cols, _ = chain_log
     log = tmp_path / "log.npz"
     np.savez(log, **cols)
@@ -523,8 +523,8 @@ def test_a_full_disk_during_estimate_is_one_line(chain_log, tmp_path, monkeypatc
 
     def full(self, *args):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(logs._Writer, "write", full)
-    for out in ("est.npz", "est.csv"):
+    monkeypatch.setattr(log_io.EstimateWriter, "write", full)
+    for out in ("est.npz", "est.csv", "est.parquet"):
         code = main(["estimate", spec, str(log), str(tmp_path / out), "--no-progress"])
         err = capsys.readouterr().err
         assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
