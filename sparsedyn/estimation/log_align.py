@@ -1,10 +1,11 @@
-"""Two stages between estimate_log's reader and its solver (issue #17 item 6): streams logged at
-their own rates aligned to the log's rows, and joint accelerations from the velocities
-(Savitzky-Golay). Each takes and yields chunks (first row, header, block (B, width) floats,
-valid (B,) bool) and gives every row the same values whatever the chunking: what a row needs
-from rows before it is carried across chunks, what it needs from rows after it is waited for
-(the rows are held back until it has arrived). A row a stage cannot give values is flagged:
-valid False and (row, why) in `errors`; a time column that does not allow the processing is a
+"""Streams logged at their own rates, aligned to the log's rows (spec "streams", issue #17
+item 6): a stage of estimate_log between the reader and the solver (log_derivative.py, the
+accelerations from the velocities, may follow it). It takes and yields chunks (first row,
+header, block (B, width) floats, valid (B,) bool) and gives every row the same values whatever
+the chunking: the last sample of each stream is carried across chunks, and a row that needs the
+next sample of a "linear" stream is held back until it has arrived (so a linear stream that
+stops holds every later row in memory until the log ends). A row the stage cannot give values
+is flagged: valid False and (row, why) in `errors`; a time column that goes back is a
 LogTimeError naming the rows.
 
 Alignment (spec "streams"): in a row where a slower stream has no new sample its columns are

@@ -85,9 +85,9 @@ class LogColumns:
                              "sensor to read them")
         for s in acc:
             if s.size != plan.model.nv:
-                raise NotImplementedError(f"spec['accelerations']: sensor {s.name!r} reads "
-                                          f"{s.size} of the {plan.model.nv} accelerations; "
-                                          f"derived accelerations fill a whole qdd only")
+                raise ValueError(f"spec['accelerations']: sensor {s.name!r} reads {s.size} "
+                                 f"of the {plan.model.nv} accelerations; derived "
+                                 f"accelerations fill a whole qdd only")
         return {s.name: "v" for s in acc}
 
     def _streams(self, model, spec):
