@@ -349,3 +349,25 @@ def test_spec_schema_lists_exactly_what_the_reader_accepts(capsys):
         main(["estimate", "--spec-schema"])
     assert info.value.code == 0
     assert json.loads(capsys.readouterr().out) == schema
+
+
+def test_streams_and_derived_accelerations_on_a_dask_cluster(multirate, tmp_path):
+    """Aligned streams and derived accelerations run before the blocks leave (workers rebuild
+    the columns from the spec, the derived ones included): the cluster's file is the local
+    one."""
+    distributed = pytest.importorskip("distributed")
+    m = multirate
+    spec = {**SPEC, "streams": {FT: {"align": "linear"}},
+            "accelerations": {"from": "velocities", "window": 11, "order": 3}}
+    local = estimate_log(None, m["path"], tmp_path / "local.npz", spec=spec, progress=False,
+                         batch_size=8)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        remote = estimate_log(None, m["path"], tmp_path / "remote.npz", spec=spec,
+                              progress=False, batch_size=8, scheduler=cluster.scheduler_address)
+    inside = m["samples"][-1] - m["samples"][0] + 1            # first to last F/T sample
+    assert remote == local and local["estimated"] == inside - 1     # but the partial row 21
+    a, b = np.load(tmp_path / "local.npz"), np.load(tmp_path / "remote.npz")
+    assert a.files == b.files
+    for name in a.files:
+        np.testing.assert_array_equal(a[name], b[name])

@@ -64,7 +64,7 @@ Spec (JSON object; every key is checked, an unknown one is refused by name; JSON
   accelerations     {"from": "velocities", "window": odd rows, "order": polynomial order,
                     "tolerance": relative (default 1e-3)}: the JointAccelerations sensor reads
                     the Savitzky-Golay derivative of the velocities (the log needs no qdd
-                    columns) with the time column's step, which must be uniform to the
+                    columns; its own, if any, are not read) with the time column's step, which must be uniform to the
                     tolerance (else an error naming the rows). Runs of good rows are filtered
                     separately; their first and last window // 2 rows use the polynomial of the
                     first / last window (scipy.signal.savgol_filter's mode="interp"); rows of a
