@@ -252,6 +252,12 @@ def test_accelerations_from_velocities_estimate(chain, tmp_path):
         M = pin.crba(pm, pm.createData(), q[r])
         M = np.triu(M) + np.triu(M, 1).T
         assert np.all(np.abs(tau[r] - truth[r]) <= np.abs(M) @ bound + 1e-10), r
+    # the time in milliseconds (spec units): the same torques, the time written in seconds
+    write_csv(path, {**cols, "t": np.round(t * 1e3)})
+    in_ms = estimate_log(None, path, None, progress=False,
+                         spec={**spec, "units": {"time": "ms"}})
+    assert rel_err(frame_values(in_ms, "tau_"), tau) < 1e-9
+    np.testing.assert_allclose(in_ms["time"], t, rtol=1e-15)
     cols["t"] = t.copy()
     cols["t"][60:] += 0.5 * DT                        # a half-step jump
     write_csv(path, cols)
@@ -327,7 +333,7 @@ def test_spec_schema_lists_exactly_what_the_reader_accepts(capsys):
         log_spec.ALIGN_MODES)
     full = {"model": "chain3", "floating_base": False, "sensors": [{"type": "JointAccelerations"}],
             "unknown_wrenches": [], "unactuated_base": None, "covariances": {"qdd": 1e-4},
-            "columns": {"q/joint1": "a"}, "units": {"angles": "deg"}, "time": "t",
+            "columns": {"q/joint1": "a"}, "units": {"angles": "deg", "time": "ms"}, "time": "t",
             "contacts": {}, "streams": {"v": {"align": "linear"}},
             "accelerations": {"from": "velocities", "window": 5, "order": 2, "tolerance": 0.01},
             "output": "named", "std": True}

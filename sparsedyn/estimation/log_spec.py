@@ -12,7 +12,9 @@ from .spec import SPEC_SENSORS, check_sensor, expect, expect_strings, is_numbers
 SPEC_KEYS = ("model", "floating_base", "sensors", "unknown_wrenches", "unactuated_base",
              "covariances", "columns", "units", "time", "contacts", "streams", "accelerations",
              "output", "std")
-UNIT_KEYS = ("angles",)
+UNIT_KEYS = ("angles", "time")
+#: seconds per unit of the time column (spec "units": {"time": ...})
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 STREAM_KEYS = ("align",)
 ALIGN_MODES = ("last", "linear")
 ACCELERATION_KEYS = ("from", "window", "order", "tolerance")
@@ -42,8 +44,10 @@ SPEC_SCHEMA = {
             "description": '{"dynamics", <sensor>, "prior", "prior_mean": variances}'},
         "columns": dict(_NAME_MAP, description="{<input name>: <the log's column>}"),
         "units": {"type": "object", "additionalProperties": False,
-                  "properties": {"angles": {"enum": ["rad", "deg"]}}},
-        "time": {"type": "string", "description": "the timestamp column (seconds)"},
+                  "properties": {"angles": {"enum": ["rad", "deg"]},
+                                 "time": {"enum": list(TIME_UNITS)}}},
+        "time": {"type": "string",
+                 "description": "the timestamp column (in units.time, default seconds)"},
         "contacts": dict(_NAME_MAP, description="{<unknown wrench link>: <0/1 column>}"),
         "streams": {"type": "object", "description": '{"q" | "v" | <sensor>: {"align": ...}}',
                     "additionalProperties": {
@@ -95,13 +99,16 @@ def read_spec(spec):
         expect(spec.get(key, {}), dict, f"spec[{key!r}]", "an object {name: column}")
         for name, col in spec.get(key, {}).items():
             expect(col, str, f"spec[{key!r}][{name!r}]", "a column name (string)")
-    expect(spec.get("units", {}), dict, "spec['units']", 'an object {"angles": "deg"}')
-    if set(spec.get("units", {})) - set(UNIT_KEYS) or spec.get("units", {}).get(
-            "angles", "rad") not in ("rad", "deg"):
-        raise ValueError(f"spec['units']: expected {{\"angles\": \"deg\" or \"rad\"}}, got "
-                         f"{spec['units']!r}")
+    units = spec.get("units", {})
+    expect(units, dict, "spec['units']", 'an object {"angles": "deg", "time": "ns"}')
+    if (set(units) - set(UNIT_KEYS) or units.get("angles", "rad") not in ("rad", "deg")
+            or units.get("time", "s") not in TIME_UNITS):
+        raise ValueError(f"spec['units']: expected {{\"angles\": \"deg\" or \"rad\", \"time\": "
+                         f"{' or '.join(repr(u) for u in TIME_UNITS)}}}, got {units!r}")
     if "time" in spec:
         expect(spec["time"], str, "spec['time']", "a column name (string)")
+    elif "time" in units:
+        raise ValueError("spec['units']['time']: the spec has no \"time\" column")
     _check_streams(spec)
     _check_accelerations(spec)
     if spec.get("std", False) not in (True, False) or (spec.get("std") and

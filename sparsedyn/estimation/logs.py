@@ -48,10 +48,11 @@ Spec (JSON object; every key is checked, an unknown one is refused by name; JSON
                     "<sensor>/<k>" (k = 0..size-1; "qdd/<joint>" for JointAccelerations), or the
                     positional "q_<k>", "v_<k>", "<sensor>_<k>". A column named like an input
                     name is found without a mapping; the positional names always work.
-  units             {"angles": "deg"|"rad"}: revolute joints' q, v and qdd in degrees (as YARP
-                    logs them) are converted; default "rad"
-  time              the log's timestamp column (seconds): carried to the output (its "time"
-                    column); needed by "linear" streams and "accelerations"
+  units             {"angles": "deg"|"rad", "time": "s"|"ms"|"us"|"ns"}: revolute joints' q, v
+                    and qdd in degrees (as YARP logs them) are converted, default "rad"; the
+                    time column's unit (ROS CSV exports: "ns"), default "s"
+  time              the log's timestamp column: carried to the output (its "time" column, in
+                    seconds); needed by "linear" streams and "accelerations"
   contacts          {<unknown wrench link>: <column>}: per row, the link is in contact where the
                     column is nonzero, in the air (zero wrench) where it is 0 (the plan is
                     compiled with per_sample=True; method "auto" becomes "map" or "lstsq")
@@ -92,7 +93,7 @@ import numpy as np
 from ..files import atomic_path, check_output, refuse_overwrite
 from .log_columns import LogColumns
 from .log_io import OUTPUT_KINDS, WRENCH_NAMES, EstimateWriter, open_log
-from .log_spec import SPEC_KEYS, SPEC_SCHEMA, read_spec
+from .log_spec import SPEC_KEYS, SPEC_SCHEMA, TIME_UNITS, read_spec
 from .spec import sensors_from_specs
 
 __all__ = ["estimate_log", "read_spec", "problem_from_spec", "plan_from_spec", "SPEC_KEYS",
@@ -341,6 +342,9 @@ def estimate_log(plan_or_problem, log, output=None, batch_size=1024, scheduler=N
         raise ValueError("spec['contacts']: the plan was compiled without per_sample=True "
                          "(estimate_log(None, ..., spec=spec) compiles one)")
     chunks = source.chunks
+    seconds = TIME_UNITS[spec_or_empty.get("units", {}).get("time", "s")]
+    if seconds != 1.0:                     # the time column in seconds from here on
+        chunks = _scaled(chunks, cols.extra["time"], seconds)
     if cols.streams:                       # multi-rate streams onto every row (log_align.py)
         chunks = align_streams(chunks, cols.streams, cols.extra.get("time"), errors)
     if cols.derived:                       # accelerations from velocities (log_derivative.py)
@@ -384,6 +388,13 @@ def estimate_log(plan_or_problem, log, output=None, batch_size=1024, scheduler=N
         writer.frame.attrs["summary"] = summary
         return writer.frame
     return summary
+
+
+def _scaled(chunks, column, factor):
+    """The chunks with one column multiplied by factor."""
+    for start, header, block, valid in chunks:
+        block[:, column] *= factor
+        yield start, header, block, valid
 
 
 def _write_all(writer, results, errors, summary, bar):
