@@ -124,19 +124,22 @@ def test_slow_stream_aligned_as_numpy_does(multirate, align):
 
 def test_linear_alignment_renormalises_quaternions_whatever_the_chunks():
     """A quaternion stream every third row of an irregularly timed block, interpolated: each
-    row is np.interp's componentwise lerp normalised (nlerp); a stream held by "last" next to
-    it; random chunkings give the same rows as one chunk."""
+    row is np.interp's componentwise lerp normalised (nlerp), also where a sample is logged
+    as -q (the same rotation: the shorter arc); a stream held by "last" next to it; random
+    chunkings give the same rows as one chunk."""
     rng = np.random.default_rng(3)
     N = 41
     t = np.cumsum(rng.uniform(0.5, 1.5, N))
-    quat = rng.normal(size=(N, 4))
-    quat /= np.linalg.norm(quat, axis=1, keepdims=True)
-    quat[quat[:, 3] < 0] *= -1
+    quat = np.cumsum(rng.normal(size=(N, 4)) * 0.1, axis=0) + [0.0, 0.0, 0.0, 1.0]
+    quat /= np.linalg.norm(quat, axis=1, keepdims=True)          # a smooth path: dots > 0
     other = rng.normal(size=(N, 2))
     samples, held = np.arange(1, N, 3), np.arange(0, N, 4)
+    assert np.all(np.sum(quat[samples[1:]] * quat[samples[:-1]], axis=1) > 0)
+    flipped = samples[4]
     block = np.full((N, 7), np.nan)
     block[:, 0] = t
     block[samples, 1:5] = quat[samples]
+    block[flipped, 1:5] *= -1                                    # logged as -q
     block[held, 5:7] = other[held]
     streams = [Stream("q", np.arange(1, 5), "linear", [np.arange(4)]),
                Stream("f", np.arange(5, 7), "last", [])]
@@ -157,7 +160,11 @@ def test_linear_alignment_renormalises_quaternions_whatever_the_chunks():
     lerp = np.column_stack([np.interp(t, t[samples], quat[samples, k]) for k in range(4)])
     nlerp = lerp / np.linalg.norm(lerp, axis=1, keepdims=True)
     inside = (np.arange(N) >= samples[0]) & (np.arange(N) <= samples[-1])
-    np.testing.assert_allclose(one[inside, 1:5], nlerp[inside], rtol=0, atol=1e-14)
+    between = inside & ~np.isin(np.arange(N), samples)
+    got = one[between, 1:5]                     # a rotation: q or -q (the sample's sign)
+    got *= np.sign(np.sum(got * nlerp[between], axis=1))[:, None]
+    np.testing.assert_allclose(got, nlerp[between], rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(one[samples, 1:5], block[samples, 1:5])   # samples as logged
     np.testing.assert_allclose(one[:, 5:7], other[np.arange(N) // 4 * 4], rtol=0, atol=0)
     assert set(np.flatnonzero(~valid)) == set(np.flatnonzero(~inside))
     assert {r for r, _ in errors} == set(np.flatnonzero(~inside))

@@ -11,17 +11,9 @@ LogTimeError naming the rows.
 Alignment (spec "streams"): in a row where a slower stream has no new sample its columns are
 empty (NaN); "last" holds the stream's last sample (zero-order hold), "linear" interpolates
 between the samples before and after by the time column, y = y0 + (t - t0) / (t1 - t0) (y1 - y0)
-(a quaternion is renormalised: nlerp). Rows before a stream's first sample, and for "linear"
-after its last, are flagged: never extrapolated. A sample with only some of its columns is a
-bad row.
-
-Accelerations (spec "accelerations"): the derivative of the velocity columns by a
-Savitzky-Golay filter (least-squares polynomial of `order` over `window` rows, differentiated;
-scipy.signal.savgol_coeffs, Savitzky & Golay 1964) with the time column's step, which must be
-uniform to `tolerance` (relative). Runs of good rows are filtered separately; in a run's first
-and last window // 2 rows the polynomial of the run's first / last window is evaluated off
-centre, as scipy.signal.savgol_filter(mode="interp") does; a row in a run shorter than the
-window is flagged.
+(a quaternion along the shorter arc, then renormalised: nlerp). Rows before a stream's first
+sample, and for "linear" after its last, are flagged: never extrapolated. A sample with only
+some of its columns is a bad row.
 """
 from __future__ import annotations
 
@@ -141,6 +133,8 @@ def _fill(held, n, streams, state, time_col, errors):
             fill &= ~after
             t1, y1 = t[np.minimum(nxt, n - 1)], y[np.minimum(nxt, n - 1)]
             w = ((t - t0) / np.where(fill, t1 - t0, 1.0))[:, None]
+            for g in s.quaternions:     # q and -q are one rotation: take the shorter arc
+                y1[:, g] *= np.where((y0[:, g] * y1[:, g]).sum(axis=1) < 0, -1.0, 1.0)[:, None]
             value = y0 + w * (y1 - y0)
             for g in s.quaternions:                    # nlerp: back onto the unit sphere
                 value[:, g] /= np.linalg.norm(value[:, g], axis=1, keepdims=True)
