@@ -384,3 +384,19 @@ def test_streams_and_derived_accelerations_on_a_dask_cluster(multirate, tmp_path
     assert a.files == b.files
     for name in a.files:
         np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_bench_log_stages_runs_at_reduced_size(capsys):
+    """experiments/bench_log_stages.py at a reduced size: every row comes out of both stages
+    (its own assertion) and it prints a positive rate for each stage and chunk size."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).parents[1] / "experiments" / "bench_log_stages.py"
+    spec = importlib.util.spec_from_file_location("bench_log_stages", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(N=3000, nv=4)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("chunks of")]
+    rates = [float(w) for ln in lines for w in ln.replace(",", " ").split() if w[0].isdigit()
+             and "e" in w]
+    assert len(lines) == 2 and len(rates) == 4 and all(r > 0 for r in rates)

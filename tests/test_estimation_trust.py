@@ -359,3 +359,87 @@ def test_posterior_covariance_of_a_merged_link_is_in_that_links_frame():
     assert not np.allclose(rel.homogeneous, np.eye(4))
     for b in range(2):
         assert np.abs(C_sole[b] - A @ C_body[b] @ A.T).max() <= 1e-9 * np.abs(C_sole[b]).max()
+
+
+# ------------------------------------------------------------------ identifiability vs weights
+
+RATIOS = [1e-12, 1e-8, 1e-4, 1.0, 1e4, 1e8, 1e12]
+
+
+def _dense_map(A, r, var, cols):
+    """Weighted least squares from the dense augmented system K = [[Sigma, A], [A^T, 0]] with
+    partial pivoting (NumPy's LU), accurate at any weight ratio: (estimate, posterior
+    covariance of the columns `cols`: minus that block of K^-1)."""
+    m, n = A.shape
+    K = np.block([[np.diag(var), A], [A.T, np.zeros((n, n))]])
+    E = np.zeros((m + n, len(cols)))
+    E[m + cols, np.arange(len(cols))] = 1.0
+    X = np.linalg.solve(K, np.column_stack([np.concatenate([r, np.zeros(n)]), E]))
+    return X[m:, 0], -X[m + cols, 1:]
+
+
+def test_map_is_determined_and_accurate_at_every_variance_ratio():
+    """Both ankle F/T, IMU and joint accelerations on the humanoid: the data determine the state
+    whatever the (positive) weights, so with sensor variances 1e-12..1e12 times the dynamics'
+    every route says ok and gives the weighted least-squares estimate and its posterior
+    covariance (dense augmented oracle) and, on clean readings, Pinocchio's truth; routes agree. Per-sample covariances on one
+    per-sample plan, and the plan's own covariances at the extremes."""
+    model, pm = robot_and_pin("humanoid")
+    links = ["l_sole", "r_sole"]
+    truth = PinTruth.random(model, pm, np.random.default_rng(3), 2, links)
+    problem = EstimationProblem(model, [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
+                                        S.ForceTorque("r_foot_ft_sensor"),
+                                        S.Accelerometer("imu_link"), S.Gyroscope("imu_link")],
+                                unknown_wrenches=links)
+    clean = _readings(problem, truth)
+    rng = np.random.default_rng(4)
+    noisy = {k: v + rng.normal(size=v.shape) * 0.05 for k, v in clean.items()}
+    values, rhs, _, _ = problem.assemble(truth.q, truth.v, noisy)
+    dense = problem.dense(values)
+    unit = dense / np.linalg.norm(dense, axis=1, keepdims=True)
+    assert all(np.linalg.svd(a / np.linalg.norm(a, axis=0), compute_uv=False)[-1] > 1e-3
+               for a in unit)                                 # determined, whatever the weights
+    sensors = [s.name for s in problem.sensors if s.default_reading is None]
+    per_sample = compile_estimation(problem, method="map", per_sample=True)
+    tau_cols = np.concatenate([problem.columns[("tau", i)].indices for i in range(model.nbodies)])
+    for ratio in RATIOS:
+        cov = {"dynamics": 1e-6, **{name: 1e-6 * ratio for name in sensors}}
+        var = row_variances(problem, cov)
+        oracle = [_dense_map(A, r, var, tau_cols) for A, r in zip(dense, rhs)]
+        ref, ref_cov = (np.array([o[k] for o in oracle]) for k in (0, 1))
+        plans = [(per_sample, {"covariances": cov})]
+        if ratio in (RATIOS[0], RATIOS[-1]):
+            plans.append((compile_estimation(problem, method="map", covariances=cov), {}))
+        for plan, kw in plans:
+            for backend in ("numba", "numpy"):
+                est = _solve(plan, truth.q, truth.v, noisy, backend, **kw)
+                assert est.ok.all(), (ratio, backend)
+                assert rel_err(est.vector, ref) < 1e-8, (ratio, backend)
+                assert rel_err(est.covariance("tau"), ref_cov) < 1e-8, (ratio, backend)
+                est = _solve(plan, truth.q, truth.v, clean, backend, **kw)
+                assert rel_err(est["tau"], truth.tau) < 1e-8, (ratio, backend)
+                for link in links:
+                    assert rel_err(est.wrench(link), truth.f_ext[link]) < 1e-8, (ratio, link)
+
+
+def test_an_undetermined_state_stays_flagged_at_every_variance_ratio():
+    """A 6-link chain with qdd and all torques measured and an unknown tip wrench is singular
+    near q = 0 (tests above): whatever the ratio of sensor to dynamics variances, the states
+    the dense SVD calls singular are not ok and the others are, on both backends."""
+    model = serial_chain(6)
+    problem = EstimationProblem(model, [S.JointAccelerations(), S.JointTorques()],
+                                unknown_wrenches=["link6"])
+    rng = np.random.default_rng(23)
+    q = model.random_configuration(rng, batch=4) * np.array([1e-9, 1e-8, 0.5, 1.0])[:, None]
+    v = rng.normal(size=(4, model.nv))
+    readings = {"qdd": rng.normal(size=(4, model.nv)), "tau": rng.normal(size=(4, model.nv))}
+    lam = _equilibrated_lambda(problem, problem.assemble(q, v, readings)[0])
+    assert (lam[:2] < 1e-20).all() and (lam[2:] > 1e-8).all()
+    plan = compile_estimation(problem, method="map", per_sample=True)
+    for ratio in RATIOS:
+        cov = {"dynamics": 1e-6, "qdd": 1e-6 * ratio, "tau": 1e-6 * ratio}
+        for backend in ("numba", "numpy"):
+            est = _solve(plan, q, v, readings, backend, covariances=cov)
+            assert est.ok.tolist() == [False, False, True, True], (ratio, backend)
+            assert np.isfinite(est.vector).all()
+            assert est.undetermined(0) and not est.undetermined(2)

@@ -36,9 +36,10 @@ UNDETERMINED_TOL = 1e-9
 #: the probe z = N^-1 c, c_j = max(p_j, PROBE_RIDGE J_j) delta_j / sqrt(J_j) (J: the typical data
 #: information, delta: random), flags |z_j| sqrt(J_j) > PROBE_TOL max|delta|. In J's units a
 #: direction of eigenvalue lambda responds ~ max(p, PROBE_RIDGE) / (lambda + p): ~1 or more on an
-#: undetermined direction whatever the prior, 0.1 at the reference's threshold lambda = 1e-12
-#: (flagged unless the direction hides from delta), under PROBE_TOL above ~1e-10 (ridge prior)
-PROBE_RIDGE = 1e-13
+#: undetermined direction whatever the prior, 0.1 at the reference's threshold for the normal
+#: equations, lambda = solve_map.WELL_CONDITIONED = 1e-8 (flagged unless the direction hides
+#: from delta; the reference then decides ok and solves), under PROBE_TOL above ~1e-6
+PROBE_RIDGE = 1e-9
 PROBE_TOL = 1e-3
 
 

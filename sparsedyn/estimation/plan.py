@@ -546,7 +546,8 @@ class Estimate(Result):
             idx = cols[(kind, body)].indices
         if callable(self._Pvals):
             self._Pvals = self._Pvals()
-        C = solver.covariance(self._Pvals, idx)
+        values = plan.problem.assemble(*self._state, self._readings)[0]
+        C = solver.covariance(self._Pvals, idx, values, self._sample)
         if self._active is not None:       # an inactive contact's wrench is known: zero
             a = self._active[:, idx]
             C = C * (a[:, :, None] & a[:, None, :])

@@ -27,9 +27,16 @@ Identifiability (ok), from the data alone and scale-invariantly (Identifiability
 S = J^-1/2 (A^T W A) J^-1/2, J its diagonal (every variable in the unit of its own data
 information), a state is determined when the smallest eigenvalue of S is at least IDENTIFIABLE
 (the column-equilibrated W^1/2 A has no singular value below 1e-6); it is found by shifted
-inverse iteration, and the variables of the near-null vector are the undetermined ones. The
-exact route (solve_exact.py) uses the same test with unit weights. An estimate that is not
-determined is the prior-regularised one (BERDY's) and its state has ok = False.
+inverse iteration, and the variables of the near-null vector are the undetermined ones. Whether
+the data determine a state does not depend on the (positive) weights, only how well: where the
+weighted test finds an eigenvalue below WELL_CONDITIONED (sensors 1e8 times more or less precise
+than the dynamics rows), the same test with unit weights (the exact and least-squares routes'
+test, solve_exact.py) decides too, and either finding the state determined makes it ok. Such a
+state's estimate comes from the augmented system K [lam; x] = [r; -Sigma_d^-1 mu],
+K = [[W^-1, A], [A^T, -Sigma_d^-1]] (the user's prior only, no ridge) factored with partial
+pivoting (augmented_solve), accurate at any weight ratio where the normal equations' squared
+condition is not. An estimate that is not determined is the prior-regularised one (BERDY's) and
+its state has ok = False.
 
 Preconditions: problem (EstimationProblem) assembled; variances positive.
 """
@@ -55,6 +62,10 @@ PROBE_SHIFT = 1e-13
 PROBE_STEPS = 3
 #: an undetermined state's undetermined variables: near-null vector components above this share
 SENSITIVITY_TOL = 1e-3
+#: a state whose weighted scaled information has an eigenvalue below this is solved on the
+#: augmented system (augmented_solve) instead of the normal equations, whose refined error grows
+#: like (eps / lambda)^2: ~1e-11 at this threshold
+WELL_CONDITIONED = 1e-8
 #: row variances where the covariances give none: one value for every row, so that with the
 #: default (uninformative) prior "map" is least squares (BERDY's setting gives its own, e.g. 1e-8
 #: for the dynamics: a weight spread the normal equations pay for in accuracy)
@@ -313,6 +324,40 @@ class Identifiability:
         return float(s @ (S @ s)) / float(s @ s), s
 
 
+def augmented_factor(pattern, values, weights, gradient_prior, known=None):
+    """SuperLU factor (partial pivoting) of one state's augmented matrix
+    K = [[W^-1, A], [A^T, -diag(p)]] (p the user's prior precision, 0 under the uninformative
+    default; -1 on a variable known to be 0), and K; None if K is exactly singular.
+    values: A's entries in `pattern`'s CSC order; known (n,) bool."""
+    import scipy.sparse.linalg as spl
+    m, n = pattern.shape
+    A = sp.csc_matrix((values, pattern.indices, pattern.indptr), shape=(m, n))
+    p = np.asarray(gradient_prior, dtype=float)
+    corner = -p if known is None else -np.where(known, 1.0, p)
+    K = sp.bmat([[sp.diags(1.0 / np.asarray(weights, dtype=float)), A],
+                 [A.T, sp.diags(corner)]], format="csc")
+    try:
+        return spl.splu(K), K
+    except RuntimeError:
+        return None
+
+
+def augmented_solve(pattern, values, rhs, weights, gradient_prior, mean, known=None):
+    """One state's MAP / weighted least-squares estimate (n,) from the augmented system
+    K [lam; x] = [r; -p mu] (augmented_factor; lam = W (r - A x)) plus one refinement step;
+    None if K is singular or the result not finite."""
+    factored = augmented_factor(pattern, values, weights, gradient_prior, known)
+    if factored is None:
+        return None
+    lu, K = factored
+    f = np.concatenate([rhs, -gradient_prior * mean])
+    if known is not None:
+        f[pattern.shape[0]:][known] = 0.0
+    z = lu.solve(f)
+    z = z + lu.solve(f - K @ z)
+    return z[pattern.shape[0]:] if np.isfinite(z).all() else None
+
+
 @dataclass(frozen=True)
 class SampleData:
     """Per-state numbers of a MAP call (MAPSolver.sample_data): row weights 1/variance (B, m),
@@ -355,6 +400,8 @@ class MAPSolver:
          self.prior_mean) = _variances(problem, covariances, method, ridge=self.ridge_precision)
         self.normal = NormalEquations(problem.pattern)
         self.identifiability = Identifiability(self.normal, self.weights, ordering=ordering)
+        self._ordering = ordering
+        self._unit_identifiability = None
         if backend == "cholmod":
             self.cholesky = self.identifiability.cholesky       # same pattern and ordering
             self.factorization = None
@@ -440,6 +487,7 @@ class MAPSolver:
         data-only identifiability of state b (module docstring), whatever the prior.
         sample: per-state weights, prior and active variables (SampleData), else the plan's."""
         values = np.ascontiguousarray(values)
+        raw_values, raw_rhs = values, rhs
         if sample is None:
             w, p, pg, mu = (self.weights, self.prior_precision, self.gradient_precision,
                             self.prior_mean)
@@ -455,14 +503,71 @@ class MAPSolver:
             res = rhs - self.normal.times(values, x)
             corr = self.normal.transpose_times(values, res * w) + pg * (mu - x)
             x = x + self._solve_spd(Pvals, [corr])[0]
-        ok, undetermined, _ = self.identifiability(
+        ok, undetermined, lam = self.identifiability(
             values, None if sample is None else np.ones(self.normal.m), known)
+        poor = np.flatnonzero(~(lam >= WELL_CONDITIONED))
+        if poor.size:
+            self._poorly_conditioned(poor, raw_values, raw_rhs, sample, x, ok, undetermined)
         if known is not None:
             undetermined &= ~known
         return x, ok, undetermined, Pvals
 
-    def covariance(self, Pvals, cols):
-        """Posterior covariance block (B, k, k) of the columns `cols`."""
+    def unit_identifiability(self):
+        """The identifiability test with unit weights (least squares'), built on first use."""
+        if self._unit_identifiability is None:
+            self._unit_identifiability = Identifiability(self.normal, np.ones(self.normal.m),
+                                                         ordering=self._ordering)
+        return self._unit_identifiability
+
+    def _poorly_conditioned(self, index, values, rhs, sample, x, ok, undetermined):
+        """The states `index` whose weighted information is poorly conditioned: determined if
+        the weighted or the unit-weight test says so (module docstring), then solved on the
+        augmented system; updates x, ok, undetermined in place."""
+        known = None if sample is None else ~sample.active[index]
+        A = values[index] if known is None else values[index] * ~known[:, self.normal.cols]
+        unit_ok = self.unit_identifiability()(A, None, known)[0]
+        for k, b in enumerate(index):
+            if not (ok[b] or unit_ok[k]):
+                continue
+            if sample is None:
+                w, pg, mu = self.weights, self.gradient_precision, self.prior_mean
+            else:
+                w, pg, mu = sample.weights[b], sample.gradient[b], sample.mean[b]
+            xb = augmented_solve(self.problem.pattern, A[k], rhs[b], w, pg, mu,
+                                 None if known is None else known[k])
+            if xb is not None:
+                x[b], ok[b] = xb, True
+                undetermined[b] = False
+
+    def covariance(self, Pvals, cols, values=None, sample=None):
+        """Posterior covariance block (B, k, k) of the columns `cols`. values: A's entries
+        (B, nnz) of the same states (sample: their SampleData), to compute the covariance of a
+        poorly conditioned state (solve: WELL_CONDITIONED) from its augmented matrix, where
+        K^-1's x block is -P^-1 (P's explicit normal form has lost those digits)."""
+        out = self._normal_covariance(Pvals, cols)
+        if values is None:
+            return out
+        known = None if sample is None else ~sample.active
+        weighted = values if sample is None else self.scaled(values, None, sample)[0]
+        lam = self.identifiability(weighted, None if sample is None else np.ones(self.normal.m),
+                                   known)[2]
+        m = self.normal.m
+        for b in np.flatnonzero(~(lam >= WELL_CONDITIONED)):
+            A = values[b] if known is None else values[b] * ~known[b][self.normal.cols]
+            w, pg = ((self.weights, self.gradient_precision) if sample is None
+                     else (sample.weights[b], sample.gradient[b]))
+            factored = augmented_factor(self.problem.pattern, A, w, pg,
+                                        None if known is None else known[b])
+            if factored is None:            # not determined: the prior-regularised P^-1 stays
+                continue
+            E = np.zeros((m + self.normal.n, len(cols)))
+            E[m + np.asarray(cols), np.arange(len(cols))] = 1.0
+            C = -factored[0].solve(E)[m:][cols]
+            if np.isfinite(C).all():
+                out[b] = C
+        return out
+
+    def _normal_covariance(self, Pvals, cols):
         B, n = Pvals.shape[0], self.normal.n
         E = np.zeros((n, len(cols)))
         E[cols, np.arange(len(cols))] = 1.0
