@@ -239,3 +239,44 @@ def test_auto_lazy_output_never_builds_a_library_the_caller_did_not_ask_for(monk
     assert np.array_equal(lazy.vector, eager.vector)
     assert set(built) == {"outputs"}
     assert rel_err(lazy["tau"], plan.solve(q, v, qdd=a, backend="numba")["tau"]) <= 1e-13
+
+
+def test_one_state_on_c_keeps_every_check_and_answer():
+    """plan.solve with one state on C (the single-state function, no per-call NumPy checks)
+    equals Pinocchio and the batched path; a non-unit quaternion, NaN and a wrong size raise
+    the general path's errors naming the argument; f_ext, the lazy full solution and calls
+    from several threads give the same answers."""
+    model, pm = _robot("humanoid")
+    plan = sd.compile(sd.inverse_dynamics(model, f_ext=["l_sole"]), backend="c")
+    rng = np.random.default_rng(8)
+    q = model.random_configuration(rng, batch=6)
+    v, a = rng.normal(size=(2, 6, model.nv))
+    w = rng.normal(size=(6, 6))
+    batched = plan.solve(q, v, qdd=a, f_ext={"l_sole": w}, backend="numba", outputs="all")
+    for b in range(6):
+        one = plan.solve(q[b], v[b], qdd=a[b], f_ext={"l_sole": w[b]})
+        assert one["tau"].shape == (model.nv,)
+        assert rel_err(one["tau"], batched["tau"][b]) <= 1e-12
+        assert rel_err(one["a", "l_sole"], batched["a", "l_sole"][b]) <= 1e-12
+        ref = pin.rnea(pm, pm.createData(), to_pin_q(model, pm, q[b]), v[b], a[b],
+                       _pin_f_ext(model, pm, "l_sole", w[b]))
+        assert rel_err(one["tau"], ref) <= 1e-10
+    bad = q[0].copy()
+    bad[3:7] *= 1.01
+    with pytest.raises(ValueError, match="quaternion of joint .* not unit-norm"):
+        plan.solve(bad, v[0], qdd=a[0])
+    nan_v = v[0].copy()
+    nan_v[4] = np.nan
+    with pytest.raises(ValueError, match="v: non-finite value"):
+        plan.solve(q[0], nan_v, qdd=a[0])
+    with pytest.raises(ValueError, match="qdd: expected shape"):
+        plan.solve(q[0], v[0], qdd=a[0][:-1])
+    alone = [plan.solve(q[b], v[b], qdd=a[b])["tau"] for b in range(6)]
+    seen = {}
+
+    def worker(lo, hi):
+        seen[lo] = [(b, plan.solve(q[b], v[b], qdd=a[b])["tau"]) for _ in range(50)
+                    for b in range(lo, hi)]
+    in_threads(worker, [(0, 3), (3, 6)])
+    assert sum(len(r) for r in seen.values()) == 300
+    assert all(np.array_equal(t, alone[b]) for r in seen.values() for b, t in r)

@@ -111,6 +111,8 @@ class Plan:
         self._ir = None
         self._kernels = {}
         self._lock = threading.Lock()        # kernels are built once, by one thread
+        self._local = threading.local()      # each thread's single-state solver (_one_state)
+        self._single_c = False               # "auto" runs single states on C (its library is built)
 
     # ------------------------------------------------------------------ offline facts
 
@@ -162,6 +164,9 @@ class Plan:
         i.e. NUMBA_NUM_THREADS or numba.set_num_threads; batches smaller than a thread's share
         of work run on one); 1 runs single-threaded."""
         problem, model = self.problem, self.model
+        fast = self._one_state(q, v, qdd, tau, f_ext, outputs, backend, threads)
+        if fast is not None:
+            return fast
         given = {"qdd": qdd, "tau": tau}
         for key, val in given.items():
             if key != problem.given and val is not None:
@@ -200,6 +205,53 @@ class Plan:
             return self._solve_compiled(q, v, y, fx, True, threads, full_backend, quiet=True)[1]
         return Result(self, x, single, joint_space={problem.outputs[0]: joint},
                       vector=None if x is not None else vector)
+
+    def _one_state(self, q, v, qdd, tau, f_ext, outputs, backend, threads):
+        """The Result of one state on the C backend's single-state function (StateSolver, one
+        per thread), or None where the general path runs: not exactly 1-D float64 arrays of
+        the model's sizes, wrenches other than (6,), outputs, threads other than 1, another
+        backend, "auto" before its C library is built, counting operations. The checks are
+        the kernel's: a state it flags (a non-unit quaternion, a result that is not finite, a
+        failed pivot or accuracy check) returns None, and the general path raises the typed
+        error naming the argument or re-solves it."""
+        problem, model = self.problem, self.model
+        given = qdd if problem.given == "qdd" else tau
+        other = tau if problem.given == "qdd" else qdd
+        if outputs is not None or other is not None or threads not in (None, 1):
+            return None
+        for arr, size in ((q, model.nq), (v, model.nv), (given, model.nv)):
+            if type(arr) is not np.ndarray or arr.shape != (size,) or arr.dtype != np.float64:
+                return None
+        if f_ext is not None and (type(f_ext) is not dict or not problem.fx_bodies or any(
+                np.shape(w) != (6,) for w in f_ext.values())):
+            return None
+        requested = self.backend if backend is None else backend
+        if requested == "auto":
+            if not self._single_c:
+                if self.system.shape[0] == 0 or self._fused_backend("auto", 1) != "c":
+                    return None
+                self._single_c = True
+        elif requested != "c":
+            return None
+        if opcount.counting() or self.system.shape[0] == 0:
+            return None
+        solver = getattr(self._local, "state_solver", None)
+        if solver is None:
+            solver = self._local.state_solver = StateSolver(self, "c")
+        joint = solver.unchecked(q, v, given, f_ext)
+        if joint is None:
+            return None
+        q1, v1, y1 = q[None].copy(), v[None].copy(), given[None].copy()
+        wrenches = None if f_ext is None else {k: np.array(w, dtype=float) for k, w in f_ext.items()}
+
+        def vector():   # the other variables, on demand: the general path's full pass
+            fx = None
+            if problem.fx_bodies:
+                fx = external_forces(model, self._check_f_ext(wrenches), 1)[:, list(problem.fx_bodies)]
+            full_backend = self._fused_backend(requested, 1, True)
+            return self._solve_compiled(q1, v1, y1, fx, True, 1, full_backend, quiet=True)[1]
+        return Result(self, None, True, joint_space={problem.outputs[0]: joint[None]},
+                      vector=vector)
 
     @property
     def backend(self):
@@ -644,18 +696,26 @@ class StateSolver:
         if (getattr(q, "shape", None) != self._q.shape or getattr(v, "shape", None) != nv
                 or getattr(y, "shape", None) != nv):
             return self._checked(q, v, y, f_ext, out)  # Plan.solve names a bad argument
-        self._q[:], self._v[:], self._y[:nv[0]] = q, v, y
+        value = self.unchecked(q, v, y, f_ext)
+        if value is None:
+            return self._checked(q, v, y, f_ext, out)
+        if out is None:
+            return value
+        out[:] = value
+        return out
+
+    def unchecked(self, q, v, y, f_ext=None):
+        """The kernel's output (a new (nv,) array) for arrays of exactly (nq,), (nv,), (nv,),
+        or None if the kernel flags the state (Plan.solve then raises or re-solves it)."""
+        self._q[:], self._v[:], self._y[:self._v.size] = q, v, y
         if f_ext:
             fx = external_forces(self.plan.model, self.plan._check_f_ext(f_ext), 1)
             self._y[self._v.size:] = fx[0, list(self.plan.problem.fx_bodies)].ravel()
         elif self._y.size > self._v.size:
             self._y[self._v.size:] = 0.0
         if self._run() != 0:
-            return self._checked(q, v, y, f_ext, out)
-        if out is None:
-            return self._out.copy()
-        out[:] = self._out
-        return out
+            return None
+        return self._out.copy()
 
     def _checked(self, q, v, y, f_ext, out):
         result = self.plan.solve(np.asarray(q)[None], np.asarray(v)[None], f_ext=f_ext,
