@@ -81,6 +81,10 @@ def test_a_bad_sample_gets_plan_solves_error(humanoid_map):
         solve(truth.q[0], truth.v[0], np.zeros(3))
     with pytest.raises(KeyError, match="nosuch"):
         solve(truth.q[0], truth.v[0], {"nosuch": np.zeros(6)})
+    for backend in ("c", "numba"):        # a reading left out is never taken as zero
+        missing = {k: r for k, r in _one(readings, 0).items() if k != "l_foot_ft_sensor"}
+        with pytest.raises(KeyError, match="missing the reading of sensor 'l_foot_ft_sensor'"):
+            plan.solver(backend)(truth.q[0], truth.v[0], missing)
 
 
 def test_an_undetermined_sample_is_flagged_on_c():

@@ -371,6 +371,8 @@ class EstimateSolver:
             if s.default_reading is not None:
                 self._y[self._slices[s.name]] = s.default_reading
         self._defaults = self._y.copy()
+        #: the sensors whose reading a dict of readings must give (no default)
+        self._required = frozenset(s.name for s in rows.sensors if s.default_reading is None)
         probe = Estimate(plan, np.arange(problem.shape[1], dtype=float)[None], True,
                          np.ones(1, dtype=bool), None, None, None, {})
         #: columns of x holding the joint torques / accelerations (Pinocchio's v order)
@@ -418,6 +420,8 @@ class EstimateSolver:
         """The estimate x (n,) of one sample (copied, or written into `out`)."""
         if isinstance(y, dict):
             readings = y
+            if not self._required.issubset(readings):
+                return self._checked(q, v, readings, out)      # plan.solve names the missing one
             y = self._defaults.copy()
             try:
                 for name, value in readings.items():
