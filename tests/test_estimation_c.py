@@ -64,6 +64,36 @@ def test_one_sample_at_a_time(humanoid_map):
         assert rel_err(est.wrench("l_sole"), truth.f_ext["l_sole"][b]) <= 1e-8
 
 
+def test_plan_solve_of_one_sample_on_c(humanoid_map):
+    """plan.solve with one sample on C (the one-sample function, no per-call NumPy checks):
+    the batched numba route's estimate, its covariance, residuals and consistency; a sample the
+    route flags or a bad argument gets the general path's error naming it."""
+    model, truth, problem, plan, readings = humanoid_map
+    batch = plan.solve(truth.q, truth.v, readings, backend="numba")
+    chi2, dof, p = batch.consistency()
+    for b in range(3):
+        est = plan.solve(truth.q[b], truth.v[b], _one(readings, b), backend="c")
+        assert est.ok and est["tau"].shape == (model.nv,)
+        assert rel_err(est.vector, batch.vector[b]) <= 1e-12
+        assert rel_err(est.wrench("l_sole"), truth.f_ext["l_sole"][b]) <= 1e-8
+        assert rel_err(est.covariance("tau"), batch.covariance("tau")[b]) <= 1e-10
+        assert rel_err(est.residual("l_foot_ft_sensor"), batch.residual("l_foot_ft_sensor")[b]) <= 1e-6
+        c1, d1, p1 = est.consistency()
+        assert d1 == dof and abs(c1 - chi2[b]) <= 1e-6 * max(1.0, chi2[b])
+    q = truth.q[0].copy()
+    q[3:7] *= 1.5
+    with pytest.raises(ValueError, match="quaternion"):
+        plan.solve(q, truth.v[0], _one(readings, 0), backend="c")
+    r = _one(readings, 0)
+    r["l_foot_ft_sensor"] = r["l_foot_ft_sensor"].copy()
+    r["l_foot_ft_sensor"][1] = np.inf
+    with pytest.raises(ValueError, match="l_foot_ft_sensor"):
+        plan.solve(truth.q[0], truth.v[0], r, backend="c")
+    missing = {k: x for k, x in _one(readings, 0).items() if k != "qdd"}
+    with pytest.raises(KeyError, match="missing the reading of sensor 'qdd'"):
+        plan.solve(truth.q[0], truth.v[0], missing, backend="c")
+
+
 def test_a_bad_sample_gets_plan_solves_error(humanoid_map):
     """The fast path checks nothing per call; what it flags goes through plan.solve."""
     model, truth, problem, plan, readings = humanoid_map

@@ -33,6 +33,7 @@ undetermined variables.
 """
 from __future__ import annotations
 
+import threading
 import warnings
 
 import numpy as np
@@ -128,6 +129,7 @@ class EstimationPlan:
         self.compiled = compiled
         self._covariances = covariances
         self._fallback = None
+        self._local = threading.local()      # each thread's one-sample C solver (_one_sample)
 
     @property
     def stats(self):
@@ -233,6 +235,10 @@ class EstimationPlan:
         {kind: value or (B, 1)}, "prior_mean" (n,) or (B, n)); keys not given keep the plan's.
         The compiled route takes both when the plan was compiled with per_sample=True; the
         "numpy" route always."""
+        if contacts is None and covariances is None and threads in (None, 1):
+            fast = self._one_sample(q, v, readings, backend)
+            if fast is not None:
+                return fast
         if on_singular not in ("map", "nan", "raise"):
             raise ValueError(f"on_singular: expected 'map', 'nan' or 'raise', got {on_singular!r}")
         backend = self.auto_backend(len(np.atleast_2d(q))) if backend is None else backend
@@ -328,6 +334,52 @@ class EstimationPlan:
         else:
             x, ok, undetermined_mask, Pvals = self.reference.solve(values, rhs, sample)
         return x, ok, undetermined_mask, Pvals
+
+    def _one_sample(self, q, v, readings, backend):
+        """The Estimate of one sample on the C route's one-sample function (EstimateSolver, one
+        per thread), or None where the general path runs: not exactly 1-D float64 arrays of
+        the model's and sensors' sizes, another backend, the default backend before the C
+        library is built. The checks are the route's: a sample it flags (a non-unit
+        quaternion, a reading that is not finite, a failed pivot, a direction the data may not
+        determine) returns None, and the general path raises or re-solves it and decides ok."""
+        model = self.model
+        if backend is None:
+            if self.compiled is None or self.auto_backend(1) != "c":
+                return None
+        elif backend != "c":
+            return None
+        if type(readings) is not dict:
+            return None
+        for arr, size in ((q, model.nq), (v, model.nv)):
+            if type(arr) is not np.ndarray or arr.shape != (size,) or arr.dtype != np.float64:
+                return None
+        sizes = self._reading_sizes
+        for name, arr in readings.items():
+            if (type(arr) is not np.ndarray or arr.dtype != np.float64
+                    or arr.shape != sizes.get(name)):
+                return None
+        solver = getattr(self._local, "sample_solver", None)
+        if solver is None:
+            solver = self._local.sample_solver = EstimateSolver(self, "c")
+        x = solver.unchecked(q, v, readings)
+        if x is None:
+            return None
+        full = {s.name: (readings[s.name] if s.name in readings else
+                         np.full(s.size, float(s.default_reading)))[None].copy()
+                for s in self.problem.sensors}
+        q1, v1 = q[None].copy(), v[None].copy()
+        Pvals = None if self.method == "exact" else (
+            lambda: self._normal_values(self.problem.assemble(q1, v1, full)[0], None))
+        return Estimate(self, x[None], True, np.ones(1, dtype=bool), None, Pvals, (q1, v1),
+                        full, None)
+
+    @property
+    def _reading_sizes(self):
+        """{sensor name: (size,)} of the readings a one-sample call takes."""
+        sizes = getattr(self, "_sizes", None)
+        if sizes is None:
+            sizes = self._sizes = {s.name: (s.size,) for s in self.problem.sensors}
+        return sizes
 
     @staticmethod
     def _inputs(q, v, readings):
@@ -433,14 +485,34 @@ class EstimateSolver:
         if (getattr(q, "shape", None) != self._q.shape or getattr(v, "shape", None) !=
                 self._v.shape or getattr(y, "shape", None) != self._y.shape):
             return self._checked(q, v, readings if readings is not None else y, out)
-        self._q[:], self._v[:], self._y[:] = q, v, y
-        if self._run() != 0:
+        x = self._unchecked_vector(q, v, y)
+        if x is None:
             return self._checked(q, v, readings if readings is not None else y, out)
         self.ok = True
         if out is None:
-            return self._x.copy()
-        out[:] = self._x
+            return x.copy()
+        out[:] = x
         return out
+
+    def unchecked(self, q, v, readings):
+        """x (a new (n,) array) of one sample for arrays of exactly (nq,), (nv,) and a dict of
+        readings of exactly their sizes, or None: a required reading missing, an unknown
+        name, or a sample the route flags (plan.solve then raises or re-solves it)."""
+        if not self._required.issubset(readings):
+            return None
+        y = self._defaults.copy()
+        slices = self._slices
+        for name, value in readings.items():
+            if name not in slices:
+                return None
+            y[slices[name]] = value
+        x = self._unchecked_vector(q, v, y)
+        return None if x is None else x.copy()
+
+    def _unchecked_vector(self, q, v, y):
+        """The route's x buffer after one run on q, v, y, or None if it flagged the sample."""
+        self._q[:], self._v[:], self._y[:] = q, v, y
+        return None if self._run() != 0 else self._x
 
     def _checked(self, q, v, y, out):
         if not isinstance(y, dict):
