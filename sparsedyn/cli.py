@@ -241,16 +241,18 @@ def cmd_warmup(args):
     rng = np.random.default_rng(0)
     q = model.random_configuration(rng, batch=2)
     v, a = rng.normal(size=(2, model.nv)), rng.normal(size=(2, model.nv))
-    # enough states for every thread (Plan.solve gives a thread MIN_STATES_PER_THREAD at least),
-    # so that the parallel kernels compile too
-    from .problems.plan import MIN_STATES_PER_THREAD
+    # enough states for every thread (Plan.solve gives a thread MIN_STATES_PER_THREAD at least)
+    # and every thread asked for (a default call may run on one), so that the parallel kernels
+    # compile too
+    from .kernels.parallel import MIN_STATES_PER_THREAD
     B = 2 * MIN_STATES_PER_THREAD
+    all_threads = numba.config.NUMBA_NUM_THREADS
     qb = model.random_configuration(rng, batch=B)
     vb, ab = rng.normal(size=(2, B, model.nv))
     for key, given in (("id", "qdd"), ("fd", "tau")):
         plan = sd.compile(make_problem(model, key, ["l_sole"]))
         plan.solve(q, v, **{given: a}, f_ext={"l_sole": np.zeros(6)}, threads=1)
-        plan.solve(qb, vb, **{given: ab}, f_ext={"l_sole": np.zeros((B, 6))}, threads=None)
+        plan.solve(qb, vb, **{given: ab}, f_ext={"l_sole": np.zeros((B, 6))}, threads=all_threads)
         plan.solve(q[0], v[0], **{given: a[0]}, f_ext={"l_sole": np.zeros(6)}, outputs="all")
     contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_index_tip", "3d")]
     for method in ("pv-osimr", "sparse"):

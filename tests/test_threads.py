@@ -125,3 +125,34 @@ def test_parallel_launches_are_serialised_where_the_threading_layer_is_not_threa
         raise ValueError("Threading layer is not initialized.")
     monkeypatch.setattr(numba, "threading_layer", unknown)
     assert not isinstance(parallel_launch(), contextlib.nullcontext)
+
+
+def test_a_default_call_never_waits_for_a_busy_core(monkeypatch):
+    """threads=None: no more threads than the cores idle at the call (another process on the
+    second core made a 2-thread call of 64 states 40x slower than one thread), each with
+    MIN_STATES_PER_THREAD states; a count the caller gives is used (capped by the states)."""
+    from sparsedyn.kernels import parallel
+    idle = parallel.idle_cores()
+    import os
+    assert idle is None or 0 <= idle <= len(os.sched_getaffinity(0))
+    for cores, B, want in ((0, 4096, 1), (1, 4096, 1), (2, 4096, 2), (2, 40, 1), (2, 64, 2),
+                           (4, 96, 3)):
+        monkeypatch.setattr(parallel, "idle_cores", lambda c=cores: c)
+        assert parallel.default_threads(B, 4) == want, (cores, B)
+    monkeypatch.setattr(parallel, "idle_cores", lambda: None)    # unknown: numba's count
+    assert parallel.default_threads(4096, 2) == 2
+    # what Plan.solve and EstimationPlan.solve hand the kernels
+    seen = []
+    from sparsedyn.problems import plan as plan_module
+    model = humanoid()
+    plan = sd.compile(sd.inverse_dynamics(model))
+    real = plan_module.default_threads
+    monkeypatch.setattr(plan_module, "default_threads",
+                        lambda B, available: seen.append((B, available)) or real(B, available))
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 0)
+    rng = np.random.default_rng(3)
+    q = model.random_configuration(rng, batch=128)
+    v, a = rng.normal(size=(2, 128, model.nv))
+    ref = plan.solve(q, v, qdd=a, backend="numba", threads=1)["tau"]
+    assert np.array_equal(plan.solve(q, v, qdd=a, backend="numba")["tau"], ref)
+    assert seen and seen[-1][0] == 128

@@ -41,6 +41,7 @@ import scipy.sparse as sp
 
 from ..batch import state
 from ..errors import SingularStateWarning, check_assembled, nonfinite_error
+from ..kernels.parallel import default_threads
 from ..problems.plan import AUTO_C_MAX_BATCH, Result
 from ..sensors import Gyroscope
 from ..spatial import Transform, operator_to_linear_first
@@ -227,7 +228,9 @@ class EstimationPlan:
         backend: "numba" (compiled route, the default when built), "c" (the same route as
         generated C; the default for up to AUTO_C_MAX_BATCH states once built: auto_backend) or
         "numpy" (reference route);
-        threads: for "numba", how many threads split the batch (default: all of numba's).
+        threads: for "numba" and "c", how many threads split the batch (default: numba's, but
+        no more than the cores idle at the call, MIN_STATES_PER_THREAD states each:
+        kernels.parallel.default_threads).
         contacts {link: bool or (B,) bool} ("map"/"lstsq" plans): whether each unknown external
         wrench acts in each state; an inactive one is zero (not estimated; est.wrench gives 0).
         covariances (a "map" plan): per-state values of compile_estimation's covariances (a
@@ -258,7 +261,8 @@ class EstimationPlan:
                              "covariances and contacts in; compile with per_sample=True (or "
                              "solve with backend='numpy')")
         if backend != "numpy":
-            threads = _check_threads(threads)
+            threads = (_check_threads(threads) if threads is not None
+                       else default_threads(B, _check_threads(None)))
             y = problem.rows.readings_vector(readings, B)
             route = self.route(backend)
             if self.method == "exact":

@@ -37,6 +37,7 @@ from ..serialization import from_plain, to_plain
 from ..ir.fused import FusedProgram
 from ..planner import Factorization, plan_factorization
 from ..opcount import count_operations
+from ..kernels.parallel import MIN_STATES_PER_THREAD, default_threads
 from ..recursive._common import external_forces
 from ..recursive.aba import structural_singularity_error
 from ..spatial import Transform, to_linear_first
@@ -50,9 +51,6 @@ ONLINE_BACKENDS = ("auto", "c", "numba", "numpy")
 #: "auto" runs batches up to this size on the C backend (once built), bigger ones on numba's
 #: SIMD lanes (experiments/kernel_design.md: where the two cross on the humanoid)
 AUTO_C_MAX_BATCH = 32
-#: a thread gets at least this many states: below it, starting the second thread costs more
-#: than it saves (experiments/kernel_design.md)
-MIN_STATES_PER_THREAD = 32
 
 
 def _short(indices, limit=20):
@@ -160,9 +158,11 @@ class Plan:
         AUTO_C_MAX_BATCH states, else "numba"), "c", "numba" or "numpy" (NumPy assembly, then
         the LU program in NumPy: the reference route); all give the same results up to
         round-off. Counting operations (opcount) always uses the NumPy route, whose primitives
-        charge their cost. threads: how many threads split the batch (default: all of numba's,
-        i.e. NUMBA_NUM_THREADS or numba.set_num_threads; batches smaller than a thread's share
-        of work run on one); 1 runs single-threaded."""
+        charge their cost. threads: how many threads split the batch (default: numba's,
+        i.e. NUMBA_NUM_THREADS or numba.set_num_threads, but no more than the cores idle at the
+        call and MIN_STATES_PER_THREAD states each: kernels.parallel.default_threads); a
+        given count is used as given, capped so that each thread gets MIN_STATES_PER_THREAD
+        states; 1 runs single-threaded."""
         problem, model = self.problem, self.model
         fast = self._one_state(q, v, qdd, tau, f_ext, outputs, backend, threads)
         if fast is not None:
@@ -177,6 +177,7 @@ class Plan:
             raise ValueError("v: the joint velocities are needed (zeros for a static state)")
         backend = self._check_backend(backend)
         full = self._check_outputs(outputs)
+        chosen = threads is not None
         threads = self._check_threads(threads)
         q, vecs, B, single = state(model, q, v=v, **{problem.given: given[problem.given]})
         y = vecs[problem.given]
@@ -192,7 +193,9 @@ class Plan:
         if backend == "numpy":
             return Result(self, self._solve_numpy(q, vecs["v"], y, fx), single)
         requested, backend = backend, self._fused_backend(backend, B, full)
-        if B < MIN_STATES_PER_THREAD * threads:
+        if not chosen:
+            threads = default_threads(B, threads)
+        elif B < MIN_STATES_PER_THREAD * threads:
             threads = max(1, B // MIN_STATES_PER_THREAD)
         # private copies (cheap next to the solve): the on-demand pass below must see the inputs
         # of this call even if the caller reuses its arrays in the meantime
