@@ -21,7 +21,7 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from ..opcount import counting
-from .parallel import parallel_launch
+from .parallel import idle_cores, parallel_launch
 from .pv_osimr_program import JOINT_CODES, build_program
 
 REVOLUTE, PRISMATIC, SPHERICAL, PLANAR, FREE = (JOINT_CODES[k] for k in
@@ -471,14 +471,17 @@ def program_for(model, rc):
 
 def run(program, q, parallel=None):
     """(out (B, m, m), status (B,)) for checked configurations q (B, nq). parallel=None: use the
-    numba thread pool (NUMBA_NUM_THREADS / numba.set_num_threads) when B >= 8 per thread (below,
-    waking the pool costs about as much as the states it would share out)."""
+    numba thread pool (NUMBA_NUM_THREADS / numba.set_num_threads) on the cores idle at the call
+    when B >= 8 per thread (below, waking the pool costs about as much as the states it would
+    share out)."""
     q = np.ascontiguousarray(q, dtype=np.float64)
     B = q.shape[0]
     out = np.zeros((B, program.m, program.m))
     status = np.empty(B, np.int64)
     threads = get_num_threads()
-    if parallel is None:
+    if parallel is None:        # and only onto idle cores (kernels/parallel.default_threads)
+        idle = idle_cores()
+        threads = threads if idle is None else max(1, min(threads, idle))
         parallel = threads > 1 and B >= 8 * threads
     if parallel and B > 1:
         with parallel_launch():
