@@ -1,0 +1,64 @@
+"""The derivatives of a dynamics plan's joint-space output through the plan's own factorization
+(issue #22): for inverse dynamics (dtau/dq, dtau/dv, dtau/dqdd), for forward dynamics
+(dqdd/dq, dqdd/dv, dqdd/dtau), derivatives with respect to q in Pinocchio's tangent space.
+
+The solution d* of D(q) d + b(q, v, y) = 0 (seed 001, eq. 3 with the measurement rows of eq. 8
+or 15) moves as
+
+    dd/dq_k = -D^-1 (dD/dq_k d* + db/dq_k),   dd/dv_k = -D^-1 db/dv_k,   dd/dy_k = D^-1 e_k
+
+(e_k: the measurement row of y_k, where the residual is d_block - y). The 3 nv right-hand sides
+(system/tangent.py builds the first 2 nv) share one numeric factorization: the plan's static
+pivot LU runs once per state and its substitution part 3 nv times (Factorization.solve with
+rhs (B, n, k)). The tau (or qdd) columns of dd are the derivatives.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..kinematics import body_velocities, joint_transforms
+from ..system.tangent import residual_tangents
+
+#: states per multi-right-hand-side solve: bounds the (chunk, n, 3 nv) arrays
+CHUNK = 32
+
+
+def measurement_columns(plan):
+    """(n_rows, nv) constant right-hand sides e_k: a unit in the measurement row of y_k (the
+    given qdd or tau, in Pinocchio's joint layout)."""
+    system, model, given = plan.system, plan.model, plan.problem.given
+    E = np.zeros((system.rows.size, model.nv))
+    for i in range(model.nbodies):
+        E[system.rows[("y_" + given, i)].indices, np.arange(model.nv)[model.v_slice(i)]] = 1.0
+    return E
+
+
+def output_columns(plan):
+    """Columns of the solution holding the joint-space output (tau or qdd), in Pinocchio's
+    joint layout."""
+    system, out = plan.system, plan.problem.outputs[0]
+    return np.concatenate([system.columns[(out, i)].indices for i in range(plan.model.nbodies)]
+                          + [np.zeros(0, dtype=int)])
+
+
+def solve_derivatives(plan, q, v, x, backend):
+    """(d out/dq, d out/dv, d out/dy), each (B, nv, nv), for batched checked q (B, nq), v (B, nv)
+    and the problem's solution x (B, n_cols) at them; backend: the LU's, "numpy" or "numba".
+    A state whose static pivot fails is re-solved with partial pivoting (Factorization.solve:
+    PivotBreakdownWarning); a singular one raises SingularModelError naming the batch index."""
+    system, model = plan.system, plan.model
+    B, nv = q.shape[0], model.nv
+    E = measurement_columns(plan)
+    out_cols = output_columns(plan)
+    result = np.empty((3, B, nv, nv))
+    for lo in range(0, B, CHUNK):
+        hi = min(B, lo + CHUNK)
+        Xup = joint_transforms(model, q[lo:hi])
+        dr_q, dr_v = residual_tangents(system, Xup, body_velocities(model, Xup, v[lo:hi]),
+                                       v[lo:hi], x[lo:hi])
+        rhs = np.concatenate((-dr_q, -dr_v, np.broadcast_to(E, (hi - lo,) + E.shape)), axis=2)
+        dx, status = plan.factorization.solve_status(system.values(Xup), rhs, backend=backend)
+        plan._raise_for_status(status, np.arange(lo, hi), {"q": q, "v": v})
+        for k in range(3):
+            result[k, lo:hi] = dx[:, out_cols, k * nv:(k + 1) * nv]
+    return tuple(result)
