@@ -8,15 +8,22 @@ or 15) moves as
     dd/dq_k = -D^-1 (dD/dq_k d* + db/dq_k),   dd/dv_k = -D^-1 db/dv_k,   dd/dy_k = D^-1 e_k
 
 (e_k: the measurement row of y_k, where the residual is d_block - y). The 3 nv right-hand sides
-(system/tangent.py builds the first 2 nv) share one numeric factorization: the plan's static
-pivot LU runs once per state and its substitution part 3 nv times (Factorization.solve with
-rhs (B, n, k)). The tau (or qdd) columns of dd are the derivatives.
+(the first 2 nv: system/tangent.py in NumPy, the reference route, or its compiled twin
+kernels/tangent_numba.py) share one numeric factorization: the plan's static pivot LU runs once
+per state and its substitution part 3 nv times (Factorization.solve with rhs (B, n, k)). The
+tau (or qdd) columns of dd are the derivatives.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
+from ..kernels.parallel import parallel_launch
+from ..kernels.tangent_numba import TangentData, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
+from ..model.model import WORLD
+from ..recursive._common import gravity_acceleration
 from ..system.tangent import residual_tangents
 
 #: states per multi-right-hand-side solve: bounds the (chunk, n, 3 nv) arrays
@@ -41,9 +48,39 @@ def output_columns(plan):
                           + [np.zeros(0, dtype=int)])
 
 
-def solve_derivatives(plan, q, v, x, backend):
+_TANGENT_DATA = weakref.WeakKeyDictionary()      # plan -> TangentData
+
+
+def tangent_data(plan):
+    """The compiled kernel's TangentData of a plan (built once)."""
+    if plan not in _TANGENT_DATA:
+        system, model = plan.system, plan.model
+        N = model.nbodies
+        S = np.zeros((N, 6, max([j.nv for j in model.joints] + [1])))
+        for i, joint in enumerate(model.joints):
+            S[i, :, :joint.nv] = joint.S
+        support = [np.concatenate([np.arange(model.nv)[model.v_slice(j)] for j in model.support(i)])
+                   for i in range(N)]
+        first = (lambda layout, kind: np.array([layout[(kind, i)].start for i in range(N)],
+                                               dtype=np.int64))
+        _TANGENT_DATA[plan] = TangentData(
+            parents=np.array([p if p != WORLD else -1 for p in model.parents], dtype=np.int64),
+            S=S, v_start=np.array(model.v_index[:N], dtype=np.int64),
+            v_size=np.array([j.nv for j in model.joints], dtype=np.int64),
+            inertias=np.ascontiguousarray(model.inertias, dtype=float),
+            a0=gravity_acceleration(model, 1)[0],
+            col_a=first(system.columns, "a"), col_f=first(system.columns, "f"),
+            row_a=first(system.rows, "ne_a"), row_f=first(system.rows, "ne_f"),
+            support_ptr=np.cumsum([0] + [len(d) for d in support]).astype(np.int64),
+            support_dirs=np.concatenate(support + [np.zeros(0, dtype=np.int64)]).astype(np.int64))
+    return _TANGENT_DATA[plan]
+
+
+def solve_derivatives(plan, q, v, x, backend, threads=1):
     """(d out/dq, d out/dv, d out/dy), each (B, nv, nv), for batched checked q (B, nq), v (B, nv)
-    and the problem's solution x (B, n_cols) at them; backend: the LU's, "numpy" or "numba".
+    and the problem's solution x (B, n_cols) at them; backend: "numpy" (the tangent right-hand
+    sides and the LU in NumPy: the reference) or "numba" (both compiled; the right-hand sides
+    on `threads` threads).
     A state whose static pivot fails is re-solved with partial pivoting (Factorization.solve:
     PivotBreakdownWarning); a singular one raises SingularModelError naming the batch index."""
     system, model = plan.system, plan.model
@@ -54,9 +91,19 @@ def solve_derivatives(plan, q, v, x, backend):
     for lo in range(0, B, CHUNK):
         hi = min(B, lo + CHUNK)
         Xup = joint_transforms(model, q[lo:hi])
-        dr_q, dr_v = residual_tangents(system, Xup, body_velocities(model, Xup, v[lo:hi]),
-                                       v[lo:hi], x[lo:hi])
-        rhs = np.concatenate((-dr_q, -dr_v, np.broadcast_to(E, (hi - lo,) + E.shape)), axis=2)
+        velocities = body_velocities(model, Xup, v[lo:hi])
+        rhs = np.zeros((hi - lo, system.rows.size, 3 * nv))
+        rhs[:, :, 2 * nv:] = E
+        if backend == "numpy":
+            dr_q, dr_v = residual_tangents(system, Xup, velocities, v[lo:hi], x[lo:hi])
+            rhs[:, :, :nv], rhs[:, :, nv:2 * nv] = -dr_q, -dr_v
+        else:
+            E_all = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
+            r_all = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
+            with parallel_launch():
+                tangent_rhs(tangent_data(plan), E_all, r_all, velocities,
+                            np.ascontiguousarray(v[lo:hi]), np.ascontiguousarray(x[lo:hi]), rhs,
+                            max(1, min(threads, hi - lo)))
         dx, status = plan.factorization.solve_status(system.values(Xup), rhs, backend=backend)
         plan._raise_for_status(status, np.arange(lo, hi), {"q": q, "v": v})
         for k in range(3):
