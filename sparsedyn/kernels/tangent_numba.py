@@ -1,7 +1,7 @@
 """Compiled tangent right-hand sides of the dynamics derivatives: the per-state loops of
 system/tangent.py (its docstring has the equations: Featherstone eq. 2.31 for dX/dq, Nori
 eq. 2, 3a, 3f, 5d) in numba, one state per prange iteration, writing -dr straight into the
-multi-right-hand-side array of the solve, the batch split into one range per thread.
+multi-right-hand-side array of the solve.
 
 Only the directions that move a body are visited: those of the joints on its path to the root
 (the support, `support_ptr` / `support_dirs`); the others leave its velocity and its rows at 0.
@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 
 class TangentData(NamedTuple):
@@ -153,14 +153,11 @@ def _one_state(T, E, r, vel, qd, x, out, dv, buf):
                     out[rf + m, col] -= tmp[m]
 
 
-@njit(cache=True, parallel=True)
-def tangent_rhs(T, E, r, vel, qd, x, out, threads):
-    """out[b, :, :2 nv] = -(dr/dq, dr/dv) for every state b (see the module doc), the batch split
-    into `threads` contiguous ranges (one per thread of numba's pool)."""
-    B, N, nv = qd.shape[0], T.parents.size, qd.shape[1]
-    per = (B + threads - 1) // threads
-    for t in prange(threads):
-        dv = np.empty((2, N, nv, 6))
-        buf = np.empty((5, 6))
-        for b in range(t * per, min(B, (t + 1) * per)):
-            _one_state(T, E[b], r[b], vel[b], qd[b], x[b], out[b], dv, buf)
+@njit(cache=True)
+def tangent_rhs(T, E, r, vel, qd, x, out):
+    """out[b, :, :2 nv] = -(dr/dq, dr/dv) for every state b (see the module doc), serially: the
+    substitutions that follow cost ten times more, and run serially too."""
+    dv = np.empty((2, T.parents.size, qd.shape[1], 6))
+    buf = np.empty((5, 6))
+    for b in range(qd.shape[0]):
+        _one_state(T, E[b], r[b], vel[b], qd[b], x[b], out[b], dv, buf)

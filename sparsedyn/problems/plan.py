@@ -168,7 +168,8 @@ class Plan:
         given qdd or tau, through this plan's factorization (plan_derivatives.py):
         result.derivatives = (dtau/dq, dtau/dv, dtau/dqdd) or (dqdd/dq, dqdd/dv, dqdd/dtau),
         each (B, nv, nv). They need the whole solution, so outputs is "all"; the multi-right-
-        hand-side substitutions run in NumPy on the "numpy" backend, else in numba."""
+        hand-side substitutions run in NumPy on the "numpy" backend, else in numba (on one
+        thread: `threads` splits the solution's pass only)."""
         problem, model = self.problem, self.model
         given = {"qdd": qdd, "tau": tau}
         for key, val in given.items():
@@ -208,7 +209,7 @@ class Plan:
         joint, x = self._solve_compiled(q, v, y, fx, full, threads, backend)
         if derivatives:
             return Result(self, x, single, joint_space={problem.outputs[0]: joint},
-                          derivatives=solve_derivatives(self, q, v, x, "numba", threads))
+                          derivatives=solve_derivatives(self, q, v, x, "numba"))
 
         def vector():   # the other variables, on demand: the same compiled pass, full output
             # "auto" picks again for the full output: never a compiler run the caller did not ask for

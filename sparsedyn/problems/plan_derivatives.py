@@ -19,7 +19,6 @@ import weakref
 
 import numpy as np
 
-from ..kernels.parallel import parallel_launch
 from ..kernels.tangent_numba import TangentData, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
 from ..model.model import WORLD
@@ -76,11 +75,10 @@ def tangent_data(plan):
     return _TANGENT_DATA[plan]
 
 
-def solve_derivatives(plan, q, v, x, backend, threads=1):
+def solve_derivatives(plan, q, v, x, backend):
     """(d out/dq, d out/dv, d out/dy), each (B, nv, nv), for batched checked q (B, nq), v (B, nv)
     and the problem's solution x (B, n_cols) at them; backend: "numpy" (the tangent right-hand
-    sides and the LU in NumPy: the reference) or "numba" (both compiled; the right-hand sides
-    on `threads` threads).
+    sides and the LU in NumPy: the reference) or "numba" (both compiled, one thread).
     A state whose static pivot fails is re-solved with partial pivoting (Factorization.solve:
     PivotBreakdownWarning); a singular one raises SingularModelError naming the batch index."""
     system, model = plan.system, plan.model
@@ -100,10 +98,8 @@ def solve_derivatives(plan, q, v, x, backend, threads=1):
         else:
             E_all = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
             r_all = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
-            with parallel_launch():
-                tangent_rhs(tangent_data(plan), E_all, r_all, velocities,
-                            np.ascontiguousarray(v[lo:hi]), np.ascontiguousarray(x[lo:hi]), rhs,
-                            max(1, min(threads, hi - lo)))
+            tangent_rhs(tangent_data(plan), E_all, r_all, velocities,
+                        np.ascontiguousarray(v[lo:hi]), np.ascontiguousarray(x[lo:hi]), rhs)
         dx, status = plan.factorization.solve_status(system.values(Xup), rhs, backend=backend)
         plan._raise_for_status(status, np.arange(lo, hi), {"q": q, "v": v})
         for k in range(3):
