@@ -25,8 +25,9 @@ from ..model.model import WORLD
 from ..recursive._common import gravity_acceleration
 from ..system.tangent import residual_tangents
 
-#: states per multi-right-hand-side solve: bounds the (chunk, n, 3 nv) arrays
-CHUNK = 32
+#: states per multi-right-hand-side solve: bounds the (chunk, n, 3 nv) arrays, and the LU's
+#: work array stays in cache (16 ran 1.3-1.5x faster than 32 on the humanoid)
+CHUNK = 16
 
 
 def measurement_columns(plan):
