@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from oracles import pin, pin_fext, pin_model, pin_twin, robot_urdf, to_pin_q, twin_q
+from oracles import (pin, pin_fext, pin_model, pin_twin, robot_urdf, singular_rod_model,
+                     to_pin_q, twin_q)
 from sparsedyn.model import (FreeFlyerJoint, HelicalJoint, ModelBuilder, PlanarJoint,
                              RevoluteJoint, SphericalJoint)
 from sparsedyn.model.model import WORLD
@@ -205,3 +206,13 @@ def test_plans_are_cached_per_model_problem_and_links():
     with pytest.raises(KeyError, match="no_such_link"):
         sd.aba_derivatives(model, model.neutral_configuration(), np.zeros(model.nv),
                            np.zeros(model.nv), f_ext={"no_such_link": np.zeros(6)})
+
+
+def test_singular_mass_matrix_is_a_typed_error():
+    """Forward dynamics of a rod on its own axis (M singular in every state): the derivatives
+    raise SingularModelError naming the batch indices, on every route, never return numbers."""
+    model = singular_rod_model()
+    q, v, tau = np.zeros((3, 2)), np.zeros((3, 2)), np.ones((3, 2))
+    for backend in ("numpy", "numba"):
+        with pytest.raises(sd.SingularModelError, match="batch indices"):
+            sd.aba_derivatives(model, q, v, tau, backend=backend)
