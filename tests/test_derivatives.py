@@ -65,7 +65,8 @@ def robot(name):
             floating = name != "panda"
             m = sd.load_urdf(path, floating_base=floating)
             pm = pin_model(path, floating)
-            _ROBOTS[name] = (m, pm, to_pin_q, [m.link_names[-1], m.link_names[len(m.link_names) // 2]])
+            links = [m.link_names[-1], m.link_names[len(m.link_names) // 2]]
+            _ROBOTS[name] = (m, pm, to_pin_q, links)
     return _ROBOTS[name]
 
 

@@ -94,6 +94,7 @@ def residual_tangents(system, Xup, velocities, qd, x):
         I = model.inertias[i]
         Iv = inertia_times(I, v_i)
         for dv, dr in ((dv_q, dr_q), (dv_v, dr_v)):
+            I_dv = each(nv, inertia_times, I, dv[:, :, i])
             dr[:, :, rows_f] += (each(nv, cross_force, dv[:, :, i], Iv)
-                                 + each(nv, cross_force, v_i, each(nv, inertia_times, I, dv[:, :, i])))
+                                 + each(nv, cross_force, v_i, I_dv))
     return np.swapaxes(dr_q, 1, 2), np.swapaxes(dr_v, 1, 2)
