@@ -10,8 +10,9 @@ or 15) moves as
 (e_k: the measurement row of y_k, where the residual is d_block - y). The 3 nv right-hand sides
 (the first 2 nv: system/tangent.py in NumPy, the reference route, or its compiled twin
 kernels/tangent_numba.py) share one numeric factorization: the plan's static pivot LU runs once
-per state and its substitution part 3 nv times (Factorization.solve with rhs (B, n, k)). The
-tau (or qdd) columns of dd are the derivatives.
+per state and its substitution part 3 nv times (Factorization.solve with rhs (B, n, k) in
+NumPy; compiled, kernels/lu_multi_rhs.py with the right-hand sides on the lanes). The tau (or
+qdd) columns of dd are the derivatives.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import weakref
 
 import numpy as np
 
+from ..kernels.lu_multi_rhs import multi_rhs_program, solve_multi_rhs
 from ..kernels.tangent_numba import TangentData, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
 from ..model.model import WORLD
@@ -49,6 +51,35 @@ def output_columns(plan):
 
 
 _TANGENT_DATA = weakref.WeakKeyDictionary()      # plan -> TangentData
+_MULTI_RHS = weakref.WeakKeyDictionary()         # Factorization -> MultiRhsProgram or None
+
+
+def solve_many(factorization, values, rhs):
+    """(x, status) of D(values) x = rhs (B, n, k), as Factorization.solve_status(backend
+    "numba"), with the right-hand sides on the lanes of kernels/lu_multi_rhs.py where the
+    program allows (bit-identical solutions): states it flags (a failed pivot check, a
+    non-finite solution or, where the factorization checks it, a row-wise backward error above
+    ROW_BACKWARD_TOL) go through Factorization.solve_status, which re-solves them with partial
+    pivoting (PivotBreakdownWarning) or reports them SINGULAR / OVERFLOW."""
+    from ..planner.factorization import ROW_BACKWARD_TOL
+    if factorization not in _MULTI_RHS:
+        program = factorization.program
+        _MULTI_RHS[factorization] = None if program.symmetric else multi_rhs_program(program)
+    M = _MULTI_RHS[factorization]
+    if M is None:
+        return factorization.solve_status(values, rhs, backend="numba")
+    B = values.shape[0]
+    x = np.empty(rhs.shape)
+    broken = np.zeros(B, dtype=np.bool_)
+    solve_multi_rhs(M, np.ascontiguousarray(values), np.ascontiguousarray(rhs), x, broken)
+    if factorization.checks_accuracy:
+        broken |= ~(factorization.row_backward_error(values, rhs, x) <= ROW_BACKWARD_TOL)
+    status = np.zeros(B, dtype=np.int8)
+    redo = np.flatnonzero(broken)
+    if redo.size:
+        x[redo], status[redo] = factorization.solve_status(values[redo], rhs[redo],
+                                                           backend="numba")
+    return x, status
 
 
 def tangent_data(plan):
@@ -101,7 +132,9 @@ def solve_derivatives(plan, q, v, x, backend):
             r_all = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
             tangent_rhs(tangent_data(plan), E_all, r_all, velocities,
                         np.ascontiguousarray(v[lo:hi]), np.ascontiguousarray(x[lo:hi]), rhs)
-        dx, status = plan.factorization.solve_status(system.values(Xup), rhs, backend=backend)
+        values = system.values(Xup)
+        dx, status = (plan.factorization.solve_status(values, rhs, backend="numpy")
+                      if backend == "numpy" else solve_many(plan.factorization, values, rhs))
         plan._raise_for_status(status, np.arange(lo, hi), {"q": q, "v": v})
         for k in range(3):
             result[k, lo:hi] = dx[:, out_cols, k * nv:(k + 1) * nv]
