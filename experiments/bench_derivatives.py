@@ -4,7 +4,7 @@ Pinocchio's computeRNEADerivatives / computeABADerivatives, measured in the same
 
   - ours: the compiled route (backend "numba", one thread), B states per call: the fused pass
     for the solution d*, the tangent right-hand sides (kernels/tangent_numba.py), one numeric
-    LU of D(q) and 3 nv substitutions (kernels/lu_numba.py) per group of CHUNK states, and
+    LU of D(q) and 3 nv substitutions (kernels/lu_multi_rhs.py) per group of CHUNK states, and
     apart, the two compiled pieces alone (tangent, multi-right-hand-side LU) on the same states;
   - Pinocchio: called once per state from Python (the C++ algorithm plus the per-call Python
     overhead a Python user pays);
@@ -26,7 +26,7 @@ import pinocchio as pin
 import sparsedyn as sd
 from sparsedyn.kinematics import body_velocities, joint_transforms
 from sparsedyn.models import HAND_URDF, HUMANOID_URDF
-from sparsedyn.problems.plan_derivatives import CHUNK, tangent_data
+from sparsedyn.problems.plan_derivatives import CHUNK, solve_many, tangent_data
 from sparsedyn.kernels.tangent_numba import tangent_rhs
 
 
@@ -58,8 +58,7 @@ def rows(name, path, floating, B, repeat):
             "ours": lambda: plan.solve(q, v, threads=1, backend="numba", derivatives=True,
                                        **{given: y}),
             "tangent": lambda: tangent_rhs(tangent_data(plan), E, r, vel, v, x, rhs),
-            "LU": lambda: [plan.factorization.solve_status(values[lo:lo + CHUNK],
-                                                           rhs[lo:lo + CHUNK], backend="numba")
+            "LU": lambda: [solve_many(plan.factorization, values[lo:lo + CHUNK], rhs[lo:lo + CHUNK])
                            for lo in range(0, B, CHUNK)],
             "pin": lambda: [peer(pm, pd, pq[b], v[b], y[b]) for b in range(B)],
         }

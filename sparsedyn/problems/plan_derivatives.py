@@ -118,23 +118,28 @@ def solve_derivatives(plan, q, v, x, backend):
     E = measurement_columns(plan)
     out_cols = output_columns(plan)
     result = np.empty((3, B, nv, nv))
+    # kinematics and D(q) once for the batch (NumPy: per-body loops, cheaper on more states)
+    Xup = joint_transforms(model, q)
+    velocities = body_velocities(model, Xup, v)
+    values = system.values(Xup)
+    if backend != "numpy":
+        data = tangent_data(plan)
+        E_all = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
+        r_all = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
+        v, x = np.ascontiguousarray(v), np.ascontiguousarray(x)
     for lo in range(0, B, CHUNK):
         hi = min(B, lo + CHUNK)
-        Xup = joint_transforms(model, q[lo:hi])
-        velocities = body_velocities(model, Xup, v[lo:hi])
         rhs = np.zeros((hi - lo, system.rows.size, 3 * nv))
         rhs[:, :, 2 * nv:] = E
         if backend == "numpy":
-            dr_q, dr_v = residual_tangents(system, Xup, velocities, v[lo:hi], x[lo:hi])
+            dr_q, dr_v = residual_tangents(system, [X[lo:hi] for X in Xup], velocities[lo:hi],
+                                           v[lo:hi], x[lo:hi])
             rhs[:, :, :nv], rhs[:, :, nv:2 * nv] = -dr_q, -dr_v
+            dx, status = plan.factorization.solve_status(values[lo:hi], rhs, backend="numpy")
         else:
-            E_all = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
-            r_all = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
-            tangent_rhs(tangent_data(plan), E_all, r_all, velocities,
-                        np.ascontiguousarray(v[lo:hi]), np.ascontiguousarray(x[lo:hi]), rhs)
-        values = system.values(Xup)
-        dx, status = (plan.factorization.solve_status(values, rhs, backend="numpy")
-                      if backend == "numpy" else solve_many(plan.factorization, values, rhs))
+            tangent_rhs(data, E_all[lo:hi], r_all[lo:hi], velocities[lo:hi], v[lo:hi],
+                        x[lo:hi], rhs)
+            dx, status = solve_many(plan.factorization, values[lo:hi], rhs)
         plan._raise_for_status(status, np.arange(lo, hi), {"q": q, "v": v})
         for k in range(3):
             result[k, lo:hi] = dx[:, out_cols, k * nv:(k + 1) * nv]
