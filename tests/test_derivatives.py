@@ -197,6 +197,20 @@ def test_plan_solve_exposes_derivatives_and_shapes():
         plan.solve(q, v, tau=y, derivatives="yes")
 
 
+def test_batches_longer_than_a_group_of_states():
+    """Batches run in groups of CHUNK states: every state of a batch that spans several groups
+    (and ends in a partial one) equals Pinocchio's, on both routes."""
+    from sparsedyn.problems.plan_derivatives import CHUNK
+    model, pm, convert, links = robot("panda")
+    B = 2 * CHUNK + 3
+    q, v, y, f_ext = states(model, links, B, 6, True)
+    expect = pinocchio_derivatives("aba", model, pm, convert, q, v, y, f_ext)
+    for backend in ("numpy", "numba"):
+        got = sd.aba_derivatives(model, q, v, y, f_ext=f_ext, backend=backend)
+        for g, e in zip(got, expect):
+            assert max(rel(g[b], e[b]) for b in range(B)) <= PIN_TOL
+
+
 def test_plans_are_cached_per_model_problem_and_links():
     model, _, _, links = robot("panda")
     assert derivative_plan(model, "inverse_dynamics", None) is \

@@ -27,8 +27,8 @@ from ..model.model import WORLD
 from ..recursive._common import gravity_acceleration
 from ..system.tangent import residual_tangents
 
-#: states per multi-right-hand-side solve: bounds the (chunk, n, 3 nv) arrays, and the LU's
-#: work array stays in cache (16 ran 1.3-1.5x faster than 32 on the humanoid)
+#: states per group of right-hand sides: bounds the (chunk, n, 3 nv) arrays (12 MB each on the
+#: humanoid)
 CHUNK = 16
 
 
