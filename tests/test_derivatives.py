@@ -140,9 +140,9 @@ def _central_differences(fn, model, q, v, y, f_ext, h=(1e-3, 0.1, 0.1)):
 def test_derivatives_match_central_differences(kind, name):
     """Against central differences of the recursive algorithms (sd.rnea / sd.aba, not the plan)
     along model.integrate, with external wrenches. "mixed" numbers its bodies in a random
-    parent-before-child order that is not depth-first: Pinocchio's derivatives read a subtree's
-    columns as one contiguous range and do not apply there (they disagree with central
-    differences of pin.rnea on its twin), ours do."""
+    parent-before-child order that is not depth-first: there Pinocchio's derivatives disagree
+    with central differences of pin.rnea on its twin (they appear to assume depth-first
+    numbering), so it is no oracle; ours agree."""
     model, _, _, links = robot(name)
     q, v, y, f_ext = states(model, links, 2, 9, True)
     fn = sd.rnea_derivatives if kind == "rnea" else sd.aba_derivatives
