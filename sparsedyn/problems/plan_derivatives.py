@@ -127,10 +127,12 @@ def solve_derivatives(plan, q, v, x, backend):
         E_all = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
         r_all = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
         v, x = np.ascontiguousarray(v), np.ascontiguousarray(x)
+    buffer = np.empty((min(B, CHUNK), system.rows.size, 3 * nv))    # reused by every group
+    buffer[:, :, 2 * nv:] = E                                        # (no solve writes rhs)
     for lo in range(0, B, CHUNK):
         hi = min(B, lo + CHUNK)
-        rhs = np.zeros((hi - lo, system.rows.size, 3 * nv))
-        rhs[:, :, 2 * nv:] = E
+        rhs = buffer[:hi - lo]
+        rhs[:, :, :2 * nv] = 0.0
         if backend == "numpy":
             dr_q, dr_v = residual_tangents(system, [X[lo:hi] for X in Xup], velocities[lo:hi],
                                            v[lo:hi], x[lo:hi])
