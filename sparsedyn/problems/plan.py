@@ -43,6 +43,7 @@ from ..recursive.aba import structural_singularity_error
 from ..spatial import Transform, to_linear_first
 from ..ir.assembly import AssemblyProgram
 from .dynamics import Problem
+from .plan_derivatives import solve_derivatives
 
 PLAN_FORMAT = "sparsedyn-plan"
 PLAN_VERSION = 1
@@ -145,7 +146,8 @@ class Plan:
 
     # ------------------------------------------------------------------ online
 
-    def solve(self, q, v, qdd=None, tau=None, f_ext=None, outputs=None, backend=None, threads=None):
+    def solve(self, q, v, qdd=None, tau=None, f_ext=None, outputs=None, backend=None, threads=None,
+              derivatives=False):
         """Solve the problem for one state (q (nq,), v (nv,), ...) or a batch ((B, nq), ...).
 
         Inverse dynamics takes qdd, forward dynamics tau; f_ext = {link: linear-first wrench in
@@ -162,11 +164,19 @@ class Plan:
         i.e. NUMBA_NUM_THREADS or numba.set_num_threads, but no more than the cores idle at the
         call and MIN_STATES_PER_THREAD states each: kernels.parallel.default_threads); a
         given count is used as given, capped so that each thread gets MIN_STATES_PER_THREAD
-        states; 1 runs single-threaded."""
+        states; 1 runs single-threaded.
+        derivatives: True also computes the analytical derivatives of the joint-space output
+        with respect to q (Pinocchio's tangent space, as pinocchio.integrate moves q), v and the
+        given qdd or tau, through this plan's factorization (plan_derivatives.py):
+        result.derivatives = (dtau/dq, dtau/dv, dtau/dqdd) or (dqdd/dq, dqdd/dv, dqdd/dtau),
+        each (B, nv, nv). They need the whole solution, so outputs is "all"; the multi-right-
+        hand-side substitutions run in NumPy on the "numpy" backend, else in numba (on one
+        thread: `threads` splits the solution's pass only)."""
         problem, model = self.problem, self.model
-        fast = self._one_state(q, v, qdd, tau, f_ext, outputs, backend, threads)
-        if fast is not None:
-            return fast
+        if derivatives is False:
+            fast = self._one_state(q, v, qdd, tau, f_ext, outputs, backend, threads)
+            if fast is not None:
+                return fast
         given = {"qdd": qdd, "tau": tau}
         for key, val in given.items():
             if key != problem.given and val is not None:
@@ -176,7 +186,9 @@ class Plan:
         if v is None:
             raise ValueError("v: the joint velocities are needed (zeros for a static state)")
         backend = self._check_backend(backend)
-        full = self._check_outputs(outputs)
+        if not isinstance(derivatives, (bool, np.bool_)):
+            raise ValueError(f"derivatives: expected True or False, got {derivatives!r}")
+        full = self._check_outputs(outputs) or bool(derivatives)
         chosen = threads is not None
         threads = self._check_threads(threads)
         q, vecs, B, single = state(model, q, v=v, **{problem.given: given[problem.given]})
@@ -189,9 +201,12 @@ class Plan:
                              f"wrenches; compile {problem.name}(model, f_ext=[links]) instead")
         if B == 0 or self.system.shape[0] == 0:
             # no states, or no movable joints (only fixed ones): empty results of the usual shapes
-            return Result(self, np.zeros((B, self.system.shape[1])), single)
+            zero = np.zeros((3, B, model.nv, model.nv)) if derivatives else None
+            return Result(self, np.zeros((B, self.system.shape[1])), single, derivatives=zero)
         if backend == "numpy":
-            return Result(self, self._solve_numpy(q, vecs["v"], y, fx), single)
+            x = self._solve_numpy(q, vecs["v"], y, fx)
+            dx = solve_derivatives(self, q, vecs["v"], x, "numpy") if derivatives else None
+            return Result(self, x, single, derivatives=dx)
         requested, backend = backend, self._fused_backend(backend, B, full)
         if not chosen:
             threads = default_threads(B, threads)
@@ -201,6 +216,9 @@ class Plan:
         # of this call even if the caller reuses its arrays in the meantime
         q, v, y = (np.array(a, dtype=float, order="C") for a in (q, vecs["v"], y))
         joint, x = self._solve_compiled(q, v, y, fx, full, threads, backend)
+        if derivatives:
+            return Result(self, x, single, joint_space={problem.outputs[0]: joint},
+                          derivatives=solve_derivatives(self, q, v, x, "numba"))
 
         def vector():   # the other variables, on demand: the same compiled pass, full output
             # "auto" picks again for the full output: never a compiler run the caller did not ask for
@@ -534,9 +552,10 @@ class Result(Mapping):
 
     x: the whole solution (B, n) (internal: angular-first, body frames, natural column order), or
     None with `vector` a function that computes it on first access; joint_space: already
-    extracted public joint-space outputs {"tau" or "qdd": (B, nv)}."""
+    extracted public joint-space outputs {"tau" or "qdd": (B, nv)}; derivatives: the three
+    (B, nv, nv) derivatives of Plan.solve(..., derivatives=True), or None."""
 
-    def __init__(self, plan, x, single, joint_space=None, vector=None):
+    def __init__(self, plan, x, single, joint_space=None, vector=None, derivatives=None):
         if x is None and vector is None:
             raise ValueError("x: give the solution or a function that computes it")
         self._plan = plan
@@ -545,6 +564,16 @@ class Result(Mapping):
         self._block_views = None
         self._joint = dict(joint_space or {})
         self._single = single
+        self._derivatives = derivatives
+
+    @property
+    def derivatives(self):
+        """(d out/dq, d out/dv, d out/dy) (B, nv, nv) each (single states lose B): out is tau
+        (inverse dynamics, y = qdd) or qdd (forward dynamics, y = tau); q in Pinocchio's
+        tangent space. Only after Plan.solve(..., derivatives=True)."""
+        if self._derivatives is None:
+            raise ValueError("derivatives: solve with plan.solve(..., derivatives=True)")
+        return tuple(unbatch(d, self._single) for d in self._derivatives)
 
     @property
     def vector(self):
