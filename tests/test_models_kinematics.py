@@ -110,3 +110,21 @@ def test_finite_difference_velocity_kinematics():
         R = P0[i, :3, :3]
         assert np.allclose(dP[i, :3, 3], R @ vel[i, :3], atol=1e-6)
         assert np.allclose(dP[i, :3, :3], R @ pin.skew(vel[i, 3:]), atol=1e-6)
+
+
+def test_a_placement_that_is_not_rigid_is_refused():
+    """A reflection (det -1), a scaled rotation or a bad last row as a joint or frame placement
+    would give dynamics with no physical meaning: ModelError naming the body or frame."""
+    from sparsedyn.errors import ModelError
+    from sparsedyn.model.joints import RevoluteJoint
+    from sparsedyn.model.model import WORLD, ModelBuilder
+    bad = {"reflection": np.diag([1.0, 1.0, -1.0, 1.0]), "scaled": np.diag([2.0, 2.0, 2.0, 1.0]),
+           "last row": np.vstack([np.eye(4)[:3], [0.0, 0.0, 1.0, 1.0]])}
+    for what, T in bad.items():
+        b = ModelBuilder("t")
+        with pytest.raises(ModelError, match="body 'l0': placement is not a rigid transform"):
+            b.add_body("l0", WORLD, RevoluteJoint("j0", [0, 0, 1]), placement=T, mass=1.0,
+                       inertia=np.eye(3))
+        b.add_body("l0", WORLD, RevoluteJoint("j0", [0, 0, 1]), mass=1.0, inertia=np.eye(3))
+        with pytest.raises(ModelError, match="link 'tool': placement is not a rigid transform"):
+            b.add_frame("tool", 0, T)

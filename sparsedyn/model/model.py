@@ -282,6 +282,26 @@ def check_inertia(I, what, strict=True):
                                    f"refuses it)"), stacklevel=4)
 
 
+#: largest accepted deviation of a placement's rotation block from orthonormal (entry-wise)
+ROTATION_TOL = 1e-6
+
+
+def _rigid_placement(placement, what):
+    """A 4x4 rigid placement (finite; rotation orthonormal with determinant +1, not a
+    reflection; last row [0 0 0 1]), else ModelError naming `what`."""
+    T = np.eye(4) if placement is None else np.array(placement, dtype=float)
+    if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+        raise ModelError(f"{what}: placement must be a finite 4x4 homogeneous matrix, got shape "
+                         f"{T.shape}")
+    R = T[:3, :3]
+    if (not np.allclose(T[3], [0.0, 0.0, 0.0, 1.0]) or np.abs(R.T @ R - np.eye(3)).max() > ROTATION_TOL
+            or np.linalg.det(R) <= 0):
+        raise ModelError(f"{what}: placement is not a rigid transform (its rotation block must be "
+                         f"orthonormal with determinant +1, not a reflection; det = "
+                         f"{np.linalg.det(R):.6g})")
+    return T
+
+
 class ModelBuilder:
     """Python API for trees with any joint (including multi-DoF spherical/planar joints).
 
@@ -320,7 +340,7 @@ class ModelBuilder:
             raise ModelError(f"body {name!r}: parent index {parent} does not exist yet")
         if name in self._frames:
             raise ModelError(f"link {name!r} is defined twice")
-        placement = np.eye(4) if placement is None else np.asarray(placement, dtype=float)
+        placement = _rigid_placement(placement, f"body {name!r}")
         if spatial is None:
             inertia = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, dtype=float)
             if float(mass) < 0:
@@ -352,6 +372,7 @@ class ModelBuilder:
         table = self._frames if kind == "link" else self._joint_frames
         if name in table:
             raise ModelError(f"{'link' if kind == 'link' else 'joint'} {name!r} is defined twice")
+        placement = _rigid_placement(placement, f"{'link' if kind == 'link' else 'joint'} {name!r}")
         table[name] = Frame(name, int(body), _readonly(placement), kind, parent,
                             None if inertia is None else _readonly(inertia), child)
 
