@@ -24,6 +24,7 @@ from .opcount import OpCount, count_operations
 from .planner import Factorization, PivotBreakdownWarning, plan_factorization
 from .problems import (Plan, aba_derivatives, compile, forward_dynamics, inverse_dynamics,
                        load_plan, rnea_derivatives)
+from .constrained import RedundantContactsWarning, constrained_forward_dynamics
 from .recursive import aba, crba, rnea
 from .recursive.cluster import (c_aba, c_efpa, c_rnea, lagrange_fd, projected_rnea, projection_fd)
 from .recursive.ltl import ltdl, ltl
@@ -41,7 +42,8 @@ __all__ = [
     "inverse_dynamics", "forward_dynamics", "compile", "load_plan", "Plan",
     "plan_factorization", "Factorization", "PivotBreakdownWarning", "SparseCholesky",
     "EstimationProblem", "compile_estimation", "load_estimation_plan", "sensors", "models",
-    "Contact", "contact_jacobian", "delassus", "ltl", "ltdl",
+    "Contact", "contact_jacobian", "delassus", "ltl", "ltdl", "constrained_forward_dynamics",
+    "RedundantContactsWarning",
     "ClusterModel", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",
     "yamane_forward_dynamics",
     "SparsedynError", "ModelError", "SingularModelError", "IllPosedError", "PlanMismatchError",

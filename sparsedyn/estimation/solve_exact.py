@@ -112,12 +112,20 @@ class ExactSolver:
                                                     np.ones(self.problem.shape[0]))
         return self._identifiability
 
-    def solve(self, values, rhs):
-        """(x (B, n), ok (B,), undetermined (B, n) bool): x is NaN where ok is False (a
-        singular state, or one the data do not determine: solve_map.Identifiability)."""
+    def solve_square(self, values, rhs):
+        """(x (B, n), ok (B,)) of the LU with its pivot and backward-error checks alone (states
+        that fail them re-solved with partial pivoting, ok False where that finds the matrix
+        singular), for a caller that decides determination itself (a dynamics problem whose
+        system is nonsingular wherever its physics is, however ill-conditioned)."""
         x, ok = self.factorization.solve(values, rhs, return_status=True)
         x, ok = np.array(x), np.array(ok)
         self._backward_error_check(values, rhs, x, ok)
+        return x, ok & np.isfinite(x).all(axis=1)
+
+    def solve(self, values, rhs):
+        """(x (B, n), ok (B,), undetermined (B, n) bool): x is NaN where ok is False (a
+        singular state, or one the data do not determine: solve_map.Identifiability)."""
+        x, ok = self.solve_square(values, rhs)
         determined, undetermined, _ = self.identifiability(values)
         ok &= determined
         x[~ok] = np.nan
