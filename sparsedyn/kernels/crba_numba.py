@@ -1,0 +1,325 @@
+"""Compiled mass matrix: CRBA (Featherstone Table 6.2) and its L^T L factor (Table 6.3) for a
+batch of configurations, `lanes` states at a time with the batch innermost (SIMD) dimension.
+
+Per lane group (ir/mass_matrix.py has the program and why the root frame):
+  1. forward over bodies: the joint transform (E, r) (assemble_numba.joint_transform_lanes), the
+     body's placement in its root's frame R_i = R_p E^T, p_i = p_p + R_p r (root: identity), its
+     inertia there (Featherstone Table 2.5, X^T I X with X = (R^T, p)):
+         m' = m, h' = R h + m p,
+         Ibar' = R Ibar R^T - px (R h)x - h'x px
+               = R Ibar R^T + (p.(R h) + p.h') 1 - (R h) p^T - p h'^T        (ax bx = b a^T - a.b 1)
+     and the motions of its DoFs J_k = [R S_w; R S_v + p x R S_w] (angular-first);
+  2. backward over bodies: F_k = I^c_i J_k = [Ibar w + h x v; m v - h x w] for the DoFs k of
+     body i, M_kj = J_j . F_k for j in lambda-ancestors(k) U {k} (Table 6.2's H_ij, every J in
+     one frame), then I^c_parent += I^c_i (same frame: no transform);
+  3. optionally the L^T L program on the compact vector (pivot check: not sqrt-able above
+     tol * M_kk, as recursive/ltl.py), then the dense (nv, nv) gather of each state.
+Per state, `status` reports -1 (fine), the first DoF (in the factorisation's order) whose
+pivot check failed, or NONFINITE (an output is not finite).
+
+Preconditions: q (B, nq) C-contiguous float64, checked (finite, unit quaternions).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+
+from .assemble_numba import _lane_indices, joint_transform_lanes, thread_range
+from .lu_numba import lane_split
+from .parallel import parallel_launch
+
+
+#: status of a state whose output is not finite
+NONFINITE = -2
+
+# the per-body steps are inlined into crba_lanes: a call passing the scratch bundle costs a
+# reference count update per array, per body and lane group
+_INLINE = dict(cache=True, error_model="numpy", inline="always")
+
+
+class CrbaScratch(NamedTuple):
+    """Per lane group: placements R (N, 9, L), p (N, 3, L); composite inertias IC (N, 10, L);
+    DoF motions J (nv, 6, L); the compact M (n_pairs + 1, L, last row zero), its diagonal
+    (nv, L) for the pivot checks; E (9, L), r (3, L), tmp (9, L), F (6, L), hR (3, L), q rows
+    qT (nq, L), lane states idx and the first failed pivot fail (L,) (-1: none)."""
+    R: np.ndarray
+    p: np.ndarray
+    IC: np.ndarray
+    J: np.ndarray
+    Mc: np.ndarray
+    diag: np.ndarray
+    E: np.ndarray
+    r: np.ndarray
+    tmp: np.ndarray
+    F: np.ndarray
+    hR: np.ndarray
+    qT: np.ndarray
+    idx: np.ndarray
+    fail: np.ndarray
+
+
+@njit(cache=True)
+def crba_scratch(N, nv, nq, n_pairs, lanes):
+    Mc = np.zeros((n_pairs + 1, lanes))
+    return CrbaScratch(np.zeros((N, 9, lanes)), np.zeros((N, 3, lanes)),
+                       np.zeros((N, 10, lanes)), np.zeros((nv, 6, lanes)), Mc,
+                       np.zeros((nv, lanes)), np.zeros((9, lanes)), np.zeros((3, lanes)),
+                       np.zeros((9, lanes)), np.zeros((6, lanes)), np.zeros((3, lanes)),
+                       np.zeros((nq, lanes)), np.zeros(lanes, dtype=np.int64),
+                       np.zeros(lanes, dtype=np.int64))
+
+
+@njit(**_INLINE)
+def _placements(i, jt, sc):
+    """Step 1 for body i: R_i, p_i in its root's frame and its inertia there (into IC[i])."""
+    R, P, E, r = sc.R[i], sc.p[i], sc.E, sc.r
+    L = E.shape[1]
+    par = jt.parent[i]
+    if par < 0:
+        for e in range(9):
+            v0 = 1.0 if e % 4 == 0 else 0.0
+            for s in range(L):
+                R[e, s] = v0
+        for a in range(3):
+            for s in range(L):
+                P[a, s] = 0.0
+    else:
+        joint_transform_lanes(i, jt, sc.qT, E, r, sc.tmp)
+        Rp, Pp = sc.R[par], sc.p[par]
+        for a in range(3):
+            for b in range(3):                    # R_i[a, b] = sum_k R_p[a, k] E[b, k]
+                for s in range(L):
+                    R[3 * a + b, s] = (Rp[3 * a, s] * E[3 * b, s] + Rp[3 * a + 1, s] * E[3 * b + 1, s]
+                                       + Rp[3 * a + 2, s] * E[3 * b + 2, s])
+            for s in range(L):                    # p_i = p_p + R_p r
+                P[a, s] = Pp[a, s] + Rp[3 * a, s] * r[0, s] + Rp[3 * a + 1, s] * r[1, s] \
+                    + Rp[3 * a + 2, s] * r[2, s]
+
+
+@njit(**_INLINE)
+def _body_inertia(i, inertia, sc):
+    """I^c_i := body i's inertia in its root's frame (module doc, step 1)."""
+    R, P, IC, T, hR = sc.R[i], sc.p[i], sc.IC[i], sc.tmp, sc.hR
+    L = R.shape[1]
+    m = inertia[i, 0]
+    h0, h1, h2 = inertia[i, 1], inertia[i, 2], inertia[i, 3]
+    xx, xy, xz, yy, yz, zz = (inertia[i, 4], inertia[i, 5], inertia[i, 6], inertia[i, 7],
+                              inertia[i, 8], inertia[i, 9])
+    for a in range(3):                            # T = R Ibar, hR = R h
+        for s in range(L):
+            r0, r1, r2 = R[3 * a, s], R[3 * a + 1, s], R[3 * a + 2, s]
+            T[3 * a, s] = r0 * xx + r1 * xy + r2 * xz
+            T[3 * a + 1, s] = r0 * xy + r1 * yy + r2 * yz
+            T[3 * a + 2, s] = r0 * xz + r1 * yz + r2 * zz
+            hR[a, s] = r0 * h0 + r1 * h1 + r2 * h2
+    for s in range(L):
+        p0, p1, p2 = P[0, s], P[1, s], P[2, s]
+        u0, u1, u2 = hR[0, s], hR[1, s], hR[2, s]
+        w0, w1, w2 = u0 + m * p0, u1 + m * p1, u2 + m * p2           # h' = R h + m p
+        d = p0 * u0 + p1 * u1 + p2 * u2 + p0 * w0 + p1 * w1 + p2 * w2
+        IC[0, s] = m
+        IC[1, s] = w0
+        IC[2, s] = w1
+        IC[3, s] = w2
+        # Ibar'_ab = (T R^T)_ab + d 1_ab - u_a p_b - p_a w_b
+        IC[4, s] = T[0, s] * R[0, s] + T[1, s] * R[1, s] + T[2, s] * R[2, s] + d - u0 * p0 - p0 * w0
+        IC[5, s] = T[0, s] * R[3, s] + T[1, s] * R[4, s] + T[2, s] * R[5, s] - u0 * p1 - p0 * w1
+        IC[6, s] = T[0, s] * R[6, s] + T[1, s] * R[7, s] + T[2, s] * R[8, s] - u0 * p2 - p0 * w2
+        IC[7, s] = T[3, s] * R[3, s] + T[4, s] * R[4, s] + T[5, s] * R[5, s] + d - u1 * p1 - p1 * w1
+        IC[8, s] = T[3, s] * R[6, s] + T[4, s] * R[7, s] + T[5, s] * R[8, s] - u1 * p2 - p1 * w2
+        IC[9, s] = T[6, s] * R[6, s] + T[7, s] * R[7, s] + T[8, s] * R[8, s] + d - u2 * p2 - p2 * w2
+
+
+@njit(**_INLINE)
+def _dof_motions(i, mm, sc):
+    """J_k = [R S_w; R S_v + p x (R S_w)] for the DoFs k of body i (sparse S)."""
+    R, P = sc.R[i], sc.p[i]
+    L = R.shape[1]
+    first, count = mm.body_dofs[i, 0], mm.body_dofs[i, 1]
+    for k in range(first, first + count):
+        J = sc.J[k]
+        for a in range(6):
+            for s in range(L):
+                J[a, s] = 0.0
+        for e in range(mm.s_ptr[k], mm.s_ptr[k + 1]):
+            row, val = mm.s_row[e], mm.s_val[e]
+            off, c = 3 * (row // 3), row % 3          # angular rows 0..2 -> J_w, 3..5 -> J_v
+            for a in range(3):
+                for s in range(L):
+                    J[off + a, s] += val * R[3 * a + c, s]
+        for s in range(L):
+            w0, w1, w2 = J[0, s], J[1, s], J[2, s]
+            p0, p1, p2 = P[0, s], P[1, s], P[2, s]
+            J[3, s] += p1 * w2 - p2 * w1
+            J[4, s] += p2 * w0 - p0 * w2
+            J[5, s] += p0 * w1 - p1 * w0
+
+
+@njit(**_INLINE)
+def _columns(i, mm, sc):
+    """Step 2 for body i: M_kj = J_j . (I^c_i J_k) into the compact vector."""
+    IC, F, Mc = sc.IC[i], sc.F, sc.Mc
+    L = F.shape[1]
+    first, count = mm.body_dofs[i, 0], mm.body_dofs[i, 1]
+    for k in range(first, first + count):
+        J = sc.J[k]
+        for s in range(L):
+            m, h0, h1, h2 = IC[0, s], IC[1, s], IC[2, s], IC[3, s]
+            w0, w1, w2, v0, v1, v2 = J[0, s], J[1, s], J[2, s], J[3, s], J[4, s], J[5, s]
+            F[0, s] = IC[4, s] * w0 + IC[5, s] * w1 + IC[6, s] * w2 + (h1 * v2 - h2 * v1)
+            F[1, s] = IC[5, s] * w0 + IC[7, s] * w1 + IC[8, s] * w2 + (h2 * v0 - h0 * v2)
+            F[2, s] = IC[6, s] * w0 + IC[8, s] * w1 + IC[9, s] * w2 + (h0 * v1 - h1 * v0)
+            F[3, s] = m * v0 - (h1 * w2 - h2 * w1)
+            F[4, s] = m * v1 - (h2 * w0 - h0 * w2)
+            F[5, s] = m * v2 - (h0 * w1 - h1 * w0)
+        for e in range(mm.pair_ptr[k], mm.pair_ptr[k + 1]):
+            out, sel = Mc[e], mm.pair_row[e]
+            if sel >= 0:                          # J_j = S_j, one nonzero
+                val, Fr = mm.pair_val[e], F[sel]
+                for s in range(L):
+                    out[s] = val * Fr[s]
+                continue
+            Jj = sc.J[mm.pair_col[e]]
+            for s in range(L):
+                out[s] = (Jj[0, s] * F[0, s] + Jj[1, s] * F[1, s] + Jj[2, s] * F[2, s]
+                          + Jj[3, s] * F[3, s] + Jj[4, s] * F[4, s] + Jj[5, s] * F[5, s])
+
+
+@njit(cache=True, error_model="numpy")
+def crba_lanes(idx, q, jt, mm, sc):
+    """The compact M of the states idx (lanes,) into sc.Mc (steps 1-2 of the module doc)."""
+    qT = sc.qT
+    L = qT.shape[1]
+    for col in range(q.shape[1]):
+        for s in range(L):
+            qT[col, s] = q[idx[s], col]
+    N = jt.parent.shape[0]
+    for i in range(N):
+        _placements(i, jt, sc)
+        _body_inertia(i, mm.inertia, sc)
+        _dof_motions(i, mm, sc)
+    for i in range(N - 1, -1, -1):
+        _columns(i, mm, sc)
+        par = jt.parent[i]
+        if par >= 0:
+            IC, ICp = sc.IC[i], sc.IC[par]
+            for c in range(10):
+                for s in range(L):
+                    ICp[c, s] += IC[c, s]
+
+
+@njit(cache=True, error_model="numpy")
+def ltl_lanes(fa, Mc, diag, tol, fail):
+    """Table 6.3 on the compact vector, in place: M = L^T L. fail[s]: the first DoF k whose
+    pivot is not above tol * M_kk (diag: the diagonal before the factorisation), if still -1."""
+    L = Mc.shape[1]
+    for t in range(fa.order.shape[0]):
+        k = fa.order[t]
+        piv, dk = Mc[fa.piv[k]], diag[k]
+        for s in range(L):
+            ok = piv[s] > tol * dk[s]
+            if not ok and fail[s] == -1:
+                fail[s] = k
+            piv[s] = math.sqrt(piv[s]) if ok else 1.0        # H_kk = sqrt(H_kk)
+        for e in range(fa.anc_ptr[k], fa.anc_ptr[k + 1]):
+            row = Mc[fa.anc_slot[e]]
+            for s in range(L):
+                row[s] /= piv[s]                              # H_ki = H_ki / H_kk
+        for e in range(fa.upd_ptr[k], fa.upd_ptr[k + 1]):
+            d, a, b = Mc[fa.upd_dest[e]], Mc[fa.upd_a[e]], Mc[fa.upd_b[e]]
+            for s in range(L):
+                d[s] -= a[s] * b[s]                           # H_ij -= H_ki H_kj
+
+
+@njit(cache=True, error_model="numpy")
+def _nonfinite(Mc, acc):
+    """acc[s] = sum_e (Mc[e, s] - Mc[e, s]): 0 if the lane's values are finite, else NaN (one
+    vectorised sweep)."""
+    for s in range(Mc.shape[1]):
+        acc[s] = 0.0
+    for e in range(Mc.shape[0]):
+        for s in range(Mc.shape[1]):
+            acc[s] += Mc[e, s] - Mc[e, s]
+
+
+@njit(cache=True, error_model="numpy")
+def _range(lo, hi, lanes, q, jt, mm, fa, tol, factor, gather, out, status):
+    """States lo..hi-1, a lane group at a time: M (or its factor L), compact, gathered by
+    `gather` into out (B, gather.size)."""
+    nv = mm.body_dofs[:, 1].sum()
+    n_pairs = mm.pair_col.shape[0]
+    sc = crba_scratch(jt.parent.shape[0], nv, q.shape[1], n_pairs, lanes)
+    idx, fail, Mc, diag = sc.idx, sc.fail, sc.Mc, sc.diag
+    acc = np.zeros(lanes)
+    for first in range(lo, hi, lanes):
+        m = _lane_indices(first, hi, idx)
+        crba_lanes(idx, q, jt, mm, sc)
+        _nonfinite(Mc, acc)                   # M's first: a NaN pivot is no singularity
+        for s in range(lanes):
+            fail[s] = NONFINITE if acc[s] != 0.0 else -1
+        if factor:
+            for k in range(nv):
+                src = Mc[fa.piv[k]]
+                for s in range(lanes):
+                    diag[k, s] = src[s]
+            ltl_lanes(fa, Mc, diag, tol, fail)
+            _nonfinite(Mc, acc)
+            for s in range(lanes):
+                if fail[s] == -1 and acc[s] != 0.0:
+                    fail[s] = NONFINITE
+        for s in range(m):
+            row = out[first + s]
+            for c in range(gather.shape[0]):
+                row[c] = Mc[gather[c], s]
+            status[first + s] = fail[s]
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _parallel(groups, lanes, q, jt, mm, fa, tol, factor, gather, out, status):
+    B = q.shape[0]
+    for g in prange(groups):
+        lo, hi = thread_range(g, groups, B, lanes)
+        if lo < hi:
+            _range(lo, hi, lanes, q, jt, mm, fa, tol, factor, gather, out, status)
+
+
+@njit(cache=True, error_model="numpy")
+def _serial(groups, lanes, q, jt, mm, fa, tol, factor, gather, out, status):
+    _range(0, q.shape[0], lanes, q, jt, mm, fa, tol, factor, gather, out, status)
+
+
+#: states per lane group: a humanoid's (nv = 49) scratch is ~470 KB at 32 lanes, and 32 lanes
+#: ran faster than 8 and 16 (B = 4096, one thread: experiments/bench_peers.py)
+LANES = 32
+
+
+def run(program, q, factor=False, tol=0.0, threads=1, lanes=LANES, packed=False, out=None):
+    """(out, status (B,) int: see the module doc): M(q), or with `factor` its L^T L factor L, for
+    checked q (B, nq): out (B, nv, nv), or with `packed` (B, n_pairs) the nonzeros of M's (L's)
+    lower triangle in the program's pair order; `out` an array of that shape to write into (C-contiguous float64).
+    threads > 1 splits the batch into one range of lane groups per thread."""
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    B, nv = q.shape[0], program.nv
+    mm = program.arrays
+    gather = (np.arange(program.n_pairs) if packed else mm.lower_slot if factor else mm.full_slot)
+    shape = (B, program.n_pairs) if packed else (B, nv, nv)
+    if out is None:
+        out = np.empty(shape)
+    elif out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise ValueError(f"out: expected a C-contiguous float64 array of shape {shape}, got "
+                         f"{out.dtype} {out.shape}")
+    flat = out.reshape(B, gather.size)
+    status = np.full(B, -1, dtype=np.int64)
+    if B:
+        lanes, groups = lane_split(B, lanes, threads)
+        args = (groups, lanes, q, program.joints, mm, program.factor_arrays, float(tol),
+                bool(factor), gather, flat, status)
+        if groups > 1:
+            with parallel_launch():
+                _parallel(*args)
+        else:
+            _serial(*args)
+    return out, status
