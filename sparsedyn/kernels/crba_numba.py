@@ -291,9 +291,11 @@ def _serial(groups, lanes, q, jt, mm, fa, tol, factor, gather, out, status):
     _range(0, q.shape[0], lanes, q, jt, mm, fa, tol, factor, gather, out, status)
 
 
-#: states per lane group: a humanoid's (nv = 49) scratch is ~470 KB at 32 lanes, and 32 lanes
-#: ran faster than 8 and 16 (B = 4096, one thread: experiments/bench_peers.py)
-LANES = 32
+#: states per lane group. Each lane loop costs a fixed overhead (overlap checks, remainder) that
+#: the lanes share: humanoid, B = 4096, one thread, CPU time per state 9.0 / 6.3 / 5.3 / 4.8 us on
+#: 16 / 32 / 64 / 128 lanes (one interleaved run, busy machine). 64: its scratch (~0.9 MB for
+#: nv = 49) stays in a core's L2
+LANES = 64
 
 
 def run(program, q, factor=False, tol=0.0, threads=1, lanes=LANES, packed=False, out=None):
