@@ -73,142 +73,146 @@ def crba_scratch(N, nv, nq, n_pairs, lanes):
 
 
 @njit(**_INLINE)
-def _placements(i, jt, sc):
-    """Step 1 for body i: R_i, p_i in its root's frame and its inertia there (into IC[i])."""
-    R, P, E, r = sc.R[i], sc.p[i], sc.E, sc.r
+def _placements(i, jt, sc, R, P):
+    """Step 1 for body i: R_i = R_p E^T, p_i = p_p + R_p r in its root's frame (root:
+    identity) into R[i] (9, L), P[i] (3, L)."""
+    E, r = sc.E, sc.r
     L = E.shape[1]
     par = jt.parent[i]
     if par < 0:
-        for e in range(9):
-            v0 = 1.0 if e % 4 == 0 else 0.0
-            for s in range(L):
-                R[e, s] = v0
-        for a in range(3):
-            for s in range(L):
-                P[a, s] = 0.0
-    else:
-        joint_transform_lanes(i, jt, sc.qT, E, r, sc.tmp)
-        Rp, Pp = sc.R[par], sc.p[par]
-        for a in range(3):
-            for b in range(3):                    # R_i[a, b] = sum_k R_p[a, k] E[b, k]
-                for s in range(L):
-                    R[3 * a + b, s] = (Rp[3 * a, s] * E[3 * b, s] + Rp[3 * a + 1, s] * E[3 * b + 1, s]
-                                       + Rp[3 * a + 2, s] * E[3 * b + 2, s])
-            for s in range(L):                    # p_i = p_p + R_p r
-                P[a, s] = Pp[a, s] + Rp[3 * a, s] * r[0, s] + Rp[3 * a + 1, s] * r[1, s] \
-                    + Rp[3 * a + 2, s] * r[2, s]
+        for s in range(L):
+            R[i, 0, s], R[i, 1, s], R[i, 2, s] = 1.0, 0.0, 0.0
+            R[i, 3, s], R[i, 4, s], R[i, 5, s] = 0.0, 1.0, 0.0
+            R[i, 6, s], R[i, 7, s], R[i, 8, s] = 0.0, 0.0, 1.0
+            P[i, 0, s], P[i, 1, s], P[i, 2, s] = 0.0, 0.0, 0.0
+        return
+    joint_transform_lanes(i, jt, sc.qT, E, r, sc.tmp)
+    # one lane loop per row (few arrays each: the vectoriser's overlap checks stay cheap)
+    for a in range(3):
+        for s in range(L):                        # R_i[a, b] = sum_k R_p[a, k] E[b, k]
+            x0, x1, x2 = R[par, 3 * a, s], R[par, 3 * a + 1, s], R[par, 3 * a + 2, s]
+            R[i, 3 * a, s] = x0 * E[0, s] + x1 * E[1, s] + x2 * E[2, s]
+            R[i, 3 * a + 1, s] = x0 * E[3, s] + x1 * E[4, s] + x2 * E[5, s]
+            R[i, 3 * a + 2, s] = x0 * E[6, s] + x1 * E[7, s] + x2 * E[8, s]
+        for s in range(L):                        # p_i = p_p + R_p r
+            P[i, a, s] = (P[par, a, s] + R[par, 3 * a, s] * r[0, s]
+                          + R[par, 3 * a + 1, s] * r[1, s] + R[par, 3 * a + 2, s] * r[2, s])
 
 
 @njit(**_INLINE)
-def _body_inertia(i, inertia, sc):
-    """I^c_i := body i's inertia in its root's frame (module doc, step 1)."""
-    R, P, IC, T, hR = sc.R[i], sc.p[i], sc.IC[i], sc.tmp, sc.hR
-    L = R.shape[1]
+def _body_inertia(i, inertia, R, P, IC, T, hR):
+    """IC[i] := body i's inertia in its root's frame (module doc, step 1); T (9, L) and hR
+    (3, L) scratch."""
+    L = T.shape[1]
     m = inertia[i, 0]
     h0, h1, h2 = inertia[i, 1], inertia[i, 2], inertia[i, 3]
     xx, xy, xz, yy, yz, zz = (inertia[i, 4], inertia[i, 5], inertia[i, 6], inertia[i, 7],
                               inertia[i, 8], inertia[i, 9])
     for a in range(3):                            # T = R Ibar, hR = R h
         for s in range(L):
-            r0, r1, r2 = R[3 * a, s], R[3 * a + 1, s], R[3 * a + 2, s]
+            r0, r1, r2 = R[i, 3 * a, s], R[i, 3 * a + 1, s], R[i, 3 * a + 2, s]
             T[3 * a, s] = r0 * xx + r1 * xy + r2 * xz
             T[3 * a + 1, s] = r0 * xy + r1 * yy + r2 * yz
             T[3 * a + 2, s] = r0 * xz + r1 * yz + r2 * zz
             hR[a, s] = r0 * h0 + r1 * h1 + r2 * h2
     for s in range(L):
-        p0, p1, p2 = P[0, s], P[1, s], P[2, s]
+        p0, p1, p2 = P[i, 0, s], P[i, 1, s], P[i, 2, s]
         u0, u1, u2 = hR[0, s], hR[1, s], hR[2, s]
         w0, w1, w2 = u0 + m * p0, u1 + m * p1, u2 + m * p2           # h' = R h + m p
         d = p0 * u0 + p1 * u1 + p2 * u2 + p0 * w0 + p1 * w1 + p2 * w2
-        IC[0, s] = m
-        IC[1, s] = w0
-        IC[2, s] = w1
-        IC[3, s] = w2
+        IC[i, 0, s] = m
+        IC[i, 1, s] = w0
+        IC[i, 2, s] = w1
+        IC[i, 3, s] = w2
         # Ibar'_ab = (T R^T)_ab + d 1_ab - u_a p_b - p_a w_b
-        IC[4, s] = T[0, s] * R[0, s] + T[1, s] * R[1, s] + T[2, s] * R[2, s] + d - u0 * p0 - p0 * w0
-        IC[5, s] = T[0, s] * R[3, s] + T[1, s] * R[4, s] + T[2, s] * R[5, s] - u0 * p1 - p0 * w1
-        IC[6, s] = T[0, s] * R[6, s] + T[1, s] * R[7, s] + T[2, s] * R[8, s] - u0 * p2 - p0 * w2
-        IC[7, s] = T[3, s] * R[3, s] + T[4, s] * R[4, s] + T[5, s] * R[5, s] + d - u1 * p1 - p1 * w1
-        IC[8, s] = T[3, s] * R[6, s] + T[4, s] * R[7, s] + T[5, s] * R[8, s] - u1 * p2 - p1 * w2
-        IC[9, s] = T[6, s] * R[6, s] + T[7, s] * R[7, s] + T[8, s] * R[8, s] + d - u2 * p2 - p2 * w2
+        IC[i, 4, s] = (T[0, s] * R[i, 0, s] + T[1, s] * R[i, 1, s] + T[2, s] * R[i, 2, s]
+                       + d - u0 * p0 - p0 * w0)
+        IC[i, 5, s] = (T[0, s] * R[i, 3, s] + T[1, s] * R[i, 4, s] + T[2, s] * R[i, 5, s]
+                       - u0 * p1 - p0 * w1)
+        IC[i, 6, s] = (T[0, s] * R[i, 6, s] + T[1, s] * R[i, 7, s] + T[2, s] * R[i, 8, s]
+                       - u0 * p2 - p0 * w2)
+        IC[i, 7, s] = (T[3, s] * R[i, 3, s] + T[4, s] * R[i, 4, s] + T[5, s] * R[i, 5, s]
+                       + d - u1 * p1 - p1 * w1)
+        IC[i, 8, s] = (T[3, s] * R[i, 6, s] + T[4, s] * R[i, 7, s] + T[5, s] * R[i, 8, s]
+                       - u1 * p2 - p1 * w2)
+        IC[i, 9, s] = (T[6, s] * R[i, 6, s] + T[7, s] * R[i, 7, s] + T[8, s] * R[i, 8, s]
+                       + d - u2 * p2 - p2 * w2)
 
 
 @njit(**_INLINE)
-def _dof_motions(i, mm, sc):
+def _dof_motions(i, mm, R, P, J):
     """J_k = [R S_w; R S_v + p x (R S_w)] for the DoFs k of body i (sparse S)."""
-    R, P = sc.R[i], sc.p[i]
-    L = R.shape[1]
+    L = J.shape[2]
     first, count = mm.body_dofs[i, 0], mm.body_dofs[i, 1]
     for k in range(first, first + count):
-        J = sc.J[k]
-        for a in range(6):
-            for s in range(L):
-                J[a, s] = 0.0
+        for s in range(L):
+            J[k, 0, s], J[k, 1, s], J[k, 2, s] = 0.0, 0.0, 0.0
+            J[k, 3, s], J[k, 4, s], J[k, 5, s] = 0.0, 0.0, 0.0
         for e in range(mm.s_ptr[k], mm.s_ptr[k + 1]):
             row, val = mm.s_row[e], mm.s_val[e]
             off, c = 3 * (row // 3), row % 3          # angular rows 0..2 -> J_w, 3..5 -> J_v
-            for a in range(3):
-                for s in range(L):
-                    J[off + a, s] += val * R[3 * a + c, s]
+            for s in range(L):
+                J[k, off, s] += val * R[i, c, s]
+                J[k, off + 1, s] += val * R[i, 3 + c, s]
+                J[k, off + 2, s] += val * R[i, 6 + c, s]
         for s in range(L):
-            w0, w1, w2 = J[0, s], J[1, s], J[2, s]
-            p0, p1, p2 = P[0, s], P[1, s], P[2, s]
-            J[3, s] += p1 * w2 - p2 * w1
-            J[4, s] += p2 * w0 - p0 * w2
-            J[5, s] += p0 * w1 - p1 * w0
+            w0, w1, w2 = J[k, 0, s], J[k, 1, s], J[k, 2, s]
+            p0, p1, p2 = P[i, 0, s], P[i, 1, s], P[i, 2, s]
+            J[k, 3, s] += p1 * w2 - p2 * w1
+            J[k, 4, s] += p2 * w0 - p0 * w2
+            J[k, 5, s] += p0 * w1 - p1 * w0
 
 
 @njit(**_INLINE)
-def _columns(i, mm, sc):
-    """Step 2 for body i: M_kj = J_j . (I^c_i J_k) into the compact vector."""
-    IC, F, Mc = sc.IC[i], sc.F, sc.Mc
+def _columns(i, mm, IC, J, F, Mc):
+    """Step 2 for body i: M_kj = J_j . (I^c_i J_k) into the compact vector Mc. Whole arrays
+    and indices, no views: a view costs a reference count update, per pair and lane group."""
     L = F.shape[1]
     first, count = mm.body_dofs[i, 0], mm.body_dofs[i, 1]
     for k in range(first, first + count):
-        J = sc.J[k]
         for s in range(L):
-            m, h0, h1, h2 = IC[0, s], IC[1, s], IC[2, s], IC[3, s]
-            w0, w1, w2, v0, v1, v2 = J[0, s], J[1, s], J[2, s], J[3, s], J[4, s], J[5, s]
-            F[0, s] = IC[4, s] * w0 + IC[5, s] * w1 + IC[6, s] * w2 + (h1 * v2 - h2 * v1)
-            F[1, s] = IC[5, s] * w0 + IC[7, s] * w1 + IC[8, s] * w2 + (h2 * v0 - h0 * v2)
-            F[2, s] = IC[6, s] * w0 + IC[8, s] * w1 + IC[9, s] * w2 + (h0 * v1 - h1 * v0)
+            m, h0, h1, h2 = IC[i, 0, s], IC[i, 1, s], IC[i, 2, s], IC[i, 3, s]
+            w0, w1, w2 = J[k, 0, s], J[k, 1, s], J[k, 2, s]
+            v0, v1, v2 = J[k, 3, s], J[k, 4, s], J[k, 5, s]
+            F[0, s] = IC[i, 4, s] * w0 + IC[i, 5, s] * w1 + IC[i, 6, s] * w2 + (h1 * v2 - h2 * v1)
+            F[1, s] = IC[i, 5, s] * w0 + IC[i, 7, s] * w1 + IC[i, 8, s] * w2 + (h2 * v0 - h0 * v2)
+            F[2, s] = IC[i, 6, s] * w0 + IC[i, 8, s] * w1 + IC[i, 9, s] * w2 + (h0 * v1 - h1 * v0)
             F[3, s] = m * v0 - (h1 * w2 - h2 * w1)
             F[4, s] = m * v1 - (h2 * w0 - h0 * w2)
             F[5, s] = m * v2 - (h0 * w1 - h1 * w0)
         for e in range(mm.pair_ptr[k], mm.pair_ptr[k + 1]):
-            out, sel = Mc[e], mm.pair_row[e]
+            sel = mm.pair_row[e]
             if sel >= 0:                          # J_j = S_j, one nonzero
-                val, Fr = mm.pair_val[e], F[sel]
+                val = mm.pair_val[e]
                 for s in range(L):
-                    out[s] = val * Fr[s]
+                    Mc[e, s] = val * F[sel, s]
                 continue
-            Jj = sc.J[mm.pair_col[e]]
+            j = mm.pair_col[e]
             for s in range(L):
-                out[s] = (Jj[0, s] * F[0, s] + Jj[1, s] * F[1, s] + Jj[2, s] * F[2, s]
-                          + Jj[3, s] * F[3, s] + Jj[4, s] * F[4, s] + Jj[5, s] * F[5, s])
+                Mc[e, s] = (J[j, 0, s] * F[0, s] + J[j, 1, s] * F[1, s] + J[j, 2, s] * F[2, s]
+                            + J[j, 3, s] * F[3, s] + J[j, 4, s] * F[4, s] + J[j, 5, s] * F[5, s])
 
 
 @njit(cache=True, error_model="numpy")
 def crba_lanes(idx, q, jt, mm, sc):
     """The compact M of the states idx (lanes,) into sc.Mc (steps 1-2 of the module doc)."""
-    qT = sc.qT
+    qT, R, P, IC, J = sc.qT, sc.R, sc.p, sc.IC, sc.J
     L = qT.shape[1]
     for col in range(q.shape[1]):
         for s in range(L):
             qT[col, s] = q[idx[s], col]
     N = jt.parent.shape[0]
     for i in range(N):
-        _placements(i, jt, sc)
-        _body_inertia(i, mm.inertia, sc)
-        _dof_motions(i, mm, sc)
+        _placements(i, jt, sc, R, P)
+        _body_inertia(i, mm.inertia, R, P, IC, sc.tmp, sc.hR)
+        _dof_motions(i, mm, R, P, J)
     for i in range(N - 1, -1, -1):
-        _columns(i, mm, sc)
+        _columns(i, mm, IC, J, sc.F, sc.Mc)
         par = jt.parent[i]
-        if par >= 0:
-            IC, ICp = sc.IC[i], sc.IC[par]
+        if par >= 0:                              # I^c_parent += I^c_i, same frame
             for c in range(10):
                 for s in range(L):
-                    ICp[c, s] += IC[c, s]
+                    IC[par, c, s] += IC[i, c, s]
 
 
 @njit(cache=True, error_model="numpy")
@@ -218,20 +222,20 @@ def ltl_lanes(fa, Mc, diag, tol, fail):
     L = Mc.shape[1]
     for t in range(fa.order.shape[0]):
         k = fa.order[t]
-        piv, dk = Mc[fa.piv[k]], diag[k]
+        pk = fa.piv[k]
         for s in range(L):
-            ok = piv[s] > tol * dk[s]
+            ok = Mc[pk, s] > tol * diag[k, s]
             if not ok and fail[s] == -1:
                 fail[s] = k
-            piv[s] = math.sqrt(piv[s]) if ok else 1.0        # H_kk = sqrt(H_kk)
+            Mc[pk, s] = math.sqrt(Mc[pk, s]) if ok else 1.0        # H_kk = sqrt(H_kk)
         for e in range(fa.anc_ptr[k], fa.anc_ptr[k + 1]):
-            row = Mc[fa.anc_slot[e]]
+            x = fa.anc_slot[e]
             for s in range(L):
-                row[s] /= piv[s]                              # H_ki = H_ki / H_kk
+                Mc[x, s] /= Mc[pk, s]                               # H_ki = H_ki / H_kk
         for e in range(fa.upd_ptr[k], fa.upd_ptr[k + 1]):
-            d, a, b = Mc[fa.upd_dest[e]], Mc[fa.upd_a[e]], Mc[fa.upd_b[e]]
+            d, a, b = fa.upd_dest[e], fa.upd_a[e], fa.upd_b[e]
             for s in range(L):
-                d[s] -= a[s] * b[s]                           # H_ij -= H_ki H_kj
+                Mc[d, s] -= Mc[a, s] * Mc[b, s]                     # H_ij -= H_ki H_kj
 
 
 @njit(cache=True, error_model="numpy")
@@ -262,18 +266,21 @@ def _range(lo, hi, lanes, q, jt, mm, fa, tol, factor, gather, out, status):
             fail[s] = NONFINITE if acc[s] != 0.0 else -1
         if factor:
             for k in range(nv):
-                src = Mc[fa.piv[k]]
+                pk = fa.piv[k]
                 for s in range(lanes):
-                    diag[k, s] = src[s]
+                    diag[k, s] = Mc[pk, s]
             ltl_lanes(fa, Mc, diag, tol, fail)
             _nonfinite(Mc, acc)
             for s in range(lanes):
                 if fail[s] == -1 and acc[s] != 0.0:
                     fail[s] = NONFINITE
+        # entry-major: each source row is read whole, and the m destination rows fill up
+        # cache line by cache line together (state-major reads one lane of every row)
+        for c in range(gather.shape[0]):
+            g = gather[c]
+            for s in range(m):
+                out[first + s, c] = Mc[g, s]
         for s in range(m):
-            row = out[first + s]
-            for c in range(gather.shape[0]):
-                row[c] = Mc[gather[c], s]
             status[first + s] = fail[s]
 
 
