@@ -380,8 +380,8 @@ def main(argv=None):
         else:
             out = cells(key, "ID") + cells(key, "FD") + cells(key, "CRBA")
         lines.append(f"| {bcell} | {label} | {tcell} | " + " | ".join(out) + " |")
-    lines += ["", "Pinocchio's crba fills the upper triangle only (into its Data, in cache); sd.crba, "
-              "the mass_matrix plan and mj_fullM give the full matrix, the plan into a fresh "
+    lines += ["", "Pinocchio's crba fills the upper triangle only (into its Data, in cache); "
+              "sd.crba, the mass_matrix plan and mj_fullM give the full matrix, the plan into a fresh "
               f"(B, nv, nv) array ({8 * model.nv ** 2} bytes per state), into a caller's buffer "
               f"(out=), or packed: only the {mm_plan.n_pairs} nonzeros of the lower triangle. "
               "MuJoCo's ID and CRBA times include the position (and, for ID, velocity) stages "

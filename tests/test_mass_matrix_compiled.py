@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
-from oracles import pin, pin_model, pin_twin, rel_err, robot_urdf, singular_rod_model, to_pin_q, twin_q
+from oracles import (pin, pin_model, pin_twin, rel_err, robot_urdf, singular_rod_model, to_pin_q,
+                     twin_q)
 from sparsedyn import NonFiniteError, SingularModelError
 from sparsedyn.model import ModelBuilder, PrismaticJoint, RevoluteJoint
 from sparsedyn.models import HUMANOID_URDF

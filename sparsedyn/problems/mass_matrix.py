@@ -1,11 +1,11 @@
 """The joint-space inertia matrix M(q) and its L^T L factor as a compiled, batched plan.
 
-    plan = compile(mass_matrix(model))          # offline: the model's CRBA program (ir/mass_matrix.py)
-    M = plan.solve(q)                            # (B, nv, nv) or (nv, nv), Pinocchio's v layout
-    L = plan.factor(q)                           # M = L^T L (Featherstone Sec. 6.5), L lower
-    plan.solve(q, packed=True)                   # (B, plan.n_pairs): only the nonzeros of M's
-                                                 # lower triangle, at plan.pairs (rows, cols)
-    crba(model, q, backend="numba")              # the same, planned once per model
+    plan = compile(mass_matrix(model))    # offline: the model's CRBA program (ir/mass_matrix.py)
+    M = plan.solve(q)                      # (B, nv, nv) or (nv, nv), Pinocchio's v layout
+    L = plan.factor(q)                     # M = L^T L (Featherstone Sec. 6.5), L lower
+    plan.solve(q, packed=True)             # (B, plan.n_pairs): only the nonzeros of M's lower
+                                           # triangle, at plan.pairs (rows, cols)
+    crba(model, q, backend="numba")        # the same, planned once per model
 
 The compiled route is kernels/crba_numba.py (numba, lanes of states; threads split the batch);
 backend="numpy" runs the reference recursive.crba / recursive.ltl. Both give the same matrices up
