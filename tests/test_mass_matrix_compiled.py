@@ -105,6 +105,9 @@ def test_numpy_backend_and_out_buffer():
     assert rel_err(plan.solve(q, backend="numpy"), ref) < TOL
     assert rel_err(plan.factor(q, backend="numpy", packed=True),
                    plan.factor(q, packed=True)) < 1e-12
+    with sd.count_operations() as ops:       # counting: the reference route, which charges
+        counted = plan.solve(q[0])
+    assert ops.flops > 0 and rel_err(counted, ref[0]) < TOL
     buf = np.full((5, model.nv, model.nv), np.nan)
     assert plan.solve(q, out=buf) is buf and rel_err(buf, ref) < TOL
     for kwargs in ({"out": np.zeros((5, model.nv))}, {"out": np.zeros((4, model.nv, model.nv))},
