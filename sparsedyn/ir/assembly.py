@@ -55,7 +55,7 @@ class JointTransformArrays(NamedTuple):
     """The joint transforms iX_lambda(i)(q) of a model as data (see the module doc): parents,
     rotation kind and its q column, the Rodrigues basis (or TR^T), the tree rotation TR
     (row-major) and offset Tp, and the translation directions tdir with their first q column.
-    Kernels compute (E, r) from it (kernels/assemble_numba.joint_transform_lanes)."""
+    The kernels compute (E, r) from it (assemble_numba._assemble_lanes, crba_numba.crba_lanes)."""
     parent: np.ndarray
     rot_kind: np.ndarray
     rot_q: np.ndarray

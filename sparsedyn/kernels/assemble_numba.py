@@ -103,59 +103,6 @@ def _sincos_lanes(qT, row, out):
             out[0, s], out[1, s] = sincos(qT[row, s])
 
 
-@njit(cache=True, inline="always")
-def joint_transform_lanes(i, jt, qT, E, r, tmp):
-    """iX_lambda(i) = (E (9, lanes) row-major, r (3, lanes)) of body i for the lanes' coordinates
-    qT (nq, lanes) (kinematics.joint_transforms): jt has the fields of
-    ir.assembly.JointTransformArrays (e.g. an AssemblyArrays); tmp (9, lanes) scratch."""
-    rot_kind, rot_q, rot_basis, TR = jt.rot_kind, jt.rot_q, jt.rot_basis, jt.TR
-    Tp, n_trans, trans_q, tdir = jt.Tp, jt.n_trans, jt.trans_q, jt.tdir
-    L = E.shape[1]
-    kind = rot_kind[i]
-    if kind == ROT_ANGLE:
-        _sincos_lanes(qT, rot_q[i], tmp)
-        for e in range(9):
-            b0, b1, b2 = rot_basis[i, 0, e], rot_basis[i, 1, e], rot_basis[i, 2, e]
-            for s in range(L):
-                E[e, s] = b0 + tmp[0, s] * b1 + tmp[1, s] * b2
-    elif kind == ROT_QUAT:
-        col = rot_q[i]
-        for s in range(L):
-            # R_J from the unit quaternion (x, y, z, w): mirrors spatial.quaternion_to_rotation
-            x, yq, z, qw = qT[col, s], qT[col + 1, s], qT[col + 2, s], qT[col + 3, s]
-            tmp[0, s] = 1 - 2 * (yq * yq + z * z)
-            tmp[1, s] = 2 * (x * yq - z * qw)
-            tmp[2, s] = 2 * (x * z + yq * qw)
-            tmp[3, s] = 2 * (x * yq + z * qw)
-            tmp[4, s] = 1 - 2 * (x * x + z * z)
-            tmp[5, s] = 2 * (yq * z - x * qw)
-            tmp[6, s] = 2 * (x * z - yq * qw)
-            tmp[7, s] = 2 * (yq * z + x * qw)
-            tmp[8, s] = 1 - 2 * (x * x + yq * yq)
-        # E = (TR R_J)^T: E[a, b] = sum_k TR[b, k] R_J[k, a]
-        for a_ in range(3):
-            for b_ in range(3):
-                t0, t1, t2 = TR[i, 3 * b_], TR[i, 3 * b_ + 1], TR[i, 3 * b_ + 2]
-                for s in range(L):
-                    E[3 * a_ + b_, s] = (t0 * tmp[a_, s] + t1 * tmp[3 + a_, s]
-                                         + t2 * tmp[6 + a_, s])
-    else:
-        for e in range(9):
-            b0 = rot_basis[i, 0, e]
-            for s in range(L):
-                E[e, s] = b0
-    for k in range(3):
-        p0 = Tp[i, k]
-        for s in range(L):
-            r[k, s] = p0
-    for j in range(n_trans[i]):
-        col = trans_q[i] + j
-        for k in range(3):
-            d = tdir[i, j, k]
-            for s in range(L):
-                r[k, s] += qT[col, s] * d
-
-
 @njit(cache=True, error_model="numpy")
 def _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc):
     """Write D's state-dependent entries and rhs = [-c, -nu, 0, y] for the states idx (lanes,) into
@@ -179,7 +126,49 @@ def _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc):
             qT[nq + col, s] = qd[idx[s], col]
     for i in range(N):
         # ---- joint transform iX_lambda(i) = (E, r) (kinematics.joint_transforms)
-        joint_transform_lanes(i, model, qT, E, r, tmp)
+        kind = rot_kind[i]
+        if kind == ROT_ANGLE:
+            _sincos_lanes(qT, rot_q[i], tmp)
+            for e in range(9):
+                b0, b1, b2 = rot_basis[i, 0, e], rot_basis[i, 1, e], rot_basis[i, 2, e]
+                for s in range(L):
+                    E[e, s] = b0 + tmp[0, s] * b1 + tmp[1, s] * b2
+        elif kind == ROT_QUAT:
+            col = rot_q[i]
+            for s in range(L):
+                # R_J from the unit quaternion (x, y, z, w): mirrors spatial.quaternion_to_rotation
+                x, yq, z, qw = qT[col, s], qT[col + 1, s], qT[col + 2, s], qT[col + 3, s]
+                tmp[0, s] = 1 - 2 * (yq * yq + z * z)
+                tmp[1, s] = 2 * (x * yq - z * qw)
+                tmp[2, s] = 2 * (x * z + yq * qw)
+                tmp[3, s] = 2 * (x * yq + z * qw)
+                tmp[4, s] = 1 - 2 * (x * x + z * z)
+                tmp[5, s] = 2 * (yq * z - x * qw)
+                tmp[6, s] = 2 * (x * z - yq * qw)
+                tmp[7, s] = 2 * (yq * z + x * qw)
+                tmp[8, s] = 1 - 2 * (x * x + yq * yq)
+            # E = (TR R_J)^T: E[a, b] = sum_k TR[b, k] R_J[k, a]
+            for a_ in range(3):
+                for b_ in range(3):
+                    t0, t1, t2 = TR[i, 3 * b_], TR[i, 3 * b_ + 1], TR[i, 3 * b_ + 2]
+                    for s in range(L):
+                        E[3 * a_ + b_, s] = (t0 * tmp[a_, s] + t1 * tmp[3 + a_, s]
+                                             + t2 * tmp[6 + a_, s])
+        else:
+            for e in range(9):
+                b0 = rot_basis[i, 0, e]
+                for s in range(L):
+                    E[e, s] = b0
+        for k in range(3):
+            p0 = Tp[i, k]
+            for s in range(L):
+                r[k, s] = p0
+        for j in range(n_trans[i]):
+            col = trans_q[i] + j
+            for k in range(3):
+                d = tdir[i, j, k]
+                for s in range(L):
+                    r[k, s] += qT[col, s] * d
         # ---- joint velocity S_i qd_i (sparse S)
         for k in range(6):
             for s in range(L):

@@ -2,7 +2,7 @@
 batch of configurations, `lanes` states at a time with the batch innermost (SIMD) dimension.
 
 Per lane group (ir/mass_matrix.py has the program and why the root frame):
-  1. forward over bodies: the joint transform (E, r) (assemble_numba.joint_transform_lanes), the
+  1. forward over bodies: the joint transform (E, r) (assemble_numba's formulas), the
      body's placement in its root's frame R_i = R_p E^T, p_i = p_p + R_p r (root: identity), its
      inertia there (Featherstone Table 2.5, X^T I X with X = (R^T, p)):
          m' = m, h' = R h + m p,
@@ -27,19 +27,14 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from .assemble_numba import _lane_indices, joint_transform_lanes, thread_range
+from ..ir.assembly import ROT_ANGLE, ROT_QUAT
+from .assemble_numba import _lane_indices, _sincos_lanes, thread_range
 from .lu_numba import lane_split
 from .parallel import parallel_launch
 
 
 #: status of a state whose output is not finite
 NONFINITE = -2
-
-# the per-body steps are inlined into crba_lanes and take whole arrays with indices: a call
-# passing the scratch bundle, like a view (R[i]), costs a reference count update per array, per
-# body (or pair) and lane group (lanes = 1: 52 -> 36 us per state without the views)
-_INLINE = dict(cache=True, error_model="numpy", inline="always")
-
 
 class CrbaScratch(NamedTuple):
     """Per lane group: placements R (N, 9, L), p (N, 3, L); composite inertias IC (N, 10, L);
@@ -73,143 +68,168 @@ def crba_scratch(N, nv, nq, n_pairs, lanes):
                        np.zeros(lanes, dtype=np.int64))
 
 
-@njit(**_INLINE)
-def _placements(i, jt, sc, R, P):
-    """Step 1 for body i: R_i = R_p E^T, p_i = p_p + R_p r in its root's frame (root:
-    identity) into R[i] (9, L), P[i] (3, L)."""
-    E, r = sc.E, sc.r
-    L = E.shape[1]
-    par = jt.parent[i]
-    if par < 0:
-        for s in range(L):
-            R[i, 0, s], R[i, 1, s], R[i, 2, s] = 1.0, 0.0, 0.0
-            R[i, 3, s], R[i, 4, s], R[i, 5, s] = 0.0, 1.0, 0.0
-            R[i, 6, s], R[i, 7, s], R[i, 8, s] = 0.0, 0.0, 1.0
-            P[i, 0, s], P[i, 1, s], P[i, 2, s] = 0.0, 0.0, 0.0
-        return
-    joint_transform_lanes(i, jt, sc.qT, E, r, sc.tmp)
-    # one lane loop per row (few arrays each: the vectoriser's overlap checks stay cheap)
-    for a in range(3):
-        for s in range(L):                        # R_i[a, b] = sum_k R_p[a, k] E[b, k]
-            x0, x1, x2 = R[par, 3 * a, s], R[par, 3 * a + 1, s], R[par, 3 * a + 2, s]
-            R[i, 3 * a, s] = x0 * E[0, s] + x1 * E[1, s] + x2 * E[2, s]
-            R[i, 3 * a + 1, s] = x0 * E[3, s] + x1 * E[4, s] + x2 * E[5, s]
-            R[i, 3 * a + 2, s] = x0 * E[6, s] + x1 * E[7, s] + x2 * E[8, s]
-        for s in range(L):                        # p_i = p_p + R_p r
-            P[i, a, s] = (P[par, a, s] + R[par, 3 * a, s] * r[0, s]
-                          + R[par, 3 * a + 1, s] * r[1, s] + R[par, 3 * a + 2, s] * r[2, s])
-
-
-@njit(**_INLINE)
-def _body_inertia(i, inertia, R, P, IC, T, hR):
-    """IC[i] := body i's inertia in its root's frame (module doc, step 1); T (9, L) and hR
-    (3, L) scratch."""
-    L = T.shape[1]
-    m = inertia[i, 0]
-    h0, h1, h2 = inertia[i, 1], inertia[i, 2], inertia[i, 3]
-    xx, xy, xz, yy, yz, zz = (inertia[i, 4], inertia[i, 5], inertia[i, 6], inertia[i, 7],
-                              inertia[i, 8], inertia[i, 9])
-    for a in range(3):                            # T = R Ibar, hR = R h
-        for s in range(L):
-            r0, r1, r2 = R[i, 3 * a, s], R[i, 3 * a + 1, s], R[i, 3 * a + 2, s]
-            T[3 * a, s] = r0 * xx + r1 * xy + r2 * xz
-            T[3 * a + 1, s] = r0 * xy + r1 * yy + r2 * yz
-            T[3 * a + 2, s] = r0 * xz + r1 * yz + r2 * zz
-            hR[a, s] = r0 * h0 + r1 * h1 + r2 * h2
-    for s in range(L):
-        p0, p1, p2 = P[i, 0, s], P[i, 1, s], P[i, 2, s]
-        u0, u1, u2 = hR[0, s], hR[1, s], hR[2, s]
-        w0, w1, w2 = u0 + m * p0, u1 + m * p1, u2 + m * p2           # h' = R h + m p
-        d = p0 * u0 + p1 * u1 + p2 * u2 + p0 * w0 + p1 * w1 + p2 * w2
-        IC[i, 0, s] = m
-        IC[i, 1, s] = w0
-        IC[i, 2, s] = w1
-        IC[i, 3, s] = w2
-        # Ibar'_ab = (T R^T)_ab + d 1_ab - u_a p_b - p_a w_b
-        IC[i, 4, s] = (T[0, s] * R[i, 0, s] + T[1, s] * R[i, 1, s] + T[2, s] * R[i, 2, s]
-                       + d - u0 * p0 - p0 * w0)
-        IC[i, 5, s] = (T[0, s] * R[i, 3, s] + T[1, s] * R[i, 4, s] + T[2, s] * R[i, 5, s]
-                       - u0 * p1 - p0 * w1)
-        IC[i, 6, s] = (T[0, s] * R[i, 6, s] + T[1, s] * R[i, 7, s] + T[2, s] * R[i, 8, s]
-                       - u0 * p2 - p0 * w2)
-        IC[i, 7, s] = (T[3, s] * R[i, 3, s] + T[4, s] * R[i, 4, s] + T[5, s] * R[i, 5, s]
-                       + d - u1 * p1 - p1 * w1)
-        IC[i, 8, s] = (T[3, s] * R[i, 6, s] + T[4, s] * R[i, 7, s] + T[5, s] * R[i, 8, s]
-                       - u1 * p2 - p1 * w2)
-        IC[i, 9, s] = (T[6, s] * R[i, 6, s] + T[7, s] * R[i, 7, s] + T[8, s] * R[i, 8, s]
-                       + d - u2 * p2 - p2 * w2)
-
-
-@njit(**_INLINE)
-def _dof_motions(i, mm, R, P, J):
-    """J_k = [R S_w; R S_v + p x (R S_w)] for the DoFs k of body i (sparse S)."""
-    L = J.shape[2]
-    first, count = mm.body_dofs[i, 0], mm.body_dofs[i, 1]
-    for k in range(first, first + count):
-        for s in range(L):
-            J[k, 0, s], J[k, 1, s], J[k, 2, s] = 0.0, 0.0, 0.0
-            J[k, 3, s], J[k, 4, s], J[k, 5, s] = 0.0, 0.0, 0.0
-        for e in range(mm.s_ptr[k], mm.s_ptr[k + 1]):
-            row, val = mm.s_row[e], mm.s_val[e]
-            off, c = 3 * (row // 3), row % 3          # angular rows 0..2 -> J_w, 3..5 -> J_v
-            for s in range(L):
-                J[k, off, s] += val * R[i, c, s]
-                J[k, off + 1, s] += val * R[i, 3 + c, s]
-                J[k, off + 2, s] += val * R[i, 6 + c, s]
-        for s in range(L):
-            w0, w1, w2 = J[k, 0, s], J[k, 1, s], J[k, 2, s]
-            p0, p1, p2 = P[i, 0, s], P[i, 1, s], P[i, 2, s]
-            J[k, 3, s] += p1 * w2 - p2 * w1
-            J[k, 4, s] += p2 * w0 - p0 * w2
-            J[k, 5, s] += p0 * w1 - p1 * w0
-
-
-@njit(**_INLINE)
-def _columns(i, mm, IC, J, F, Mc):
-    """Step 2 for body i: M_kj = J_j . (I^c_i J_k) into the compact vector Mc. Whole arrays
-    and indices, no views: a view costs a reference count update, per pair and lane group."""
-    L = F.shape[1]
-    first, count = mm.body_dofs[i, 0], mm.body_dofs[i, 1]
-    for k in range(first, first + count):
-        for s in range(L):
-            m, h0, h1, h2 = IC[i, 0, s], IC[i, 1, s], IC[i, 2, s], IC[i, 3, s]
-            w0, w1, w2 = J[k, 0, s], J[k, 1, s], J[k, 2, s]
-            v0, v1, v2 = J[k, 3, s], J[k, 4, s], J[k, 5, s]
-            F[0, s] = IC[i, 4, s] * w0 + IC[i, 5, s] * w1 + IC[i, 6, s] * w2 + (h1 * v2 - h2 * v1)
-            F[1, s] = IC[i, 5, s] * w0 + IC[i, 7, s] * w1 + IC[i, 8, s] * w2 + (h2 * v0 - h0 * v2)
-            F[2, s] = IC[i, 6, s] * w0 + IC[i, 8, s] * w1 + IC[i, 9, s] * w2 + (h0 * v1 - h1 * v0)
-            F[3, s] = m * v0 - (h1 * w2 - h2 * w1)
-            F[4, s] = m * v1 - (h2 * w0 - h0 * w2)
-            F[5, s] = m * v2 - (h0 * w1 - h1 * w0)
-        for e in range(mm.pair_ptr[k], mm.pair_ptr[k + 1]):
-            sel = mm.pair_row[e]
-            if sel >= 0:                          # J_j = S_j, one nonzero
-                val = mm.pair_val[e]
-                for s in range(L):
-                    Mc[e, s] = val * F[sel, s]
-                continue
-            j = mm.pair_col[e]
-            for s in range(L):
-                Mc[e, s] = (J[j, 0, s] * F[0, s] + J[j, 1, s] * F[1, s] + J[j, 2, s] * F[2, s]
-                            + J[j, 3, s] * F[3, s] + J[j, 4, s] * F[4, s] + J[j, 5, s] * F[5, s])
-
-
 @njit(cache=True, error_model="numpy")
 def crba_lanes(idx, q, jt, mm, sc):
-    """The compact M of the states idx (lanes,) into sc.Mc (steps 1-2 of the module doc)."""
-    qT, R, P, IC, J = sc.qT, sc.R, sc.p, sc.IC, sc.J
+    """The compact M of the states idx (lanes,) into sc.Mc (steps 1-2 of the module doc).
+
+    One function, bundles unpacked once: a helper (even numba-inlined) that takes arrays costs a
+    reference count update per array and call, i.e. per body and lane group, which is as much
+    as a body's arithmetic on a few lanes (the fused assembly measured 15% slower with its joint
+    transform as such a helper); views (R[i]) likewise, hence whole arrays and indices."""
+    parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR, Tp, tdir = jt
+    inertia, body_dofs, s_ptr, s_row, s_val = mm.inertia, mm.body_dofs, mm.s_ptr, mm.s_row, mm.s_val
+    pair_ptr, pair_col, pair_row, pair_val = mm.pair_ptr, mm.pair_col, mm.pair_row, mm.pair_val
+    qT, R, P, IC, J, Mc = sc.qT, sc.R, sc.p, sc.IC, sc.J, sc.Mc
+    E, r, tmp, F, hR = sc.E, sc.r, sc.tmp, sc.F, sc.hR
     L = qT.shape[1]
     for col in range(q.shape[1]):
         for s in range(L):
             qT[col, s] = q[idx[s], col]
-    N = jt.parent.shape[0]
+    N = parent.shape[0]
     for i in range(N):
-        _placements(i, jt, sc, R, P)
-        _body_inertia(i, mm.inertia, R, P, IC, sc.tmp, sc.hR)
-        _dof_motions(i, mm, R, P, J)
+        par = parent[i]
+        if par < 0:                               # a root: its own frame
+            for s in range(L):
+                R[i, 0, s], R[i, 1, s], R[i, 2, s] = 1.0, 0.0, 0.0
+                R[i, 3, s], R[i, 4, s], R[i, 5, s] = 0.0, 1.0, 0.0
+                R[i, 6, s], R[i, 7, s], R[i, 8, s] = 0.0, 0.0, 1.0
+                P[i, 0, s], P[i, 1, s], P[i, 2, s] = 0.0, 0.0, 0.0
+        else:
+            # ---- iX_lambda(i) = (E, r): the formulas of assemble_numba._assemble_lanes
+            # (kinematics.joint_transforms) on the same ir.assembly.JointTransformArrays
+            kind = rot_kind[i]
+            if kind == ROT_ANGLE:
+                _sincos_lanes(qT, rot_q[i], tmp)
+                for e in range(9):
+                    b0, b1, b2 = rot_basis[i, 0, e], rot_basis[i, 1, e], rot_basis[i, 2, e]
+                    for s in range(L):
+                        E[e, s] = b0 + tmp[0, s] * b1 + tmp[1, s] * b2
+            elif kind == ROT_QUAT:
+                col = rot_q[i]
+                for s in range(L):                # R_J (spatial.quaternion_to_rotation)
+                    x, yq, z, qw = qT[col, s], qT[col + 1, s], qT[col + 2, s], qT[col + 3, s]
+                    tmp[0, s] = 1 - 2 * (yq * yq + z * z)
+                    tmp[1, s] = 2 * (x * yq - z * qw)
+                    tmp[2, s] = 2 * (x * z + yq * qw)
+                    tmp[3, s] = 2 * (x * yq + z * qw)
+                    tmp[4, s] = 1 - 2 * (x * x + z * z)
+                    tmp[5, s] = 2 * (yq * z - x * qw)
+                    tmp[6, s] = 2 * (x * z - yq * qw)
+                    tmp[7, s] = 2 * (yq * z + x * qw)
+                    tmp[8, s] = 1 - 2 * (x * x + yq * yq)
+                for a_ in range(3):               # E = (TR R_J)^T
+                    for b_ in range(3):
+                        t0, t1, t2 = TR[i, 3 * b_], TR[i, 3 * b_ + 1], TR[i, 3 * b_ + 2]
+                        for s in range(L):
+                            E[3 * a_ + b_, s] = (t0 * tmp[a_, s] + t1 * tmp[3 + a_, s]
+                                                 + t2 * tmp[6 + a_, s])
+            else:
+                for e in range(9):
+                    b0 = rot_basis[i, 0, e]
+                    for s in range(L):
+                        E[e, s] = b0
+            for k in range(3):
+                p0 = Tp[i, k]
+                for s in range(L):
+                    r[k, s] = p0
+            for j in range(n_trans[i]):
+                col = trans_q[i] + j
+                for k in range(3):
+                    d = tdir[i, j, k]
+                    for s in range(L):
+                        r[k, s] += qT[col, s] * d
+            # ---- R_i = R_p E^T, p_i = p_p + R_p r (one lane loop per row: few arrays each,
+            # the vectoriser's overlap checks stay cheap)
+            for a in range(3):
+                for s in range(L):
+                    x0, x1, x2 = R[par, 3 * a, s], R[par, 3 * a + 1, s], R[par, 3 * a + 2, s]
+                    R[i, 3 * a, s] = x0 * E[0, s] + x1 * E[1, s] + x2 * E[2, s]
+                    R[i, 3 * a + 1, s] = x0 * E[3, s] + x1 * E[4, s] + x2 * E[5, s]
+                    R[i, 3 * a + 2, s] = x0 * E[6, s] + x1 * E[7, s] + x2 * E[8, s]
+                for s in range(L):
+                    P[i, a, s] = (P[par, a, s] + R[par, 3 * a, s] * r[0, s]
+                                  + R[par, 3 * a + 1, s] * r[1, s] + R[par, 3 * a + 2, s] * r[2, s])
+        # ---- body inertia in the root frame: T = R Ibar, hR = R h, then IC[i] (module doc)
+        m = inertia[i, 0]
+        h0, h1, h2 = inertia[i, 1], inertia[i, 2], inertia[i, 3]
+        xx, xy, xz, yy, yz, zz = (inertia[i, 4], inertia[i, 5], inertia[i, 6], inertia[i, 7],
+                                  inertia[i, 8], inertia[i, 9])
+        for a in range(3):
+            for s in range(L):
+                r0, r1, r2 = R[i, 3 * a, s], R[i, 3 * a + 1, s], R[i, 3 * a + 2, s]
+                tmp[3 * a, s] = r0 * xx + r1 * xy + r2 * xz
+                tmp[3 * a + 1, s] = r0 * xy + r1 * yy + r2 * yz
+                tmp[3 * a + 2, s] = r0 * xz + r1 * yz + r2 * zz
+                hR[a, s] = r0 * h0 + r1 * h1 + r2 * h2
+        for s in range(L):
+            p0, p1, p2 = P[i, 0, s], P[i, 1, s], P[i, 2, s]
+            u0, u1, u2 = hR[0, s], hR[1, s], hR[2, s]
+            w0, w1, w2 = u0 + m * p0, u1 + m * p1, u2 + m * p2       # h' = R h + m p
+            d = p0 * u0 + p1 * u1 + p2 * u2 + p0 * w0 + p1 * w1 + p2 * w2
+            IC[i, 0, s] = m
+            IC[i, 1, s] = w0
+            IC[i, 2, s] = w1
+            IC[i, 3, s] = w2
+            # Ibar'_ab = (T R^T)_ab + d 1_ab - u_a p_b - p_a w_b
+            IC[i, 4, s] = (tmp[0, s] * R[i, 0, s] + tmp[1, s] * R[i, 1, s]
+                           + tmp[2, s] * R[i, 2, s] + d - u0 * p0 - p0 * w0)
+            IC[i, 5, s] = (tmp[0, s] * R[i, 3, s] + tmp[1, s] * R[i, 4, s]
+                           + tmp[2, s] * R[i, 5, s] - u0 * p1 - p0 * w1)
+            IC[i, 6, s] = (tmp[0, s] * R[i, 6, s] + tmp[1, s] * R[i, 7, s]
+                           + tmp[2, s] * R[i, 8, s] - u0 * p2 - p0 * w2)
+            IC[i, 7, s] = (tmp[3, s] * R[i, 3, s] + tmp[4, s] * R[i, 4, s]
+                           + tmp[5, s] * R[i, 5, s] + d - u1 * p1 - p1 * w1)
+            IC[i, 8, s] = (tmp[3, s] * R[i, 6, s] + tmp[4, s] * R[i, 7, s]
+                           + tmp[5, s] * R[i, 8, s] - u1 * p2 - p1 * w2)
+            IC[i, 9, s] = (tmp[6, s] * R[i, 6, s] + tmp[7, s] * R[i, 7, s]
+                           + tmp[8, s] * R[i, 8, s] + d - u2 * p2 - p2 * w2)
+        # ---- J_k = [R S_w; R S_v + p x (R S_w)] for the DoFs k of body i (sparse S)
+        for k in range(body_dofs[i, 0], body_dofs[i, 0] + body_dofs[i, 1]):
+            for s in range(L):
+                J[k, 0, s], J[k, 1, s], J[k, 2, s] = 0.0, 0.0, 0.0
+                J[k, 3, s], J[k, 4, s], J[k, 5, s] = 0.0, 0.0, 0.0
+            for e in range(s_ptr[k], s_ptr[k + 1]):
+                row, val = s_row[e], s_val[e]
+                off, c = 3 * (row // 3), row % 3      # angular rows 0..2 -> J_w, 3..5 -> J_v
+                for s in range(L):
+                    J[k, off, s] += val * R[i, c, s]
+                    J[k, off + 1, s] += val * R[i, 3 + c, s]
+                    J[k, off + 2, s] += val * R[i, 6 + c, s]
+            for s in range(L):
+                w0, w1, w2 = J[k, 0, s], J[k, 1, s], J[k, 2, s]
+                p0, p1, p2 = P[i, 0, s], P[i, 1, s], P[i, 2, s]
+                J[k, 3, s] += p1 * w2 - p2 * w1
+                J[k, 4, s] += p2 * w0 - p0 * w2
+                J[k, 5, s] += p0 * w1 - p1 * w0
     for i in range(N - 1, -1, -1):
-        _columns(i, mm, IC, J, sc.F, sc.Mc)
-        par = jt.parent[i]
+        # ---- M_kj = J_j . (I^c_i J_k), F = I^c_i J_k = [Ibar w + h x v; m v - h x w]
+        for k in range(body_dofs[i, 0], body_dofs[i, 0] + body_dofs[i, 1]):
+            for s in range(L):
+                m, h0, h1, h2 = IC[i, 0, s], IC[i, 1, s], IC[i, 2, s], IC[i, 3, s]
+                w0, w1, w2 = J[k, 0, s], J[k, 1, s], J[k, 2, s]
+                v0, v1, v2 = J[k, 3, s], J[k, 4, s], J[k, 5, s]
+                F[0, s] = (IC[i, 4, s] * w0 + IC[i, 5, s] * w1 + IC[i, 6, s] * w2
+                           + (h1 * v2 - h2 * v1))
+                F[1, s] = (IC[i, 5, s] * w0 + IC[i, 7, s] * w1 + IC[i, 8, s] * w2
+                           + (h2 * v0 - h0 * v2))
+                F[2, s] = (IC[i, 6, s] * w0 + IC[i, 8, s] * w1 + IC[i, 9, s] * w2
+                           + (h0 * v1 - h1 * v0))
+                F[3, s] = m * v0 - (h1 * w2 - h2 * w1)
+                F[4, s] = m * v1 - (h2 * w0 - h0 * w2)
+                F[5, s] = m * v2 - (h0 * w1 - h1 * w0)
+            for e in range(pair_ptr[k], pair_ptr[k + 1]):
+                sel = pair_row[e]
+                if sel >= 0:                      # J_j = S_j, one nonzero
+                    val = pair_val[e]
+                    for s in range(L):
+                        Mc[e, s] = val * F[sel, s]
+                    continue
+                j = pair_col[e]
+                for s in range(L):
+                    Mc[e, s] = (J[j, 0, s] * F[0, s] + J[j, 1, s] * F[1, s]
+                                + J[j, 2, s] * F[2, s] + J[j, 3, s] * F[3, s]
+                                + J[j, 4, s] * F[4, s] + J[j, 5, s] * F[5, s])
+        par = parent[i]
         if par >= 0:                              # I^c_parent += I^c_i, same frame
             for c in range(10):
                 for s in range(L):
