@@ -319,11 +319,10 @@ def _serial(groups, lanes, q, jt, mm, fa, tol, factor, gather, out, status):
     _range(0, q.shape[0], lanes, q, jt, mm, fa, tol, factor, gather, out, status)
 
 
-#: states per lane group. Each lane loop costs a fixed overhead (overlap checks, remainder) that
-#: the lanes share: humanoid, B = 4096, one thread, CPU time per state 9.0 / 6.3 / 5.3 / 4.8 us on
-#: 16 / 32 / 64 / 128 lanes (one interleaved run, busy machine). 64: its scratch (~0.9 MB for
-#: nv = 49) stays in a core's L2
-LANES = 64
+#: states per lane group: humanoid, B = 4096, one thread, CPU time per state (one interleaved
+#: run, load 3): 2.96 / 2.86 / 2.64 / 2.87 us on 24 / 32 / 48 / 64 lanes, 3.4 on 16 and 8.0 on
+#: 128 (the scratch, ~15 KB per lane for nv = 49, out of L2): 32 keeps it near 0.5 MB
+LANES = 32
 
 
 def run(program, q, factor=False, tol=0.0, threads=1, lanes=LANES, packed=False, out=None):
