@@ -36,6 +36,7 @@ from .parallel import parallel_launch
 #: status of a state whose output is not finite
 NONFINITE = -2
 
+
 class CrbaScratch(NamedTuple):
     """Per lane group: placements R (N, 9, L), p (N, 3, L); composite inertias IC (N, 10, L);
     DoF motions J (nv, 6, L); the compact M (n_pairs + 1, L, last row zero), its diagonal
@@ -240,21 +241,22 @@ def crba_lanes(idx, q, jt, mm, sc):
 def ltl_lanes(fa, Mc, diag, tol, fail):
     """Table 6.3 on the compact vector, in place: M = L^T L. fail[s]: the first DoF k whose
     pivot is not above tol * |M_kk| (diag: |M_kk| before the factorisation), if still -1."""
+    order, piv, anc_ptr, anc_slot, upd_ptr, upd_dest, upd_a, upd_b = fa    # once: see crba_lanes
     L = Mc.shape[1]
-    for t in range(fa.order.shape[0]):
-        k = fa.order[t]
-        pk = fa.piv[k]
+    for t in range(order.shape[0]):
+        k = order[t]
+        pk = piv[k]
         for s in range(L):
             ok = Mc[pk, s] > tol * diag[k, s]
             if not ok and fail[s] == -1:
                 fail[s] = k
             Mc[pk, s] = math.sqrt(Mc[pk, s]) if ok else 1.0        # H_kk = sqrt(H_kk)
-        for e in range(fa.anc_ptr[k], fa.anc_ptr[k + 1]):
-            x = fa.anc_slot[e]
+        for e in range(anc_ptr[k], anc_ptr[k + 1]):
+            x = anc_slot[e]
             for s in range(L):
                 Mc[x, s] /= Mc[pk, s]                               # H_ki = H_ki / H_kk
-        for e in range(fa.upd_ptr[k], fa.upd_ptr[k + 1]):
-            d, a, b = fa.upd_dest[e], fa.upd_a[e], fa.upd_b[e]
+        for e in range(upd_ptr[k], upd_ptr[k + 1]):
+            d, a, b = upd_dest[e], upd_a[e], upd_b[e]
             for s in range(L):
                 Mc[d, s] -= Mc[a, s] * Mc[b, s]                     # H_ij -= H_ki H_kj
 
@@ -286,8 +288,9 @@ def _range(lo, hi, lanes, q, jt, mm, fa, tol, factor, gather, out, status):
         for s in range(lanes):
             fail[s] = NONFINITE if acc[s] != 0.0 else -1
         if factor:
+            piv = fa.piv
             for k in range(nv):
-                pk = fa.piv[k]
+                pk = piv[k]
                 for s in range(lanes):
                     diag[k, s] = abs(Mc[pk, s])
             ltl_lanes(fa, Mc, diag, tol, fail)
