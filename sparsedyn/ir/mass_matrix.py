@@ -153,3 +153,13 @@ class MassMatrixProgram:
             ints(order), ints([slot[(k, k)] for k in range(nv)]), ints(anc_ptr), ints(anc_slot),
             ints(upd_ptr), ints(dest), ints(fa), ints(fb))
         self.dof_pairs = (np.repeat(np.arange(nv), np.diff(pair_ptr)), np.asarray(pair_col))
+        # output gathers (2, G): out[b, dest] = compact[slot] for (dest, slot) in the columns;
+        # "every" entry (zeros from the zero slot) for a caller's buffer, "nonzero" entries
+        # alone for a freshly zeroed array, "packed" for the compact layout itself
+        every = (lambda slots: np.stack((np.arange(slots.size), slots)))
+        nonzero = (lambda slots: every(slots)[:, slots != zero])
+        self.gathers = {("M", "every"): every(full.ravel()), ("L", "every"): every(lower.ravel()),
+                        ("M", "nonzero"): nonzero(full.ravel()),
+                        ("L", "nonzero"): nonzero(lower.ravel()),
+                        ("M", "packed"): every(np.arange(self.n_pairs, dtype=np.int64)),
+                        ("L", "packed"): every(np.arange(self.n_pairs, dtype=np.int64))}

@@ -275,7 +275,7 @@ def _nonfinite(Mc, acc):
 @njit(cache=True, error_model="numpy")
 def _range(lo, hi, lanes, q, jt, mm, fa, tol, factor, gather, out, status):
     """States lo..hi-1, a lane group at a time: M (or its factor L), compact, gathered by
-    `gather` into out (B, gather.size)."""
+    `gather` (2, G): out[b, gather[0, c]] = compact[gather[1, c]] (out (B, width))."""
     nv = mm.body_dofs[:, 1].sum()
     n_pairs = mm.pair_col.shape[0]
     sc = crba_scratch(jt.parent.shape[0], nv, q.shape[1], n_pairs, lanes)
@@ -300,10 +300,10 @@ def _range(lo, hi, lanes, q, jt, mm, fa, tol, factor, gather, out, status):
                     fail[s] = NONFINITE
         # entry-major: each source row is read whole, and the m destination rows fill up
         # cache line by cache line together (state-major reads one lane of every row)
-        for c in range(gather.shape[0]):
-            g = gather[c]
+        for c in range(gather.shape[1]):
+            dest, g = gather[0, c], gather[1, c]
             for s in range(m):
-                out[first + s, c] = Mc[g, s]
+                out[first + s, dest] = Mc[g, s]
         for s in range(m):
             status[first + s] = fail[s]
 
@@ -337,14 +337,19 @@ def run(program, q, factor=False, tol=0.0, threads=1, lanes=LANES, packed=False,
     q = np.ascontiguousarray(q, dtype=np.float64)
     B, nv = q.shape[0], program.nv
     mm = program.arrays
-    gather = (np.arange(program.n_pairs) if packed else mm.lower_slot if factor else mm.full_slot)
     shape = (B, program.n_pairs) if packed else (B, nv, nv)
     if out is None:
-        out = np.empty(shape)
+        # a fresh array: zeroed (by the system, as it maps the pages), then only the nonzeros
+        # written: M's zeros are most of a dense M
+        out = np.zeros(shape)
+        kind = "packed" if packed else "nonzero"
     elif out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous:
         raise ValueError(f"out: expected a C-contiguous float64 array of shape {shape}, got "
                          f"{out.dtype} {out.shape}")
-    flat = out.reshape(B, gather.size)
+    else:
+        kind = "packed" if packed else "every"
+    gather = program.gathers[("L" if factor else "M", kind)]
+    flat = out.reshape(B, program.n_pairs if packed else nv * nv)
     status = np.full(B, -1, dtype=np.int64)
     if B:
         lanes, groups = lane_split(B, lanes, threads)
