@@ -110,6 +110,8 @@ def test_numpy_backend_and_out_buffer():
     assert ops.flops > 0 and rel_err(counted, ref[0]) < TOL
     buf = np.full((5, model.nv, model.nv), np.nan)
     assert plan.solve(q, out=buf) is buf and rel_err(buf, ref) < TOL
+    buf[:] = np.nan                          # a caller's buffer: every entry written, zeros too
+    assert np.array_equal(plan.factor(q, out=buf), plan.factor(q))
     for kwargs in ({"out": np.zeros((5, model.nv))}, {"out": np.zeros((4, model.nv, model.nv))},
                    {"packed": True, "out": buf}):
         with pytest.raises(ValueError, match="out"):
