@@ -112,7 +112,7 @@ class MassMatrixPlan:
                                      threads=threads, packed=packed,
                                      out=None if out is None else self._out(out, B, packed))
         if (status != -1).any():
-            self._raise(q, status)
+            self._raise(q, status, "L" if factor else "M")
         return unbatch(res, single)
 
     def _out(self, out, B, packed):
@@ -124,15 +124,17 @@ class MassMatrixPlan:
                              f"{getattr(out, 'shape', '')}")
         return out
 
-    def _raise(self, q, status):
-        """The reference's typed error: the first failed pivot in the factorisation's order (the
-        largest DoF index, tips first), else the states whose result is not finite."""
-        if (status >= 0).any():
-            k = int(status.max())
-            piv = np.where(status == k, 0.0, 1.0)
-            _check_pivot(self.model, pattern(self.model), piv, k, np.ones_like(piv))
+    def _raise(self, q, status, output):
+        """The reference's typed error: states whose result is not finite (as crba's check, which
+        runs before the factorisation), else the first failed pivot in the factorisation's order
+        (the largest DoF index: tips first) with every state failing there."""
         bad = np.flatnonzero(status == crba_numba.NONFINITE).tolist()
-        raise nonfinite_error(self.problem.name, "M", bad, {"q": q})
+        if bad:
+            raise nonfinite_error(self.problem.name, output, bad, {"q": q})
+        k = int(status.max())
+        piv = np.where(status == k, 0.0, 1.0)
+        _check_pivot(self.model, pattern(self.model), piv, k, np.ones_like(piv))
+        raise AssertionError("unreachable: a failed pivot check raises")    # pragma: no cover
 
 
 _PLANS = weakref.WeakKeyDictionary()
