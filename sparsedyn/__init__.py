@@ -22,10 +22,10 @@ from .model import (Model, ModelBuilder, MujocoUnavailableError, from_mujoco, fr
 from .kernels.cholesky import SparseCholesky
 from .opcount import OpCount, count_operations
 from .planner import Factorization, PivotBreakdownWarning, plan_factorization
-from .problems import (Plan, aba_derivatives, compile, forward_dynamics, inverse_dynamics,
-                       load_plan, rnea_derivatives)
+from .problems import (Plan, aba_derivatives, compile, crba, forward_dynamics,
+                       inverse_dynamics, load_plan, mass_matrix, rnea_derivatives)
 from .constrained import RedundantContactsWarning, constrained_forward_dynamics
-from .recursive import aba, crba, rnea
+from .recursive import aba, rnea
 from .recursive.cluster import (c_aba, c_efpa, c_rnea, lagrange_fd, projected_rnea, projection_fd)
 from .recursive.ltl import ltdl, ltl
 from .recursive.yamane import yamane_forward_dynamics
@@ -39,7 +39,7 @@ __all__ = [
     "from_mujoco_q", "to_mujoco_q", "from_mujoco_v", "to_mujoco_v", "from_mujoco_a", "to_mujoco_a",
     "from_mujoco_tau", "to_mujoco_tau", "MujocoUnavailableError",
     "rnea", "aba", "crba", "count_operations", "OpCount", "rnea_derivatives", "aba_derivatives",
-    "inverse_dynamics", "forward_dynamics", "compile", "load_plan", "Plan",
+    "inverse_dynamics", "forward_dynamics", "mass_matrix", "compile", "load_plan", "Plan",
     "plan_factorization", "Factorization", "PivotBreakdownWarning", "SparseCholesky",
     "EstimationProblem", "compile_estimation", "load_estimation_plan", "sensors", "models",
     "Contact", "contact_jacobian", "delassus", "ltl", "ltdl", "constrained_forward_dynamics",

@@ -256,6 +256,10 @@ def cmd_warmup(args):
         plan.solve(q[0], v[0], **{given: a[0]}, f_ext={"l_sole": np.zeros(6)}, outputs="all")
         # the derivatives' tangent kernel (tangent_numba) and the multi-right-hand-side LU
         plan.solve(qb, vb, **{given: ab}, f_ext={"l_sole": np.zeros((B, 6))}, derivatives=True)
+    mass_matrix = sd.compile(sd.mass_matrix(model))         # compiled CRBA and L^T L
+    for threads in (1, all_threads):
+        mass_matrix.solve(qb, threads=threads)
+        mass_matrix.factor(qb, threads=threads)
     contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_index_tip", "3d")]
     for method in ("pv-osimr", "sparse"):
         sd.delassus(model, q, contacts, method=method)

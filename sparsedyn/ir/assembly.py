@@ -28,6 +28,8 @@ Preconditions: a NewtonEulerSystem (constant S per joint, parent(i) < i).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 
@@ -47,6 +49,63 @@ def _sparse_rows(mats, cols_of=None):
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
     return (np.asarray(ptr, dtype=np.int64), cat(rows, np.int64), cat(cols, np.int64),
             cat(vals, np.float64))
+
+
+class JointTransformArrays(NamedTuple):
+    """The joint transforms iX_lambda(i)(q) of a model as data (see the module doc): parents,
+    rotation kind and its q column, the Rodrigues basis (or TR^T), the tree rotation TR
+    (row-major) and offset Tp, and the translation directions tdir with their first q column.
+    The kernels compute (E, r) from it (assemble_numba._assemble_lanes, crba_numba.crba_lanes)."""
+    parent: np.ndarray
+    rot_kind: np.ndarray
+    rot_q: np.ndarray
+    n_trans: np.ndarray
+    trans_q: np.ndarray
+    rot_basis: np.ndarray
+    TR: np.ndarray
+    Tp: np.ndarray
+    tdir: np.ndarray
+
+
+def joint_transform_arrays(model):
+    """The JointTransformArrays of a model (joints whose translation reads other than their
+    first coordinates, one direction each, raise NotImplementedError naming the joint)."""
+    N = model.nbodies
+    parent = np.asarray(model.parents, dtype=np.int64)
+    rot_kind = np.zeros(N, dtype=np.int64)
+    rot_q = np.zeros(N, dtype=np.int64)
+    n_trans = np.zeros(N, dtype=np.int64)
+    trans_q = np.zeros(N, dtype=np.int64)
+    rot_basis = np.zeros((N, 3, 9))      # E = Eb0 + sin Eb1 + cos Eb2 (ROT_ANGLE), or TR^T
+    TR = np.zeros((N, 9))                # row-major tree rotation (ROT_QUAT)
+    Tp = np.zeros((N, 3))
+    tdir = np.zeros((N, 3, 3))
+    for i, joint in enumerate(model.joints):
+        T = model.joint_placements[i]
+        R_T, p_T = T[:3, :3], T[:3, 3]
+        TR[i], Tp[i] = R_T.ravel(), p_T
+        q0 = int(model.q_index[i])
+        rot_basis[i, 0] = R_T.T.ravel()                       # ROT_NONE: E = TR^T
+        rot_q[i] = q0 + joint.ROTATION_Q
+        if joint.ROTATION == "angle":
+            # E = (TR R_J)^T, one basis matrix per function (1, sin, cos) of the joint's
+            # rotation_basis (Rodrigues)
+            for b, Rb in enumerate(joint.rotation_basis()[0]):
+                rot_basis[i, b] = (R_T @ Rb).T.ravel()
+            rot_kind[i] = ROT_ANGLE
+        elif joint.ROTATION == "quaternion":
+            rot_kind[i] = ROT_QUAT
+        translation = joint.translation()
+        offsets = [k for k, _ in translation]
+        if offsets != list(range(len(offsets))) or len(offsets) > 3:
+            raise NotImplementedError(f"joint {joint.name!r}: the compiled kernels read "
+                                      f"translations from the joint's first coordinates, "
+                                      f"one direction each (got offsets {offsets})")
+        n_trans[i], trans_q[i] = len(translation), q0
+        for k, (_, d) in enumerate(translation):
+            tdir[i, k] = R_T @ d                               # r = Tp + TR p_J
+    return JointTransformArrays(parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR, Tp,
+                                tdir)
 
 
 class ExtraRows:
@@ -90,39 +149,9 @@ class AssemblyProgram:
         N = model.nbodies
         self.nbodies, self.nq, self.nv = N, model.nq, model.nv
         self.nnz, self.n_rows = system.nnz, system.shape[0]
-        self.parent = np.asarray(model.parents, dtype=np.int64)
-        self.rot_kind = np.zeros(N, dtype=np.int64)
-        self.rot_q = np.zeros(N, dtype=np.int64)
-        self.n_trans = np.zeros(N, dtype=np.int64)
-        self.trans_q = np.zeros(N, dtype=np.int64)
-        self.rot_basis = np.zeros((N, 3, 9))      # E = Eb0 + sin Eb1 + cos Eb2 (ROT_ANGLE), or TR^T
-        self.TR = np.zeros((N, 9))                # row-major tree rotation (ROT_QUAT)
-        self.Tp = np.zeros((N, 3))
-        self.tdir = np.zeros((N, 3, 3))
-        for i, joint in enumerate(model.joints):
-            T = model.joint_placements[i]
-            TR, Tp = T[:3, :3], T[:3, 3]
-            self.TR[i], self.Tp[i] = TR.ravel(), Tp
-            q0 = int(model.q_index[i])
-            self.rot_basis[i, 0] = TR.T.ravel()               # ROT_NONE: E = TR^T
-            self.rot_q[i] = q0 + joint.ROTATION_Q
-            if joint.ROTATION == "angle":
-                # E = (TR R_J)^T, one basis matrix per function (1, sin, cos) of the joint's
-                # rotation_basis (Rodrigues)
-                for b, Rb in enumerate(joint.rotation_basis()[0]):
-                    self.rot_basis[i, b] = (TR @ Rb).T.ravel()
-                self.rot_kind[i] = ROT_ANGLE
-            elif joint.ROTATION == "quaternion":
-                self.rot_kind[i] = ROT_QUAT
-            translation = joint.translation()
-            offsets = [k for k, _ in translation]
-            if offsets != list(range(len(offsets))) or len(offsets) > 3:
-                raise NotImplementedError(f"joint {joint.name!r}: the compiled assembly reads "
-                                          f"translations from the joint's first coordinates, "
-                                          f"one direction each (got offsets {offsets})")
-            self.n_trans[i], self.trans_q[i] = len(translation), q0
-            for k, (_, d) in enumerate(translation):
-                self.tdir[i, k] = TR @ d                       # r = Tp + TR p_J
+        jt = joint_transform_arrays(model)
+        (self.parent, self.rot_kind, self.rot_q, self.n_trans, self.trans_q, self.rot_basis,
+         self.TR, self.Tp, self.tdir) = jt
         self.s_ptr, self.s_row, self.s_col, self.s_val = _sparse_rows(
             [j.S for j in model.joints], [np.arange(model.v_index[i], model.v_index[i] + j.nv)
                                           for i, j in enumerate(model.joints)])

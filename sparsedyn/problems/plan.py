@@ -66,13 +66,15 @@ def compile(problem, ordering="auto", backend="auto", progress=None):
     Problems of other kinds plan themselves through the same protocol,
     problem.compile(ordering, backend, progress): an EstimationProblem into an EstimationPlan
     (sparsedyn.estimation.compile_estimation has its further options), a LoopProblem
-    (loop_forward_dynamics(cluster_model)) into a LoopPlan (problems/loops.py)."""
+    (loop_forward_dynamics(cluster_model)) into a LoopPlan (problems/loops.py), a
+    MassMatrixProblem (mass_matrix(model)) into a MassMatrixPlan (problems/mass_matrix.py)."""
     if not isinstance(problem, Problem):
         if callable(getattr(problem, "compile", None)):
             return problem.compile(ordering=ordering, backend=backend, progress=progress)
         raise TypeError(f"compile: expected a Problem (inverse_dynamics(model) / "
-                        f"forward_dynamics(model) / loop_forward_dynamics(cluster_model)) or an "
-                        f"EstimationProblem, got {type(problem).__name__}")
+                        f"forward_dynamics(model) / loop_forward_dynamics(cluster_model) / "
+                        f"mass_matrix(model)) or an EstimationProblem, got "
+                        f"{type(problem).__name__}")
     if backend not in ONLINE_BACKENDS:
         raise ValueError(f"backend: expected one of {ONLINE_BACKENDS}, got {backend!r}")
     system = problem.system()

@@ -1,0 +1,157 @@
+"""The joint-space inertia matrix M(q) and its L^T L factor as a compiled, batched plan.
+
+    plan = compile(mass_matrix(model))    # offline: the model's CRBA program (ir/mass_matrix.py)
+    M = plan.solve(q)                      # (B, nv, nv) or (nv, nv), Pinocchio's v layout
+    L = plan.factor(q)                     # M = L^T L (Featherstone Sec. 6.5), L lower
+    plan.solve(q, packed=True)             # (B, plan.n_pairs): only the nonzeros of M's lower
+                                           # triangle, at plan.pairs (rows, cols)
+    crba(model, q, backend="numba")        # the same, planned once per model
+
+The compiled route is kernels/crba_numba.py (numba, lanes of states; threads split the batch);
+backend="numpy" runs the reference recursive.crba / recursive.ltl. Both give the same matrices up
+to round-off. Invalid input (wrong shape, NaN, a non-unit quaternion) raises ValueError naming q;
+a result that is not finite raises NonFiniteError, a non-positive pivot of the factor
+SingularModelError naming the DoF, joint and batch indices, as the reference does.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from .. import opcount
+from ..batch import check_configuration, unbatch
+from ..errors import nonfinite_error
+from ..ir.mass_matrix import MassMatrixProgram
+from ..kernels import crba_numba
+from ..recursive.aba import SINGULAR_TOLERANCE
+from ..recursive.crba import crba as crba_numpy
+from ..recursive.ltl import _check_pivot, ltl, pattern
+from ..kernels.parallel import MIN_STATES_PER_THREAD, default_threads
+from .plan import Plan
+
+BACKENDS = ("auto", "numba", "numpy")
+
+
+class MassMatrixProblem:
+    """M(q) of a model (planned by compile(problem), like the other problem kinds)."""
+
+    name = "mass_matrix"
+
+    def __init__(self, model):
+        self.model = model
+
+    def compile(self, ordering="auto", backend="auto", progress=None):
+        """The MassMatrixPlan (no ordering to choose: the tree's own pattern has no fill-in)."""
+        if ordering != "auto":
+            raise ValueError(f"ordering: the mass matrix plan has no ordering to choose (its "
+                             f"L^T L follows the tree without fill-in); expected 'auto', got "
+                             f"{ordering!r}")
+        return MassMatrixPlan(self, backend)
+
+    def __repr__(self):
+        return f"mass_matrix({self.model.name!r})"
+
+
+def mass_matrix(model):
+    """The problem M(q) = CRBA (Featherstone Table 6.2); compile(mass_matrix(model)) plans it."""
+    return MassMatrixProblem(model)
+
+
+class MassMatrixPlan:
+    """A compiled mass matrix: `solve(q)` -> M, `factor(q)` -> L with M = L^T L."""
+
+    def __init__(self, problem, backend="auto"):
+        self.problem, self.model = problem, problem.model
+        self.default_backend = self._check_backend(backend)
+        self.program = MassMatrixProgram(self.model)
+        self.n_pairs = self.program.n_pairs
+
+    @property
+    def pairs(self):
+        """(rows, cols) of the packed layout: the nonzeros of M's (and L's) lower triangle."""
+        return self.program.dof_pairs
+
+    def solve(self, q, threads=None, backend=None, packed=False, out=None):
+        """M(q): (nv, nv) for q (nq,), (B, nv, nv) for (B, nq); packed: (B, n_pairs) at `pairs`.
+        out: an array of the result's batched shape to write into (saves the allocation of a
+        big result, e.g. B * nv^2 * 8 bytes). threads as Plan.solve (default: numba's count on the idle cores)."""
+        return self._run(q, False, threads, backend, packed, out)
+
+    def factor(self, q, threads=None, backend=None, packed=False, out=None):
+        """L(q), lower triangular with M = L^T L (Table 6.3; recursive.ltl's layout); options as
+        solve."""
+        return self._run(q, True, threads, backend, packed, out)
+
+    # ------------------------------------------------------------------ checks and routes
+
+    @staticmethod
+    def _check_backend(backend):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+        return backend
+
+    def _run(self, q, factor, threads, backend, packed, out):
+        model = self.model
+        backend = self._check_backend(self.default_backend if backend is None else backend)
+        chosen = threads is not None
+        threads = Plan._check_threads(threads)
+        q, single = check_configuration(model, q)
+        B = q.shape[0]
+        if backend == "numpy" or opcount.counting():      # the compiled kernel charges nothing
+            res = crba_numpy(model, q)
+            res = ltl(model, res) if factor else res
+            if packed:
+                res = res[:, self.pairs[0], self.pairs[1]]
+            if out is not None:
+                out = self._out(out, B, packed)
+                out[...] = res
+                res = out
+            return unbatch(res, single)
+        if not chosen:
+            threads = default_threads(B, threads)
+        elif B < MIN_STATES_PER_THREAD * threads:
+            threads = max(1, B // MIN_STATES_PER_THREAD)
+        res, status = crba_numba.run(self.program, q, factor=factor, tol=SINGULAR_TOLERANCE,
+                                     threads=threads, packed=packed,
+                                     out=None if out is None else self._out(out, B, packed))
+        if (status != -1).any():
+            self._raise(q, status, "L" if factor else "M")
+        return unbatch(res, single)
+
+    def _out(self, out, B, packed):
+        shape = (B, self.n_pairs) if packed else (B, self.model.nv, self.model.nv)
+        if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != np.float64 \
+                or not out.flags.c_contiguous:
+            raise ValueError(f"out: expected a C-contiguous float64 array of shape {shape}, got "
+                             f"{type(out).__name__} {getattr(out, 'dtype', '')} "
+                             f"{getattr(out, 'shape', '')}")
+        return out
+
+    def _raise(self, q, status, output):
+        """The reference's typed error: states whose result is not finite (as crba's check, which
+        runs before the factorisation), else the first failed pivot in the factorisation's order
+        (the largest DoF index: tips first) with every state failing there."""
+        bad = np.flatnonzero(status == crba_numba.NONFINITE).tolist()
+        if bad:
+            raise nonfinite_error(self.problem.name, output, bad, {"q": q})
+        k = int(status.max())
+        piv = np.where(status == k, 0.0, 1.0)
+        _check_pivot(self.model, pattern(self.model), piv, k, np.ones_like(piv))
+        raise AssertionError("unreachable: a failed pivot check raises")    # pragma: no cover
+
+
+_PLANS = weakref.WeakKeyDictionary()
+
+
+def crba(model, q, backend="numpy", threads=None):
+    """Joint-space inertia matrix M(q), (nv, nv) or (B, nv, nv). backend "numpy": the reference
+    (recursive.crba); "numba" / "auto": the compiled plan of mass_matrix(model), planned once
+    per model."""
+    if backend == "numpy":
+        return crba_numpy(model, q)
+    MassMatrixPlan._check_backend(backend)
+    plan = _PLANS.get(model)
+    if plan is None:
+        plan = _PLANS[model] = MassMatrixPlan(mass_matrix(model))
+    return plan.solve(q, threads=threads, backend=backend)
