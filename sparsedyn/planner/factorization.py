@@ -37,6 +37,7 @@ from .orderings import (
     safe_matching,
     unmatched_error,
 )
+from .estimate_numba import OVER_BUDGET, estimate
 from .symbolic import LUProgram, UnsafePivot, symbolic_lu
 from .symbolic_ldlt import symbolic_ldlt
 
@@ -44,6 +45,14 @@ FORMAT = "sparsedyn.lu_plan"
 FORMAT_VERSION = 1
 BACKENDS = ("auto", "numba", "numpy")
 _TABLE_COLUMNS = ("name", "nnz_LU", "fill", "flops", "time_s", "pivot_safe", "note")
+
+#: "auto" builds the program of a candidate ordering only if its structural flop bound
+#: (estimate_numba.py, no ops emitted) is at most BUDGET times the lowest bound: the bound counts
+#: every operation before constant folding, which removes 20-35 % of them on the chains and
+#: robots planned here, so a candidate over the budget cannot be the cheapest; one whose fill
+#: explodes (btf on a 1000-link chain: 60x the best) costs neither the time nor the memory of
+#: its program, and its elimination is stopped as soon as it is over
+BUDGET = 4
 
 
 
@@ -176,8 +185,13 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
 
     ordering: "auto" (fewest online flops among the usable candidates: the kernel's, plus the
     backward-error check's where the order's pivots need one (checks_accuracy); at equal cost an order
-    whose pivots are all always-nonzero entries wins), a name in KNOWN_ORDERINGS, or a key of
-    structural_orders.
+    whose pivots are all always-nonzero entries wins), "all" (the same choice, with every
+    candidate's program built: the table's exact counts of every ordering), a name in
+    KNOWN_ORDERINGS, or a key of structural_orders. "auto" first bounds each candidate's flops
+    structurally (estimate_numba.py, without emitting a program) and builds only those within
+    BUDGET times the lowest bound; the table keeps a row per candidate, a skipped one with
+    flops -1, pivot_safe False and a note "skipped: over budget ...". The program of the
+    cheapest candidate so far is the only one kept in memory.
     structural_orders: {name: (row_perm, col_perm)}, an order whose pivots must be always-nonzero
     entries of the pattern, or {name: (row_perm, col_perm, TRUSTED)}, an order whose provider
     vouches that its pivots, including those only fill creates (structural zeros of D), are
@@ -206,16 +220,17 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
     for name in structural_orders:
         if name in KNOWN_ORDERINGS or name == "auto":
             raise ValueError(f"structural_orders: name {name!r} clashes with a built-in ordering")
-    if ordering == "auto":
+    if ordering in ("auto", "all"):
         names = list(KNOWN_ORDERINGS) + list(structural_orders)
     elif ordering in KNOWN_ORDERINGS or ordering in structural_orders:
         names = [ordering]
     else:
         raise ValueError(f"ordering: unknown name {ordering!r}; known: "
-                         f"{', '.join(('auto',) + KNOWN_ORDERINGS + tuple(structural_orders))}")
+                         f"{', '.join(('auto', 'all') + KNOWN_ORDERINGS + tuple(structural_orders))}")
 
+    # 1. every candidate's permutations and, under "auto", its structural flop bound (cheap)
     match = no_match = None
-    table, plans = [], {}
+    table, perms, bound = [], {}, {}
     for index, name in enumerate(names):
         if progress is not None:
             progress(name, index, len(names))
@@ -247,32 +262,66 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
                         raise no_match from exc
                 matched = pattern[match, :]
                 row_perm, col_perm = matched_pair(match, column_order(name, matched))
-            sym = (symbolic_ldlt(pattern, col_perm, constant_values) if symmetric
-                   else symbolic_lu(pattern, row_perm, col_perm, constant_values))
         except (OrderingUnavailable, UnsafePivot, _NoSafeMatching) as exc:
-            row["note"] = str(exc)
-            if ordering != "auto":
-                if isinstance(exc, _NoSafeMatching) and not structural_orders:
-                    raise exc.cause       # the planner cannot do anything else: say why
-                raise ValueError(f"ordering {name!r} cannot be used: {exc}") from exc
+            _refuse(row, exc, ordering, structural_orders)
         else:
-            checked = checks_accuracy(pattern, sym.program, row["note"].startswith(TRUSTED))
-            row.update(nnz_LU=sym.nnz_LU, fill=sym.nnz_LU - nnz,
-                       flops=sym.program.costs()["flops"], pivot_safe=True,
-                       check_flops=2 * nnz if checked else 0)
-            plans[name] = sym
+            perms[name] = (row_perm, col_perm)
+            if ordering == "auto":
+                best = min((b for b in bound.values() if b > 0), default=None)
+                cap = np.inf if best is None else BUDGET * best / 2   # multiply-adds
+                bound[name], _ = estimate(pattern, row_perm, col_perm, cap)
         row["time_s"] = time.perf_counter() - t0
         table.append(row)
-    usable = [r for r in table if r["pivot_safe"]]
-    if not usable:
+
+    # 2. the full program of each candidate within the budget; only the cheapest is kept
+    best_bound = min((b for b in bound.values() if b > 0), default=None)
+    best_key = best_row = sym = None
+    for row in table:
+        name = row["name"]
+        if name not in perms:
+            continue
+        t0 = time.perf_counter()
+        if name in bound and (bound[name] == OVER_BUDGET or bound[name] > BUDGET * best_bound):
+            bound_text = ("elimination stopped" if bound[name] == OVER_BUDGET
+                          else f"{bound[name]} flops")
+            row["note"] = (f"skipped: over budget (structural bound {bound_text} > {BUDGET} x "
+                           f"the lowest bound {best_bound}; ordering='all' builds it)")
+            row["time_s"] += time.perf_counter() - t0
+            continue
+        row_perm, col_perm = perms.pop(name)
+        try:
+            candidate = (symbolic_ldlt(pattern, col_perm, constant_values) if symmetric
+                         else symbolic_lu(pattern, row_perm, col_perm, constant_values))
+        except UnsafePivot as exc:
+            _refuse(row, exc, ordering, structural_orders)
+        else:
+            checked = checks_accuracy(pattern, candidate.program, row["note"].startswith(TRUSTED))
+            row.update(nnz_LU=candidate.nnz_LU, fill=candidate.nnz_LU - nnz,
+                       flops=candidate.program.costs()["flops"], pivot_safe=True,
+                       check_flops=2 * nnz if checked else 0)
+            # the online cost: the program, plus the row-wise backward error D x - b (a
+            # multiply-add per entry of D) that orderings without stable pivots pay on every
+            # state; the first of equal keys wins (table order)
+            key = (row["flops"] + row["check_flops"], row["nnz_LU"],
+                   row["note"].startswith(TRUSTED))
+            if best_key is None or key < best_key:
+                best_key, best_row, sym = key, row, candidate
+            del candidate
+        row["time_s"] += time.perf_counter() - t0
+    if best_row is None:
         raise _no_plan_error(pattern, no_match, table)
-    # the online cost: the program, plus the row-wise backward error D x - b (a multiply-add per
-    # entry of D) that orderings without stable pivots pay on every state
-    best = min(usable, key=lambda r: (r["flops"] + r["check_flops"], r["nnz_LU"],
-                                      r["note"].startswith(TRUSTED)))
-    sym = plans[best["name"]]
     return Factorization(pattern, always_nonzero, constant_values, sym.program,
-                         ordering=best["name"], nnz_LU=sym.nnz_LU, table=table, backend=backend)
+                         ordering=best_row["name"], nnz_LU=sym.nnz_LU, table=table,
+                         backend=backend)
+
+
+def _refuse(row, exc, ordering, structural_orders):
+    """Record why a candidate cannot be used in its table row; a named ordering raises instead."""
+    row["note"] = str(exc)
+    if ordering not in ("auto", "all"):
+        if isinstance(exc, _NoSafeMatching) and not structural_orders:
+            raise exc.cause       # the planner cannot do anything else: say why
+        raise ValueError(f"ordering {ordering!r} cannot be used: {exc}") from exc
 
 
 def checks_accuracy(pattern, program, trusted):
