@@ -7,6 +7,10 @@ boolean elimination without pivoting (the exact patterns of L and U), the fully 
 (ordering="all": every candidate built) and Pinocchio's ABA for the plans' answers."""
 from __future__ import annotations
 
+import pathlib
+import re
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -14,9 +18,11 @@ import scipy.sparse as sp
 import sparsedyn as sd
 from sparsedyn.ir.instructions import READS_A, READS_B, READS_T
 from sparsedyn.ir.lu_program import dependency_levels, program_parts
-from sparsedyn.models import humanoid, serial_chain
+from sparsedyn.models import humanoid, random_tree, serial_chain
 from sparsedyn.planner.estimate_numba import OVER_BUDGET, ZERO_PIVOT, estimate
-from sparsedyn.planner.factorization import BUDGET
+from sparsedyn.planner.factorization import BUDGET, FOLDING_FLOOR
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def python_levels(code, t, a, b, n_slots, stage=None):
@@ -108,12 +114,14 @@ def test_estimate_names_a_structurally_zero_pivot():
     assert estimate(pattern, np.array([0, 2, 1]), np.arange(3), np.inf) == (ZERO_PIVOT, 1)
 
 
-@pytest.mark.parametrize("case", ["chain200", "humanoid_fd", "humanoid_id"])
+@pytest.mark.parametrize("case", ["chain200", "humanoid_fd", "humanoid_id", "tree_fd"])
 def test_auto_within_budget_plans_what_building_every_candidate_plans(case):
     """The budget never changes the plan: the same ordering and bit-identical program as
     building every candidate ("all"); each skipped candidate's built program costs more than
-    the chosen one, and its row says so."""
-    model = serial_chain(200) if case == "chain200" else humanoid()
+    the chosen one, and its row says so; one ruled out as unable to win indeed costs, built,
+    at least FOLDING_FLOOR times its structural bound."""
+    model = {"chain200": serial_chain(200), "tree_fd": random_tree(25, seed=3)}.get(case)
+    model = humanoid() if model is None else model
     problem = (sd.inverse_dynamics if case.endswith("id") else sd.forward_dynamics)(model)
     auto, full = sd.compile(problem), sd.compile(problem, ordering="all")
     assert auto.stats["ordering"] == full.stats["ordering"]
@@ -126,7 +134,30 @@ def test_auto_within_budget_plans_what_building_every_candidate_plans(case):
         assert r["flops"] == -1 and not r["pivot_safe"] and f"{BUDGET} x" in r["note"]
         assert rows[r["name"]]["flops"] > BUDGET / 2 * chosen
     for r in auto.table:
+        if r["note"].startswith("skipped: cannot win"):
+            bound = int(re.search(r"structural bound (\d+) flops", r["note"]).group(1))
+            assert rows[r["name"]]["flops"] >= FOLDING_FLOOR * bound > chosen
         if r["pivot_safe"]:
             assert r == {**rows[r["name"]], "time_s": r["time_s"]}
     if case == "chain200":
         assert [r["name"] for r in skipped] == ["btf"]       # 12x the chosen flops at 200 links
+
+
+def test_offline_scale_experiment_memory_per_link_is_constant(tmp_path, monkeypatch):
+    """experiments/offline_scale.py at reduced size: compiling a 3x longer chain with the default
+    settings takes about 3x the planner's memory (per link within 1.5x; quadratic growth would
+    be 3x), plans Nori's ABA order at both sizes and skips btf, whose fill explodes, without
+    building it; its Markdown table has a row per size."""
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import offline_scale
+    monkeypatch.setattr(offline_scale, "OUT", str(tmp_path))
+    rows = offline_scale.main(["--sizes", "100", "300"])
+    small, large = rows
+    per_link = [r["plan_mb"] / r["n"] for r in rows]
+    assert 1 / 1.5 <= per_link[1] / per_link[0] <= 1.5, per_link
+    for r in rows:
+        assert r["ordering"] == "aba" and r["skipped"] == ["btf"] and r["built"] >= 1
+        assert r["n_D"] == 14 * r["n"]
+    text = (tmp_path / "offline_scale.md").read_text()
+    assert [line.split("|")[1].strip() for line in text.splitlines()
+            if line.startswith("| 100 ") or line.startswith("| 300 ")] == ["100", "300"]

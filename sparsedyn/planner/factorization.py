@@ -48,11 +48,17 @@ _TABLE_COLUMNS = ("name", "nnz_LU", "fill", "flops", "time_s", "pivot_safe", "no
 
 #: "auto" builds the program of a candidate ordering only if its structural flop bound
 #: (estimate_numba.py, no ops emitted) is at most BUDGET times the lowest bound: the bound counts
-#: every operation before constant folding, which removes 20-35 % of them on the chains and
-#: robots planned here, so a candidate over the budget cannot be the cheapest; one whose fill
+#: every operation before constant folding, which removes at most about a third of them (see
+#: FOLDING_FLOOR), so a candidate over the budget cannot be the cheapest; one whose fill
 #: explodes (btf on a 1000-link chain: 60x the best) costs neither the time nor the memory of
 #: its program, and its elimination is stopped as soon as it is over
 BUDGET = 4
+#: ... and only while it can still win: its bound times FOLDING_FLOOR must not exceed the online
+#: flops of the cheapest program built so far. Folding removed 6-36 % of the bound's operations
+#: on every candidate of the chains, trees and humanoid measured (the most: the natural order
+#: of the humanoid's inverse dynamics), so a candidate above the floor cannot be the cheapest;
+#: tests/test_offline_scale.py checks that "auto" plans what building every candidate plans
+FOLDING_FLOOR = 0.5
 
 
 
@@ -273,19 +279,28 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
         row["time_s"] = time.perf_counter() - t0
         table.append(row)
 
-    # 2. the full program of each candidate within the budget; only the cheapest is kept
+    # 2. the full program of each candidate that can still win, by increasing bound (a cheap
+    # plan built early rules the others out); only the cheapest program is kept
     best_bound = min((b for b in bound.values() if b > 0), default=None)
     best_key = best_row = sym = None
-    for row in table:
+    by_bound = sorted((index for index, row in enumerate(table) if row["name"] in perms),
+                      key=lambda index: max(bound.get(table[index]["name"], 0), 0))
+    for index in by_bound:
+        row = table[index]
         name = row["name"]
-        if name not in perms:
-            continue
         t0 = time.perf_counter()
-        if name in bound and (bound[name] == OVER_BUDGET or bound[name] > BUDGET * best_bound):
-            bound_text = ("elimination stopped" if bound[name] == OVER_BUDGET
-                          else f"{bound[name]} flops")
-            row["note"] = (f"skipped: over budget (structural bound {bound_text} > {BUDGET} x "
+        b = bound.get(name, 0)
+        if b == OVER_BUDGET or (b > 0 and b > BUDGET * best_bound):
+            b_text = "elimination stopped" if b == OVER_BUDGET else f"{b} flops"
+            row["note"] = (f"skipped: over budget (structural bound {b_text} > {BUDGET} x "
                            f"the lowest bound {best_bound}; ordering='all' builds it)")
+        elif best_key is not None and FOLDING_FLOOR * b > best_key[0]:
+            row["note"] = (f"skipped: cannot win (structural bound {b} flops, at least "
+                           f"{FOLDING_FLOOR:g} x that once folded > {best_key[0]} online flops "
+                           f"of {best_row['name']}; ordering='all' builds it)")
+        else:
+            b = None
+        if b is not None:
             row["time_s"] += time.perf_counter() - t0
             continue
         row_perm, col_perm = perms.pop(name)
@@ -301,9 +316,9 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
                        check_flops=2 * nnz if checked else 0)
             # the online cost: the program, plus the row-wise backward error D x - b (a
             # multiply-add per entry of D) that orderings without stable pivots pay on every
-            # state; the first of equal keys wins (table order)
+            # state; the first of equal keys in the table wins
             key = (row["flops"] + row["check_flops"], row["nnz_LU"],
-                   row["note"].startswith(TRUSTED))
+                   row["note"].startswith(TRUSTED), index)
             if best_key is None or key < best_key:
                 best_key, best_row, sym = key, row, candidate
             del candidate
