@@ -161,3 +161,29 @@ def test_offline_scale_experiment_memory_per_link_is_constant(tmp_path, monkeypa
     text = (tmp_path / "offline_scale.md").read_text()
     assert [line.split("|")[1].strip() for line in text.splitlines()
             if line.startswith("| 100 ") or line.startswith("| 300 ")] == ["100", "300"]
+
+
+@pytest.mark.parametrize("system", ["spd", "quasi_definite"])
+def test_symmetric_auto_plans_what_building_every_candidate_plans(system):
+    """L D L^T plans (symmetric=True): the bound counts the L D L^T's operations (about half
+    the LU's), is exact on the factor, bounds every built program, and "auto" plans what "all"
+    plans."""
+    from test_planner import quasi_definite, spd_system
+    from sparsedyn.planner import plan_factorization
+    s = spd_system(80, seed=2) if system == "spd" else quasi_definite(seed=4)
+    auto, full = (plan_factorization(s.pattern, s.always, s.const, ordering=o, symmetric=True)
+                  for o in ("auto", "all"))
+    assert auto.stats["ordering"] == full.stats["ordering"]
+    for key, val in auto.program.arrays().items():
+        assert np.array_equal(val, getattr(full.program, key)), key
+    for r in full.table:
+        if not r["pivot_safe"]:
+            continue
+        p = plan_factorization(s.pattern, s.always, s.const, ordering=r["name"],
+                               symmetric=True).program
+        flops, nnz_LU = estimate(s.pattern, p.row_perm, p.col_perm, np.inf, symmetric=True)
+        c, _ = _dense_lu_counts(s.pattern[p.row_perm][:, p.col_perm])
+        n = c.size
+        assert nnz_LU == 2 * c.sum() + n == r["nnz_LU"]
+        assert flops == n + c.sum() + c @ (c + 1) + 4 * c.sum() + n
+        assert FOLDING_FLOOR * flops <= r["flops"] <= flops

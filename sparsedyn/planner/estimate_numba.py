@@ -11,7 +11,11 @@ folding is
                                                           multiply-adds)
   + 2 sum_k (|L_k| + |U_k|) + n                          substitutions and their pivot scalings,
 an upper bound of the built program's flops (folding known constants, +-1 factors and the first
-product into a fill entry only remove operations). The traversal costs sum_k |L_k| |U_k| steps
+product into a fill entry only remove operations). An L D L^T (symbolic_ldlt.py) of a symmetric
+pattern, |L_k| = |U_k| = c_k, costs instead
+    sum_k (1 + c_k + c_k (c_k + 1)) + 4 sum_k c_k + n      (reciprocal, scalings, the lower
+                                                          Schur complement's multiply-adds;
+                                                          substitutions by L and L^T, scalings). The traversal costs sum_k |L_k| |U_k| steps
 (as many as the multiply-adds), so a candidate that explodes is stopped at `cap` steps (its
 count is then only known to exceed the cap): the planner's budget (factorization.py).
 """
@@ -84,9 +88,9 @@ def _structure_counts(n, indptr, indices, cap):
     return 0, L_count, U_count
 
 
-def estimate(pattern, row_perm, col_perm, cap):
-    """(flops, nnz_LU) bound for the LU of pattern[row_perm][:, col_perm] (see the module
-    docstring), or (OVER_BUDGET, -1) when the elimination needs more than `cap` multiply-adds,
+def estimate(pattern, row_perm, col_perm, cap, symmetric=False):
+    """(flops, nnz_LU) bound for the LU (symmetric: the L D L^T) of
+    pattern[row_perm][:, col_perm] (see the module docstring), or (OVER_BUDGET, -1) when the elimination needs more than `cap` multiply-adds,
     (ZERO_PIVOT, k) when pivot k is structurally zero."""
     n = pattern.shape[0]
     B = sp.csc_matrix(pattern)[row_perm][:, col_perm].tocsc()
@@ -96,7 +100,11 @@ def estimate(pattern, row_perm, col_perm, cap):
         return OVER_BUDGET, -1
     if status == ZERO_PIVOT:
         return ZERO_PIVOT, int(L_count[0])
+    nnz_LU = int(L_count.sum() + U_count.sum()) + n
+    if symmetric:
+        c = L_count
+        return int(n + c.sum() + c @ (c + 1) + 4 * c.sum() + n), nnz_LU
     updates = int(L_count @ U_count)
     flops = (n + int(np.minimum(L_count, U_count).sum()) + 2 * updates
              + 2 * int(L_count.sum() + U_count.sum()) + n)
-    return flops, int(L_count.sum() + U_count.sum()) + n
+    return flops, nnz_LU

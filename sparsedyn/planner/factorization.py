@@ -1,10 +1,12 @@
 """Offline planning of a static-pivot sparse LU for a fixed worst-case pattern, and the stored plan.
 
 plan_factorization tries the candidate orderings (sparsedyn.planner.orderings, plus any structural
-orders the system offers), computes each one's exact symbolic factorization and kernel flop count,
-and keeps the cheapest pivot-safe one (a structural order may declare its pivots trusted: see
-plan_factorization). With symmetric=True the program is an L D L^T of a structurally symmetric
-pattern with diagonal pivots (symbolic_ldlt.py), e.g. for an SPD normal matrix.
+orders the system offers), bounds each one's flops from the structure of its factors
+(estimate_numba.py), computes the exact symbolic factorization and kernel flop count of those
+that can still be the cheapest (BUDGET, FOLDING_FLOOR), and keeps the cheapest pivot-safe one
+(a structural order may declare its pivots trusted: see plan_factorization). With
+symmetric=True the program is an L D L^T of a structurally symmetric pattern with diagonal
+pivots (symbolic_ldlt.py), e.g. for an SPD normal matrix.
 Factorization.solve runs the compiled program for a batch of states, with one or several
 right-hand sides per state (one factorization each); states whose
 static pivot breaks down (the program's cancellation-aware check, symbolic.py) are re-solved with
@@ -224,7 +226,7 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
         _check_symmetric_plan(pattern, always_nonzero, constant_values)
     structural_orders = dict(structural_orders or {})
     for name in structural_orders:
-        if name in KNOWN_ORDERINGS or name == "auto":
+        if name in KNOWN_ORDERINGS or name in ("auto", "all"):
             raise ValueError(f"structural_orders: name {name!r} clashes with a built-in ordering")
     if ordering in ("auto", "all"):
         names = list(KNOWN_ORDERINGS) + list(structural_orders)
@@ -274,8 +276,10 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
             perms[name] = (row_perm, col_perm)
             if ordering == "auto":
                 best = min((b for b in bound.values() if b > 0), default=None)
-                cap = np.inf if best is None else BUDGET * best / 2   # multiply-adds
-                bound[name], _ = estimate(pattern, row_perm, col_perm, cap)
+                # the elimination visits one step per multiply-add of the LU: an LU bound has
+                # two flops per step, an L D L^T's at least one
+                cap = np.inf if best is None else BUDGET * best / (1 if symmetric else 2)
+                bound[name], _ = estimate(pattern, row_perm, col_perm, cap, symmetric)
         row["time_s"] = time.perf_counter() - t0
         table.append(row)
 
