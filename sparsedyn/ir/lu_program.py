@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from .instructions import CHECK_COST, MOV, NEG, OP_COST, READS_A, READS_B, READS_T, RECIP
+from .instructions import CHECK_COST, MOV, NEG, OP_COST, RECIP
+from .levels_numba import dependency_levels  # noqa: F401  (re-exported: the passes' home)
 
 #: the optional third element of a structural order (row_perm, col_perm, TRUSTED): its pivots need
 #: not be always-nonzero entries (plan_factorization)
@@ -81,36 +82,6 @@ class LUProgram:
 
     def arrays(self):
         return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-def dependency_levels(code, t, a, b, n_slots, stage=None):
-    """Earliest level of each op such that every slot sees its reads and writes in program order.
-    With `stage` (non-decreasing per op), levels count within a stage: what earlier stages did
-    to a slot is done before the stage starts."""
-    last_write = np.full(n_slots, -1, dtype=np.int64)
-    last_read = np.full(n_slots, -1, dtype=np.int64)
-    touched_in = np.full(n_slots, -1, dtype=np.int64)
-    stage = np.zeros(code.size, dtype=np.int64) if stage is None else stage
-    level = np.empty(code.size, dtype=np.int64)
-    for o in range(code.size):
-        c, st = code[o], stage[o]
-        reads = [t[o]] if READS_T[c] else []
-        if READS_A[c]:
-            reads.append(a[o])
-        if READS_B[c]:
-            reads.append(b[o])
-        for s in reads + [t[o]]:
-            if touched_in[s] != st:
-                touched_in[s], last_write[s], last_read[s] = st, -1, -1
-        lv = max(last_write[t[o]], last_read[t[o]])
-        for r in reads:
-            lv = max(lv, last_write[r])
-        lv += 1
-        level[o] = lv
-        last_write[t[o]] = lv
-        for r in reads:
-            last_read[r] = max(last_read[r], lv)
-    return level
 
 
 def level_order(code, t, a, b, n_slots):

@@ -1,10 +1,12 @@
 """Offline planning of a static-pivot sparse LU for a fixed worst-case pattern, and the stored plan.
 
 plan_factorization tries the candidate orderings (sparsedyn.planner.orderings, plus any structural
-orders the system offers), computes each one's exact symbolic factorization and kernel flop count,
-and keeps the cheapest pivot-safe one (a structural order may declare its pivots trusted: see
-plan_factorization). With symmetric=True the program is an L D L^T of a structurally symmetric
-pattern with diagonal pivots (symbolic_ldlt.py), e.g. for an SPD normal matrix.
+orders the system offers), bounds each one's flops from the structure of its factors
+(estimate_numba.py), computes the exact symbolic factorization and kernel flop count of those
+that can still be the cheapest (BUDGET, FOLDING_FLOOR), and keeps the cheapest pivot-safe one
+(a structural order may declare its pivots trusted: see plan_factorization). With
+symmetric=True the program is an L D L^T of a structurally symmetric pattern with diagonal
+pivots (symbolic_ldlt.py), e.g. for an SPD normal matrix.
 Factorization.solve runs the compiled program for a batch of states, with one or several
 right-hand sides per state (one factorization each); states whose
 static pivot breaks down (the program's cancellation-aware check, symbolic.py) are re-solved with
@@ -37,6 +39,7 @@ from .orderings import (
     safe_matching,
     unmatched_error,
 )
+from .estimate_numba import OVER_BUDGET, estimate
 from .symbolic import LUProgram, UnsafePivot, symbolic_lu
 from .symbolic_ldlt import symbolic_ldlt
 
@@ -44,6 +47,20 @@ FORMAT = "sparsedyn.lu_plan"
 FORMAT_VERSION = 1
 BACKENDS = ("auto", "numba", "numpy")
 _TABLE_COLUMNS = ("name", "nnz_LU", "fill", "flops", "time_s", "pivot_safe", "note")
+
+#: "auto" builds the program of a candidate ordering only if its structural flop bound
+#: (estimate_numba.py, no ops emitted) is at most BUDGET times the lowest bound: the bound counts
+#: every operation before constant folding, which removes at most about a third of them (see
+#: FOLDING_FLOOR), so a candidate over the budget cannot be the cheapest; one whose fill
+#: explodes (btf on a 1000-link chain: 60x the best) costs neither the time nor the memory of
+#: its program, and its elimination is stopped as soon as it is over
+BUDGET = 4
+#: ... and only while it can still win: its bound times FOLDING_FLOOR must not exceed the online
+#: flops of the cheapest program built so far. Folding removed 6-36 % of the bound's operations
+#: on every candidate of the chains, trees and humanoid measured (the most: the natural order
+#: of the humanoid's inverse dynamics), so a candidate above the floor cannot be the cheapest;
+#: tests/test_offline_scale.py checks that "auto" plans what building every candidate plans
+FOLDING_FLOOR = 0.5
 
 
 
@@ -176,8 +193,13 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
 
     ordering: "auto" (fewest online flops among the usable candidates: the kernel's, plus the
     backward-error check's where the order's pivots need one (checks_accuracy); at equal cost an order
-    whose pivots are all always-nonzero entries wins), a name in KNOWN_ORDERINGS, or a key of
-    structural_orders.
+    whose pivots are all always-nonzero entries wins), "all" (the same choice, with every
+    candidate's program built: the table's exact counts of every ordering), a name in
+    KNOWN_ORDERINGS, or a key of structural_orders. "auto" first bounds each candidate's flops
+    structurally (estimate_numba.py, without emitting a program) and builds only those within
+    BUDGET times the lowest bound; the table keeps a row per candidate, a skipped one with
+    flops -1, pivot_safe False and a note "skipped: over budget ...". The program of the
+    cheapest candidate so far is the only one kept in memory.
     structural_orders: {name: (row_perm, col_perm)}, an order whose pivots must be always-nonzero
     entries of the pattern, or {name: (row_perm, col_perm, TRUSTED)}, an order whose provider
     vouches that its pivots, including those only fill creates (structural zeros of D), are
@@ -204,18 +226,19 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
         _check_symmetric_plan(pattern, always_nonzero, constant_values)
     structural_orders = dict(structural_orders or {})
     for name in structural_orders:
-        if name in KNOWN_ORDERINGS or name == "auto":
+        if name in KNOWN_ORDERINGS or name in ("auto", "all"):
             raise ValueError(f"structural_orders: name {name!r} clashes with a built-in ordering")
-    if ordering == "auto":
+    if ordering in ("auto", "all"):
         names = list(KNOWN_ORDERINGS) + list(structural_orders)
     elif ordering in KNOWN_ORDERINGS or ordering in structural_orders:
         names = [ordering]
     else:
         raise ValueError(f"ordering: unknown name {ordering!r}; known: "
-                         f"{', '.join(('auto',) + KNOWN_ORDERINGS + tuple(structural_orders))}")
+                         f"{', '.join(('auto', 'all') + KNOWN_ORDERINGS + tuple(structural_orders))}")
 
+    # 1. every candidate's permutations and, under "auto", its structural flop bound (cheap)
     match = no_match = None
-    table, plans = [], {}
+    table, perms, bound = [], {}, {}
     for index, name in enumerate(names):
         if progress is not None:
             progress(name, index, len(names))
@@ -247,32 +270,77 @@ def plan_factorization(pattern, always_nonzero, constant_values=None, ordering="
                         raise no_match from exc
                 matched = pattern[match, :]
                 row_perm, col_perm = matched_pair(match, column_order(name, matched))
-            sym = (symbolic_ldlt(pattern, col_perm, constant_values) if symmetric
-                   else symbolic_lu(pattern, row_perm, col_perm, constant_values))
         except (OrderingUnavailable, UnsafePivot, _NoSafeMatching) as exc:
-            row["note"] = str(exc)
-            if ordering != "auto":
-                if isinstance(exc, _NoSafeMatching) and not structural_orders:
-                    raise exc.cause       # the planner cannot do anything else: say why
-                raise ValueError(f"ordering {name!r} cannot be used: {exc}") from exc
+            _refuse(row, exc, ordering, structural_orders)
         else:
-            checked = checks_accuracy(pattern, sym.program, row["note"].startswith(TRUSTED))
-            row.update(nnz_LU=sym.nnz_LU, fill=sym.nnz_LU - nnz,
-                       flops=sym.program.costs()["flops"], pivot_safe=True,
-                       check_flops=2 * nnz if checked else 0)
-            plans[name] = sym
+            perms[name] = (row_perm, col_perm)
+            if ordering == "auto":
+                best = min((b for b in bound.values() if b > 0), default=None)
+                # the elimination visits one step per multiply-add of the LU: an LU bound has
+                # two flops per step, an L D L^T's at least one
+                cap = np.inf if best is None else BUDGET * best / (1 if symmetric else 2)
+                bound[name], _ = estimate(pattern, row_perm, col_perm, cap, symmetric)
         row["time_s"] = time.perf_counter() - t0
         table.append(row)
-    usable = [r for r in table if r["pivot_safe"]]
-    if not usable:
+
+    # 2. the full program of each candidate that can still win, by increasing bound (a cheap
+    # plan built early rules the others out); only the cheapest program is kept
+    best_bound = min((b for b in bound.values() if b > 0), default=None)
+    best_key = best_row = sym = None
+    by_bound = sorted((index for index, row in enumerate(table) if row["name"] in perms),
+                      key=lambda index: max(bound.get(table[index]["name"], 0), 0))
+    for index in by_bound:
+        row = table[index]
+        name = row["name"]
+        t0 = time.perf_counter()
+        b = bound.get(name, 0)
+        if b == OVER_BUDGET or (b > 0 and b > BUDGET * best_bound):
+            b_text = "elimination stopped" if b == OVER_BUDGET else f"{b} flops"
+            row["note"] = (f"skipped: over budget (structural bound {b_text} > {BUDGET} x "
+                           f"the lowest bound {best_bound}; ordering='all' builds it)")
+        elif best_key is not None and FOLDING_FLOOR * b > best_key[0]:
+            row["note"] = (f"skipped: cannot win (structural bound {b} flops, at least "
+                           f"{FOLDING_FLOOR:g} x that once folded > {best_key[0]} online flops "
+                           f"of {best_row['name']}; ordering='all' builds it)")
+        else:
+            b = None
+        if b is not None:
+            row["time_s"] += time.perf_counter() - t0
+            continue
+        row_perm, col_perm = perms.pop(name)
+        try:
+            candidate = (symbolic_ldlt(pattern, col_perm, constant_values) if symmetric
+                         else symbolic_lu(pattern, row_perm, col_perm, constant_values))
+        except UnsafePivot as exc:
+            _refuse(row, exc, ordering, structural_orders)
+        else:
+            checked = checks_accuracy(pattern, candidate.program, row["note"].startswith(TRUSTED))
+            row.update(nnz_LU=candidate.nnz_LU, fill=candidate.nnz_LU - nnz,
+                       flops=candidate.program.costs()["flops"], pivot_safe=True,
+                       check_flops=2 * nnz if checked else 0)
+            # the online cost: the program, plus the row-wise backward error D x - b (a
+            # multiply-add per entry of D) that orderings without stable pivots pay on every
+            # state; the first of equal keys in the table wins
+            key = (row["flops"] + row["check_flops"], row["nnz_LU"],
+                   row["note"].startswith(TRUSTED), index)
+            if best_key is None or key < best_key:
+                best_key, best_row, sym = key, row, candidate
+            del candidate
+        row["time_s"] += time.perf_counter() - t0
+    if best_row is None:
         raise _no_plan_error(pattern, no_match, table)
-    # the online cost: the program, plus the row-wise backward error D x - b (a multiply-add per
-    # entry of D) that orderings without stable pivots pay on every state
-    best = min(usable, key=lambda r: (r["flops"] + r["check_flops"], r["nnz_LU"],
-                                      r["note"].startswith(TRUSTED)))
-    sym = plans[best["name"]]
     return Factorization(pattern, always_nonzero, constant_values, sym.program,
-                         ordering=best["name"], nnz_LU=sym.nnz_LU, table=table, backend=backend)
+                         ordering=best_row["name"], nnz_LU=sym.nnz_LU, table=table,
+                         backend=backend)
+
+
+def _refuse(row, exc, ordering, structural_orders):
+    """Record why a candidate cannot be used in its table row; a named ordering raises instead."""
+    row["note"] = str(exc)
+    if ordering not in ("auto", "all"):
+        if isinstance(exc, _NoSafeMatching) and not structural_orders:
+            raise exc.cause       # the planner cannot do anything else: say why
+        raise ValueError(f"ordering {ordering!r} cannot be used: {exc}") from exc
 
 
 def checks_accuracy(pattern, program, trusted):

@@ -15,6 +15,7 @@ Preconditions: a tree with parent(i) < i; q already batched and checked (batch.s
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..kinematics import body_velocities, joint_transforms
 from ..model.model import WORLD
@@ -90,10 +91,18 @@ class NewtonEulerSystem:
         self._dynamic_source = (18 * slot[body] + np.where(lower_left, 9 + 3 * (r6 - 3) + c6,
                                                            3 * (r6 % 3) + c6 % 3))
         self._roots = [i for i in range(N) if model.parents[i] == WORLD]
-        # block-diagonal S (6N x nv): every joint velocity S_i qd_i in one product
-        self._S_all = np.zeros((6 * N, model.nv))
+        # block-diagonal S (6N x nv): every joint velocity S_i qd_i in one product; sparse, as
+        # a dense one holds 6 N nv numbers (4.8 GB for a 10,000-link chain)
+        S_rows, S_cols, S_vals = [], [], []
         for i, joint in enumerate(model.joints):
-            self._S_all[6 * i:6 * i + 6, model.v_slice(i)] = joint.S
+            r, c = np.divmod(np.arange(joint.S.size), joint.S.shape[1])
+            S_rows.append(6 * i + r)
+            S_cols.append(model.v_slice(i).start + c)
+            S_vals.append(np.asarray(joint.S, dtype=float).ravel())
+        self._S_all = sp.csr_matrix(
+            (np.concatenate(S_vals + [np.zeros(0)]),
+             (np.concatenate(S_rows + [np.zeros(0, dtype=int)]),
+              np.concatenate(S_cols + [np.zeros(0, dtype=int)]))), shape=(6 * N, model.nv))
         # rhs = [-c (6N), -nu (6N), y (measured), 0][:, rhs_gather]: one gather in row order
         parts = ([self.rows[("ne_a", i)].indices for i in range(N)]
                  + [self.rows[("ne_f", i)].indices for i in range(N)]
@@ -174,7 +183,7 @@ class NewtonEulerSystem:
         model = self.model
         B, N = qd.shape[0], model.nbodies
         v = body_velocities
-        vJ = (qd @ self._S_all.T).reshape(B, N, 6)                          # S_i qd_i
+        vJ = np.ascontiguousarray((self._S_all @ qd.T).T).reshape(B, N, 6)  # S_i qd_i
         c = cross_motion(v, vJ)                                              # c_i = v_i x S_i qd_i
         nu = cross_force(v, inertia_times(model.inertias, v))               # nu_i = v_i x* I_i v_i
         unit_c, unit_nu, unit_vJ = self._unit_costs
