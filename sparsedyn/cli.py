@@ -553,7 +553,8 @@ def _robot_args(p, required=True):
 
 def _ordering_help():
     from .planner.orderings import KNOWN_ORDERINGS
-    return (f"auto (the cheapest pivot-safe one, the default) or one of {', '.join(KNOWN_ORDERINGS)}"
+    return (f"auto (the cheapest pivot-safe one, the default; candidates that cannot win are not "
+            f"built), all (as auto, every candidate built) or one of {', '.join(KNOWN_ORDERINGS)}"
             f", {STRUCTURAL['id']} (--problem id only), {STRUCTURAL['fd']} (--problem fd only)")
 
 

@@ -187,3 +187,11 @@ def test_symmetric_auto_plans_what_building_every_candidate_plans(system):
         assert nnz_LU == 2 * c.sum() + n == r["nnz_LU"]
         assert flops == n + c.sum() + c @ (c + 1) + 4 * c.sum() + n
         assert FOLDING_FLOOR * flops <= r["flops"] <= flops
+
+
+def test_readme_quotes_the_committed_scale_table():
+    """README.md quotes experiments/out/offline_scale.md's table as it is (header + 5 sizes)."""
+    import pathlib
+    from md_tables import readme_quotes
+    readme_quotes(pathlib.Path(__file__).resolve().parents[1] / "experiments" / "out"
+                  / "offline_scale.md", 6)
