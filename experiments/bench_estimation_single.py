@@ -131,7 +131,7 @@ def main(argv=None):
     berdy_t = best["berdy"][0]
     rows = [("one sample per call", "sparsedyn plan.solver(), C backend", "c_solver"),
             ("one sample per call", "sparsedyn plan.solver(backend=\"numba\")", "numba_solver"),
-            ("one sample per call", "sparsedyn plan.solve, B = 1 (numba, 1 thread)", "solve_b1"),
+            ("one sample per call", "sparsedyn plan.solve, B = 1 (default backend: C once built)", "solve_b1"),
             ("one sample per call", "iDynTree BERDY, update + doEstimate", "berdy"),
             (f"batch of {args.batch}", "sparsedyn plan.solve, numba, 1 thread", "batch_numba_1"),
             (f"batch of {args.batch}", "sparsedyn plan.solve, numba, 2 threads", "batch_numba_2"),
