@@ -41,7 +41,8 @@ __all__ = [
     "rnea", "aba", "crba", "count_operations", "OpCount", "rnea_derivatives", "aba_derivatives",
     "inverse_dynamics", "forward_dynamics", "mass_matrix", "compile", "load_plan", "Plan",
     "plan_factorization", "Factorization", "PivotBreakdownWarning", "SparseCholesky",
-    "EstimationProblem", "compile_estimation", "load_estimation_plan", "sensors", "models",
+    "EstimationProblem", "compile_estimation", "load_estimation_plan", "estimate_log", "sensors",
+    "models",
     "Contact", "contact_jacobian", "delassus", "ltl", "ltdl", "constrained_forward_dynamics",
     "RedundantContactsWarning",
     "ClusterModel", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",
@@ -49,3 +50,10 @@ __all__ = [
     "SparsedynError", "ModelError", "SingularModelError", "IllPosedError", "PlanMismatchError",
     "SensorError", "NonFiniteError", "ModelWarning", "PivotBreakdownWarning", "SingularStateWarning",
 ]
+
+
+def __getattr__(name):                      # estimate_log's module pulls in its readers on use
+    if name == "estimate_log":
+        from .estimation import estimate_log
+        return estimate_log
+    raise AttributeError(f"module 'sparsedyn' has no attribute {name!r}")

@@ -16,6 +16,7 @@ import scipy.stats
 
 from oracles import pin, pin_twin, rel_err
 from pin_sensors import PinTruth
+import sparsedyn as sd
 from sparsedyn.estimation import estimate_log
 from sparsedyn.estimation.log_align import LogTimeError, Stream, align_streams
 from sparsedyn.estimation.log_derivative import differentiate
@@ -97,7 +98,7 @@ def test_slow_stream_aligned_as_numpy_does(multirate, align):
     m = multirate
     spec = {**SPEC, "streams": {FT: {"align": align}}}
     whole = estimate_log(None, m["path"], None, spec=spec, progress=False, batch_size=1000)
-    chunked = estimate_log(None, m["path"], None, spec=spec, progress=False, batch_size=7)
+    chunked = sd.estimate_log(None, m["path"], None, spec=spec, progress=False, batch_size=7)  # top level
     np.testing.assert_array_equal(whole.to_numpy(), chunked.to_numpy())
     assert whole.attrs["summary"]["bad_rows"] == chunked.attrs["summary"]["bad_rows"]
     rows, s = np.arange(m["N"]), m["samples"]
