@@ -31,6 +31,27 @@ OVER_BUDGET = -1
 ZERO_PIVOT = -2
 
 
+@njit(cache=True, inline="always")
+def _reach(i, j, mark, stack, top, Li, Lp, L_count):
+    """Column j reaches row i: a row above j goes on the stack (U[i, j], its L column to visit),
+    a row below j into L's column j. Returns (top, 1 if i is j's own pivot else 0, Li (grown
+    when full))."""
+    pivot = 0
+    if mark[i] != j:
+        mark[i] = j
+        if i < j:
+            stack[top] = i
+            top += 1
+        elif i == j:
+            pivot = 1
+        else:
+            if Lp[j] + L_count[j] >= Li.size:
+                Li = np.concatenate((Li, np.empty(Li.size, dtype=np.int64)))
+            Li[Lp[j] + L_count[j]] = i
+            L_count[j] += 1
+    return top, pivot, Li
+
+
 @njit(cache=True)
 def _structure_counts(n, indptr, indices, cap):
     """(status, |L_k|, |U_k|): status 0, OVER_BUDGET or ZERO_PIVOT (k in the first slot of
@@ -44,21 +65,10 @@ def _structure_counts(n, indptr, indices, cap):
     steps = 0
     for j in range(n):
         top = 0
-        has_pivot = False
+        has_pivot = 0
         for p in range(indptr[j], indptr[j + 1]):
-            i = indices[p]
-            if mark[i] != j:
-                mark[i] = j
-                if i < j:
-                    stack[top] = i
-                    top += 1
-                elif i == j:
-                    has_pivot = True
-                else:
-                    if Lp[j] + L_count[j] >= Li.size:
-                        Li = np.concatenate((Li, np.empty(Li.size, dtype=np.int64)))
-                    Li[Lp[j] + L_count[j]] = i
-                    L_count[j] += 1
+            top, pivot, Li = _reach(indices[p], j, mark, stack, top, Li, Lp, L_count)
+            has_pivot |= pivot
         while top > 0:               # depth-first through the columns of L already built
             top -= 1
             k = stack[top]
@@ -68,19 +78,8 @@ def _structure_counts(n, indptr, indices, cap):
                 L_count[0] = j
                 return OVER_BUDGET, L_count, U_count
             for p in range(Lp[k], Lp[k + 1]):
-                i = Li[p]
-                if mark[i] != j:
-                    mark[i] = j
-                    if i < j:
-                        stack[top] = i
-                        top += 1
-                    elif i == j:
-                        has_pivot = True
-                    else:
-                        if Lp[j] + L_count[j] >= Li.size:
-                            Li = np.concatenate((Li, np.empty(Li.size, dtype=np.int64)))
-                        Li[Lp[j] + L_count[j]] = i
-                        L_count[j] += 1
+                top, pivot, Li = _reach(Li[p], j, mark, stack, top, Li, Lp, L_count)
+                has_pivot |= pivot
         if not has_pivot:
             L_count[0] = j
             return ZERO_PIVOT, L_count, U_count
