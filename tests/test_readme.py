@@ -25,6 +25,10 @@ def test_readme_quick_start_runs():
     assert ns["est"].ok.all()
     assert rel_err(ns["est"]["tau"], ns["tau"]) <= 1e-8          # the torques behind the readings
     assert ns["Lam_inv"].shape == (len(q), 12, 12)
+    M = pin.crba(pm, pdata, to_pin_q(model, pm, q[0]))
+    M = np.triu(M) + np.triu(M, 1).T                              # Pinocchio fills the upper part
+    assert rel_err(ns["M"][0], M) <= 1e-10 and rel_err(ns["dtau_da"][0], M) <= 1e-10
+    assert ns["res"]["qdd"].shape == (len(q), model.nv) and np.isfinite(ns["res"]["lambda"]).all()
 
 
 def test_readme_per_sample_estimation_runs():
