@@ -78,20 +78,19 @@ def _bias_terms(problem, kin0):
     Xup = [type(X)(np.broadcast_to(X.E[:1], (reps, 3, 3)), np.broadcast_to(X.r[:1], (reps, 3)))
            for X in kin0.Xup]
     kin = Kinematics(model, Xup, Xup, vel, False)
+    ks, ls = (np.array(side, dtype=np.int64) for side in zip(*pairs))
+    off = ks != ls
     out = [], [], [], [], []
     n_sys = problem.n_dynamics_rows
     for s in rows.sensors:
         _, bias = s.linear_map(model, kin, rows.wrench_links)
-        f = np.asarray(bias, dtype=float).reshape(N, P, -1)
-        diag = f[:, :6]                                   # f(e_k) = Q_kk
-        for b in range(N):
-            for p, (k, l) in enumerate(pairs):
-                c = f[b, p] if k == l else f[b, p] - diag[b, k] - diag[b, l]
-                for r in np.flatnonzero(c):
-                    for lst, val in zip(out, (n_sys + rows.row_slices[s.name].start + r, b, k, l,
-                                              c[r])):
-                        lst.append(val)
-    return out
+        c = np.array(bias, dtype=float).reshape(N, P, -1)
+        c[:, off] -= c[:, ks[off]] + c[:, ls[off]]      # f(e_k + e_l) - Q_kk - Q_ll = Q_kl
+        b, p, r = np.nonzero(c)                         # body-major, as the rows are read
+        for lst, val in zip(out, (n_sys + rows.row_slices[s.name].start + r, b, ks[p], ls[p],
+                                  c[b, p, r])):
+            lst.append(val)
+    return tuple(np.concatenate(lst) if lst else np.zeros(0) for lst in out)
 
 
 def sensor_assembly(problem, rng=0):

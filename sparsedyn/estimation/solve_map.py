@@ -118,12 +118,18 @@ class NormalEquations:
         self.rows = A.indices.astype(np.int64)
         self.cols = np.repeat(np.arange(n), np.diff(A.indptr)).astype(np.int64)
         ids = sp.csr_matrix((np.arange(A.nnz, dtype=float) + 1, (self.rows, self.cols)), shape=(m, n))
+        entry = ids.data.astype(np.int64) - 1                # A's entries, row by row
+        lens = np.diff(ids.indptr)
         e1, e2, prow = [], [], []
-        for r in range(m):
-            e = ids.data[ids.indptr[r]:ids.indptr[r + 1]].astype(np.int64) - 1
-            i, j = np.triu_indices(len(e))
-            e1.append(e[i]), e2.append(e[j]), prow.append(np.full(len(i), r))
+        for length in np.unique(lens):                       # the rows of one length together
+            rows_l = np.flatnonzero(lens == length)
+            i, j = np.triu_indices(length)
+            E = entry[ids.indptr[rows_l][:, None] + np.arange(length)]
+            e1.append(E[:, i].ravel()), e2.append(E[:, j].ravel())
+            prow.append(np.repeat(rows_l, len(i)))
         e1, e2, prow = (np.concatenate(x) if x else np.zeros(0, np.int64) for x in (e1, e2, prow))
+        order = np.argsort(prow, kind="stable")              # row by row, as the normal matrix sums
+        e1, e2, prow = e1[order], e2[order], prow[order]
         c1, c2 = self.cols[e1], self.cols[e2]
         struct = sp.csc_matrix((np.ones(len(c1) * 2 + n), (np.r_[c1, c2, np.arange(n)],
                                                           np.r_[c2, c1, np.arange(n)])), shape=(n, n))
