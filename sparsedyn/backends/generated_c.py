@@ -58,6 +58,7 @@ def cache_dir():
     return path
 
 
+@functools.lru_cache(maxsize=None)
 def _cpu():
     """What -march=native compiles for: the CPU's model and feature flags (a cache shared by
     machines with other CPUs must not hand them a library with instructions they lack)."""
@@ -69,10 +70,15 @@ def _cpu():
         return platform.processor() + platform.machine()
 
 
+@functools.lru_cache(maxsize=32)
+def _library_key(source, cc, flags):
+    """The cache key of a library (hashing a plan's source takes ~0.2 ms: once per source)."""
+    return hashlib.sha256("\0".join((source, cc, _cpu()) + flags).encode()).hexdigest()[:24]
+
+
 def library_path(source, flags=CFLAGS):
     """Where the shared library of `source` is cached (by source, compiler, flags and CPU)."""
-    key = hashlib.sha256("\0".join((source, compiler(), _cpu()) + tuple(flags)).encode()).hexdigest()
-    return os.path.join(cache_dir(), f"sparsedyn_{key[:24]}.so")
+    return os.path.join(cache_dir(), f"sparsedyn_{_library_key(source, compiler(), tuple(flags))}.so")
 
 
 def build(source, flags=CFLAGS):
