@@ -9,17 +9,27 @@ contact the rows that fix its acceleration (as loop-closure rows fix a loop's, s
                                        classical acceleration
                                        ang(c_X_b^* fx_b) = 0               a pure force at the point
 
+With Baumgarte corrections the right-hand side 0 of a contact's acceleration rows becomes
+Pinocchio's corrected acceleration (Kp times the placement error minus Kd times the velocity).
+
 The system is assembled and solved by the estimation machinery's exact route (problem rows as
 pseudo-measurements with known readings), NumPy assembly: the gravity term R_c^T g is not of the
 forms the compiled sensor rows take. A state whose contacts are redundant (a rank-deficient
 contact Jacobian) is flagged not ok and gets the minimum-prior (ridge-regularised) contact
 wrenches, never NaN: qdd stays the constrained motion, the split of the wrenches is arbitrary.
 
+Releasing a contact (per state, one plan for every contact set): the plan factorizes the system
+with every contact held; a released contact's acceleration rows get extra right-hand sides on
+the same factorization, whose combination zeroing its wrench is the released solution
+(ConstrainedPlan._released), exact as a re-planned system would be.
+
     plan = sd.constrained_forward_dynamics(model, [sd.Contact("l_sole", "6d"),
                                                     sd.Contact("r_sole", "3d")])
     res = plan.solve(q, v, tau)               # batched
     res["qdd"] (B, nv), res["lambda"] (B, m) (Pinocchio's lambda_c: per contact, linear-first,
     in the contact frame), res.wrench(link) (B, 6) in the link frame, res.ok (B,)
+    plan.solve(q, v, tau, contacts={"r_sole": swing}, baumgarte=(Kp, Kd),
+               reference={"l_sole": oMref, "r_sole": oMref2})
 """
 from __future__ import annotations
 
@@ -29,10 +39,10 @@ import numpy as np
 
 from .batch import state, unbatch
 from .contacts import Contact
-from .errors import check_assembled
+from .errors import PivotBreakdownWarning, check_assembled
 from .sensors import JointTorques, Sensor, Term, UnactuatedBase, _WrenchSensor, \
     _force_transform, _link_frame, _placement_transform
-from .spatial import cross3
+from .spatial import cross3, log6
 
 
 class ContactAcceleration(Sensor):
@@ -147,12 +157,24 @@ class ConstrainedPlan:
         return dict(self.estimation_plan.stats, problem=self.problem.name,
                     contacts=[(c.link, c.kind) for c in self.contacts])
 
-    def solve(self, q, v, tau):
-        """ConstrainedResult of one state (q (nq,), v (nv,), tau (nv,)) or a batch."""
+    def solve(self, q, v, tau, contacts=None, baumgarte=None, reference=None):
+        """ConstrainedResult of one state (q (nq,), v (nv,), tau (nv,)) or a batch.
+
+        contacts {link: bool or (B,) bool}: which contacts hold in each state (default: all);
+            a released contact's wrench is zero and its acceleration free. The plan is the
+            same for every set (module docstring, "Releasing a contact").
+        baumgarte (Kp, Kd) for every contact, or {link: (Kp, Kd)} (each a scalar or (B,)):
+            Pinocchio's Baumgarte corrector. The contact frame's LOCAL acceleration is held to
+            Kp log6(c^M_ref) - Kd v_c (6D; linear-first) or Kp c^p_ref - Kd v_c,lin (3D) instead
+            of zero, c^M_ref the reference placement seen from the contact frame.
+        reference {link: (4, 4) or (B, 4, 4)}: the world placement each contact is held to
+            (Pinocchio's joint2_placement on the world), needed where Kp != 0."""
         from .estimation.plan import Estimate
         model = self.model
         q, vecs, B, single = state(model, q, v=v, tau=tau)
         tau = vecs["tau"]
+        active = self._active(contacts, B)
+        gains = self._gains(baumgarte, reference, B)
         readings = {"tau": tau[:, 6:] if model.floating_base else tau}
         if model.floating_base:
             readings["base_unactuated"] = tau[:, :6]
@@ -162,19 +184,170 @@ class ConstrainedPlan:
             return ConstrainedResult(self, Estimate(plan, np.zeros((0, problem.shape[1])), single,
                                                     np.ones(0, bool), None, None, (q, vecs["v"]),
                                                     readings), single)
-        values, rhs, _, _ = problem.assemble(q, vecs["v"], readings)
+        values, rhs, kin, _ = problem.assemble(q, vecs["v"], readings)
+        if gains is not None:
+            self._add_corrections(rhs, kin, gains)
         check_assembled(self.problem.name, "the constrained system or its right-hand side",
                         {"q": q, "v": vecs["v"], "tau": tau}, values, rhs)
-        x, ok = plan.reference.solve_square(values, rhs)
+        x = np.empty((B, problem.shape[1]))
+        ok = np.ones(B, dtype=bool)
+        held = np.flatnonzero(active.all(axis=1))
+        if held.size:
+            x[held], ok[held] = plan.reference.solve_square(values[held], rhs[held])
+            bad = held[~ok[held]]
+            if bad.size:
+                x[bad] = plan.fallback().solve(values[bad], rhs[bad])[0]
+        released = np.flatnonzero(~active.all(axis=1))
+        if released.size:
+            x[released], ok[released] = self._released(values[released], rhs[released],
+                                                        active[released])
         if not ok.all():
             bad = np.flatnonzero(~ok)
-            x[bad] = plan.fallback().solve(values[bad], rhs[bad])[0]
             warnings.warn(RedundantContactsWarning(
                 f"{len(bad)} of {len(ok)} states have redundant contacts (a rank-deficient "
                 f"contact Jacobian; batch indices {bad[:10].tolist()}): their contact wrenches "
-                f"are the ridge-regularised ones, qdd the constrained motion"), stacklevel=2)
+                f"are regularised ones (the least), qdd the constrained motion"), stacklevel=2)
         est = Estimate(plan, x, single, ok, None, None, (q, vecs["v"]), readings)
         return ConstrainedResult(self, est, single)
+
+    # ------------------------------------------------------------------ per-call data
+    def _active(self, contacts, B):
+        """(B, k) bool: contact j holds in state b."""
+        active = np.ones((B, len(self.contacts)), dtype=bool)
+        if contacts is None:
+            return active
+        if not isinstance(contacts, dict):
+            raise ValueError("contacts: expected a dict {link: bool or (B,) bool}")
+        index = {c.link: j for j, c in enumerate(self.contacts)}
+        for link, flag in contacts.items():
+            if link not in index:
+                raise KeyError(f"contacts: {link!r} is not one of this plan's contacts "
+                               f"{list(index)}")
+            flag = np.asarray(flag)
+            if flag.dtype != bool or flag.shape not in ((), (B,)):
+                raise ValueError(f"contacts[{link!r}]: expected a bool or a ({B},) bool array, "
+                                 f"got {flag.dtype} {flag.shape}")
+            active[:, index[link]] = flag
+        return active
+
+    def _gains(self, baumgarte, reference, B):
+        """Per contact (Kp (B,), Kd (B,), reference (B, 4, 4) or None), or None without
+        corrections."""
+        if baumgarte is None:
+            if reference:
+                raise ValueError("reference: a reference placement acts through Baumgarte "
+                                 "gains; give baumgarte=(Kp, Kd)")
+            return None
+        links = [c.link for c in self.contacts]
+        per = baumgarte if isinstance(baumgarte, dict) else {link: baumgarte for link in links}
+        unknown = sorted(set(per) - set(links))
+        if unknown:
+            raise KeyError(f"baumgarte: {unknown} are not this plan's contacts {links}")
+        reference = dict(reference or {})
+        unknown = sorted(set(reference) - set(links))
+        if unknown:
+            raise KeyError(f"reference: {unknown} are not this plan's contacts {links}")
+        out = []
+        for c in self.contacts:
+            Kp, Kd = per.get(c.link, (0.0, 0.0))
+            Kp, Kd = (np.broadcast_to(np.asarray(k, dtype=float), (B,)) if np.ndim(k) in (0, 1)
+                      and np.size(k) in (1, B) else None for k in (Kp, Kd))
+            if Kp is None or Kd is None or not (np.isfinite(Kp).all() and np.isfinite(Kd).all()):
+                raise ValueError(f"baumgarte[{c.link!r}]: expected finite (Kp, Kd), each a "
+                                 f"scalar or ({B},)")
+            ref = reference.get(c.link)
+            if ref is None and np.any(Kp != 0.0):
+                raise ValueError(f"reference[{c.link!r}]: Kp != 0 holds the contact to a "
+                                 f"reference placement; give its world placement (4, 4)")
+            if ref is not None:
+                ref = np.asarray(ref, dtype=float)
+                if ref.shape not in ((4, 4), (B, 4, 4)) or not np.isfinite(ref).all():
+                    raise ValueError(f"reference[{c.link!r}]: expected a finite (4, 4) or "
+                                     f"({B}, 4, 4) placement, got shape {ref.shape}")
+                ref = np.broadcast_to(ref, (B, 4, 4))
+            out.append((Kp, Kd, ref))
+        return out
+
+    def _add_corrections(self, rhs, kin, gains):
+        """rhs of each contact's rows += its corrected acceleration (Pinocchio's
+        contact_acceleration_error, constrained-dynamics.hxx): the row holds the contact frame's
+        acceleration at that value instead of zero."""
+        model, problem = self.model, self.problem.estimation
+        first = problem.shape[0] - problem.rows.n_rows
+        for c, (Kp, Kd, ref) in zip(self.contacts, gains):
+            frame = model.frames[c.link]
+            T = frame.placement @ c.placement
+            vc = kin.body_velocities[:, frame.body] @ _placement_transform(T).T   # [w; v], LOCAL
+            err = -Kd[:, None] * np.concatenate([vc[:, 3:], vc[:, :3]], axis=1)  # linear-first
+            if ref is not None:
+                oMc = kin.Xworld[frame.body].placement() @ T
+                Rt = np.swapaxes(oMc[:, :3, :3], 1, 2)
+                t = np.einsum("bij,bj->bi", Rt, ref[:, :3, 3] - oMc[:, :3, 3])    # c^p_ref
+                if c.dim == 6:
+                    err += Kp[:, None] * log6(Rt @ ref[:, :3, :3], t)
+                else:
+                    err[:, :3] += Kp[:, None] * t
+            rows = problem.rows.row_slices[f"{c.link}_contact"]
+            value = err[:, :3] if c.dim == 3 else np.concatenate([err[:, 3:], err[:, :3]], 1)
+            rhs[:, first + rows.start:first + rows.stop] += value            # angular-first
+
+    # ------------------------------------------------------------------ releasing contacts
+    def _released(self, values, rhs, active):
+        """(x, ok) of states where some contacts are released, on the all-contacts plan.
+
+        With x0 the all-contacts solution and Z = D^-1 E_r (E_r: unit right-hand sides on the
+        released contacts' acceleration rows, the same factorization), x0 + Z delta solves the
+        system whose released rows hold accelerations changed by delta, i.e. free; delta is the
+        one that zeroes the released wrenches: C delta = -fx_r(x0), C = fx_r(Z) (square: per
+        released contact, as many free accelerations as zeroed wrench components; C is the
+        inverse operational-space inertia's counterpart, invertible wherever the held contacts
+        leave the released one's motion free). A state where C or the all-contacts system is
+        singular is solved alone on the system with the released rows replaced by fx_r = 0,
+        in the least-norm sense (ok False when that system is singular)."""
+        problem = self.problem.estimation
+        n = problem.shape[1]
+        first = problem.shape[0] - problem.rows.n_rows
+        cols = problem.system.columns
+        release_rows, zero_cols = [], []
+        for c in self.contacts:
+            rows = problem.rows.row_slices[f"{c.link}_contact"]
+            release_rows.append(np.arange(first + rows.start, first + rows.stop))
+            fx = np.asarray(cols[("fx", self.model.frames[c.link].body)].indices)
+            zero_cols.append(fx if c.dim == 6 else fx[3:])      # 3D: the force (moment held 0)
+        E = np.zeros((n, sum(len(r) for r in release_rows)))
+        E[np.concatenate(release_rows), np.arange(E.shape[1])] = 1.0
+        offsets = np.cumsum([0] + [len(r) for r in release_rows])
+        factorization = self.estimation_plan.reference.factorization
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PivotBreakdownWarning)    # re-solved with pivoting
+            X, solved = factorization.solve(
+                values, np.concatenate([rhs[:, :, None], np.broadcast_to(E, (len(rhs),) + E.shape)],
+                                       axis=2), return_status=True)
+        x = np.empty((len(rhs), n))
+        ok = np.ones(len(rhs), dtype=bool)
+        alone = []
+        for pattern in np.unique(active, axis=0):
+            sel = np.flatnonzero((active == pattern).all(axis=1))
+            off = np.flatnonzero(~pattern)
+            r = np.concatenate([np.arange(offsets[j], offsets[j + 1]) for j in off])
+            z = np.concatenate([zero_cols[j] for j in off])
+            x0, Z = X[sel, :, 0], X[sel][:, :, 1 + r]
+            C = Z[:, z, :]
+            good = solved[sel].copy()                 # (an unsolved state's Z is NaN)
+            good[good] = np.linalg.cond(C[good]) < 1.0 / (n * np.finfo(float).eps)
+            g = sel[good]
+            delta = np.linalg.solve(C[good], -x0[good][:, z, None])
+            x[g] = x0[good] + (Z[good] @ delta)[:, :, 0]
+            alone += [(b, np.concatenate([release_rows[j] for j in off]), z) for b in sel[~good]]
+        for b, rows, z in alone:
+            K = factorization.assemble(values[b]).toarray()
+            y = rhs[b].copy()
+            K[rows] = 0.0
+            K[rows, z] = 1.0
+            y[rows] = 0.0
+            x[b], _, rank, _ = np.linalg.lstsq(K, y, rcond=None)
+            ok[b] = rank == n
+        return x, ok
 
 
 class RedundantContactsWarning(UserWarning):

@@ -61,6 +61,49 @@ def rotation_about_axis(axis, angle):
     return np.eye(3) + s * K + (1.0 - c) * (K @ K)
 
 
+def log3(R):
+    """Rotation vectors w (...,3) with exp(skew(w)) = R (...,3,3), |w| <= pi.
+
+    Below pi/2 from the skew part, w = theta / (2 sin theta) vee(R - R^T) (its series below
+    1e-4); above, where sin theta vanishes, the axis from the symmetric part,
+    a a^T = ((R + R^T)/2 - cos theta I) / (1 - cos theta), signed by vee(R - R^T)."""
+    R = np.asarray(R, dtype=float)
+    vee = np.stack((R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0],
+                    R[..., 1, 0] - R[..., 0, 1]), axis=-1)
+    cos = np.clip((np.trace(R, axis1=-2, axis2=-1) - 1.0) / 2.0, -1.0, 1.0)
+    theta = np.arctan2(0.5 * np.linalg.norm(vee, axis=-1), cos)    # (arccos loses digits near pi)
+    small = theta < 1e-4
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = np.where(small, 0.5 + theta ** 2 / 12.0, theta / (2.0 * np.sin(theta)))
+    w = gain[..., None] * vee
+    big = theta > np.pi / 2
+    if np.any(big):
+        sym = (R[big] + np.swapaxes(R[big], -1, -2)) / 2.0
+        aaT = (sym - cos[big][:, None, None] * np.eye(3)) / (1.0 - cos[big])[:, None, None]
+        k = np.argmax(np.diagonal(aaT, axis1=-2, axis2=-1), axis=-1)
+        axis = aaT[np.arange(len(k)), :, k] / np.sqrt(aaT[np.arange(len(k)), k, k])[:, None]
+        sign = np.where(np.einsum("bi,bi->b", axis, vee[big]) < 0.0, -1.0, 1.0)
+        w[big] = (sign * theta[big])[:, None] * axis
+    return w
+
+
+def log6(R, t):
+    """SE(3) logarithm of the placements (R (...,3,3), t (...,3)): the twist (...,6),
+    linear-first [v; w], with exp([w]x, v) = (R, t): w = log3(R), v = V(w)^-1 t where
+    V^-1 = I - W/2 + (1 - (theta/2) cot(theta/2)) / theta^2 W^2, W = skew(w) (its series
+    1/12 + theta^2/720 + theta^4/30240 below 1e-2, where the difference cancels)."""
+    w = log3(R)
+    theta = np.linalg.norm(w, axis=-1)
+    small = theta < 1e-2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(small, 1.0 / 12.0 + theta ** 2 / 720.0 + theta ** 4 / 30240.0,
+                     (1.0 - 0.5 * theta / np.tan(0.5 * theta)) / theta ** 2)
+    t = np.asarray(t, dtype=float)
+    wxt = cross3(w, t)
+    v = t - 0.5 * wxt + c[..., None] * cross3(w, wxt)
+    return np.concatenate((v, w), axis=-1)
+
+
 def quaternion_to_rotation(quat_xyzw):
     """Unit quaternions (...,4) in Pinocchio's/Eigen's (x, y, z, w) order -> (...,3,3)."""
     q = np.asarray(quat_xyzw, dtype=float)

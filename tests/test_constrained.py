@@ -1,7 +1,7 @@
 """Forward dynamics with rigid contacts (sparsedyn.constrained_forward_dynamics) against
-Pinocchio's constraintDynamics (LOCAL 6D / 3D contacts, no Baumgarte correction): qdd and the
-contact forces lambda_c, floating and fixed base, contact frames off the link frame; redundant
-contacts flagged, never NaN; shapes and errors."""
+Pinocchio's constraintDynamics (LOCAL 6D / 3D contacts): qdd and the contact forces lambda_c,
+floating and fixed base, contact frames off the link frame, Baumgarte corrections, contacts
+released per state; redundant contacts flagged, never NaN; shapes and errors."""
 from __future__ import annotations
 
 import warnings
@@ -19,18 +19,31 @@ OFFSET = np.array([[0.0, -1.0, 0.0, 0.02], [1.0, 0.0, 0.0, -0.01], [0.0, 0.0, 1.
                    [0.0, 0.0, 0.0, 1.0]])       # a contact frame rotated and moved on its link
 
 
-def _pinocchio(model, pm, contacts, q, v, tau, mu=0.0, iterations=1, to_q=to_pin_q):
-    """(qdd (B, nv), lambda_c (B, m)) of pin.constraintDynamics, LOCAL frames."""
-    cms = []
-    for c in contacts:
-        frame = pm.frames[pm.getFrameId(c.link)]
-        kind = pin.ContactType.CONTACT_6D if c.kind == "6d" else pin.ContactType.CONTACT_3D
-        cms.append(pin.RigidConstraintModel(kind, pm, frame.parentJoint,
-                                            frame.placement * pin.SE3(c.placement),
-                                            pin.ReferenceFrame.LOCAL))
-    cms = pin.StdVec_RigidConstraintModel(cms)
+def _pinocchio(model, pm, contacts, q, v, tau, mu=0.0, iterations=1, to_q=to_pin_q,
+               gains=None, reference=None):
+    """(qdd (B, nv), lambda_c (B, m)) of pin.constraintDynamics, LOCAL frames; gains (Kp (B,),
+    Kd (B,)) for every contact or {link: (Kp, Kd)}, reference {link: (B, 4, 4)}: the Baumgarte
+    corrector and joint2_placement."""
     qdd, lam = [], []
     for b in range(len(q)):
+        cms = []
+        for c in contacts:
+            frame = pm.frames[pm.getFrameId(c.link)]
+            kind = pin.ContactType.CONTACT_6D if c.kind == "6d" else pin.ContactType.CONTACT_3D
+            placement = frame.placement * pin.SE3(c.placement)
+            if reference is None:
+                cm = pin.RigidConstraintModel(kind, pm, frame.parentJoint, placement,
+                                              pin.ReferenceFrame.LOCAL)
+            else:
+                cm = pin.RigidConstraintModel(kind, pm, frame.parentJoint, placement, 0,
+                                              pin.SE3(reference[c.link][b]),
+                                              pin.ReferenceFrame.LOCAL)
+            Kp, Kd = (gains if isinstance(gains, tuple) else (gains or {}).get(c.link, (None,) * 2))
+            if Kp is not None:
+                cm.m_baumgarte_parameters.Kp = Kp[b]
+                cm.m_baumgarte_parameters.Kd = Kd[b]
+            cms.append(cm)
+        cms = pin.StdVec_RigidConstraintModel(cms)
         pd = pm.createData()
         cds = pin.StdVec_RigidConstraintData([cm.createData() for cm in cms])
         pin.initConstraintDynamics(pm, pd, cms, cds)
@@ -124,3 +137,107 @@ def test_bad_contacts_and_inputs_are_named():
         plan.solve(q, v, bad)
     with pytest.raises(ValueError, match="v: expected shape"):
         plan.solve(q, v[:-1], v)
+
+
+def test_baumgarte_corrections_equal_pinocchio():
+    """Per-state gains and reference placements (Pinocchio's corrector and joint2_placement on
+    the world): the contact frames are pulled to their references (Kp) and damped (Kd)."""
+    model, pm = sd.load_urdf(HUMANOID_URDF, floating_base=True), pin_model(HUMANOID_URDF, True)
+    contacts = [sd.Contact("l_sole", "6d", OFFSET), sd.Contact("r_sole", "3d", OFFSET)]
+    plan = sd.constrained_forward_dynamics(model, contacts)
+    rng = np.random.default_rng(8)
+    B = 4
+    q = model.random_configuration(rng, batch=B)
+    v, tau = 0.1 * rng.normal(size=(2, B, model.nv))     # moderate speeds: the terms compare
+    reference = {c.link: np.array([pin.SE3.Random().homogeneous for _ in range(B)])
+                 for c in contacts}
+    Kp, Kd = rng.uniform(1.0, 50.0, size=(2, B))
+    res = plan.solve(q, v, tau, baumgarte=(Kp, Kd), reference=reference)
+    qdd, lam = _pinocchio(model, pm, contacts, q, v, tau, gains=(Kp, Kd), reference=reference)
+    plain = _pinocchio(model, pm, contacts, q, v, tau)[0]
+    assert rel_err(qdd, plain) > 1e-3                       # the corrections act
+    assert res.ok.all()
+    assert rel_err(res["qdd"], qdd) <= TOL and rel_err(res["lambda"], lam) <= TOL
+    # damping alone needs no reference; gains on one contact only
+    res = plan.solve(q, v, tau, baumgarte={"r_sole": (0.0, 7.0)})
+    qdd, lam = _pinocchio(model, pm, contacts, q, v, tau,
+                          gains={"r_sole": (np.zeros(B), np.full(B, 7.0))})
+    assert rel_err(res["qdd"], qdd) <= TOL and rel_err(res["lambda"], lam) <= TOL
+
+
+@pytest.mark.parametrize("case", ["humanoid, both soles 6D", "solo12, four feet 3D"])
+def test_released_contacts_equal_pinocchio_on_the_held_ones(case):
+    """One plan for every contact set: per state, the released contacts' wrenches are zero and
+    qdd is Pinocchio's constraintDynamics with the held contacts alone (ABA with none); equal
+    too to a plan compiled for the held set."""
+    path, floating, spec = CASES[case]
+    path = path if path == HUMANOID_URDF else robot_urdf(path)
+    model, pm = sd.load_urdf(path, floating_base=floating), pin_model(path, floating)
+    contacts = [sd.Contact(*c) for c in spec]
+    plan = sd.constrained_forward_dynamics(model, contacts)
+    rng = np.random.default_rng(9)
+    k = len(contacts)
+    sets = [np.array([(s >> j) & 1 for j in range(k)], bool) for s in range(2 ** k)]
+    B = len(sets) + 2
+    active = np.array(sets + [np.ones(k, bool)] * 2)
+    q = model.random_configuration(rng, batch=B)
+    v, tau = rng.normal(size=(2, B, model.nv))
+    res = plan.solve(q, v, tau, contacts={c.link: active[:, j] for j, c in enumerate(contacts)})
+    assert res.ok.all()
+    rows = np.cumsum([0] + [c.dim for c in contacts])
+    for b in range(B):
+        held = [c for j, c in enumerate(contacts) if active[b, j]]
+        if held:
+            qdd, lam = _pinocchio(model, pm, held, q[b:b + 1], v[b:b + 1], tau[b:b + 1])
+            ours = np.concatenate([res["lambda"][b, rows[j]:rows[j + 1]] for j in range(k)
+                                   if active[b, j]])
+            assert rel_err(ours, lam[0]) <= TOL, (b, active[b])
+        else:
+            qdd = sd.aba(model, q[b:b + 1], v[b:b + 1], tau[b:b + 1])
+        assert rel_err(res["qdd"][b], qdd[0]) <= TOL, (b, active[b])
+        for j, c in enumerate(contacts):
+            if not active[b, j]:
+                assert np.abs(res.wrench(c.link)[b]).max() <= 1e-12 * max(
+                    1.0, np.abs(res["lambda"][b]).max())
+        if held and len(held) < k:
+            own = sd.constrained_forward_dynamics(model, held).solve(q[b], v[b], tau[b])
+            assert rel_err(res["qdd"][b], own["qdd"]) <= TOL
+
+
+def test_released_redundant_contacts_are_flagged_and_finite():
+    """A stretched chain holding its tip and its middle (3D): the held set stays redundant when
+    either is released; such states are flagged (ok False), finite, with the constrained qdd."""
+    model = serial_chain(12)
+    pm = pin_twin(model)
+    contacts = [sd.Contact("link6", "3d"), sd.Contact("link12", "3d")]
+    plan = sd.constrained_forward_dynamics(model, contacts)
+    rng = np.random.default_rng(10)
+    q, v = np.zeros((2, 2, model.nv))
+    tau = rng.normal(size=(2, model.nv))
+    with pytest.warns(sd.RedundantContactsWarning, match="redundant contacts"):
+        res = plan.solve(q, v, tau, contacts={"link6": np.array([False, True]),
+                                              "link12": np.array([True, False])})
+    assert not res.ok.any()
+    assert np.isfinite(res["qdd"]).all() and np.isfinite(res["lambda"]).all()
+    for b, held in enumerate((contacts[1], contacts[0])):
+        qdd, _ = _pinocchio(model, pm, [held], q[b:b + 1], v[b:b + 1], tau[b:b + 1], mu=1e-8,
+                            iterations=1000, to_q=twin_q)
+        assert rel_err(res["qdd"][b], qdd[0]) <= 1e-6
+
+
+def test_per_call_arguments_are_checked():
+    model = sd.load_urdf(HUMANOID_URDF, floating_base=True)
+    plan = sd.constrained_forward_dynamics(model, [sd.Contact("l_sole"), sd.Contact("r_sole")])
+    q, v = model.neutral_configuration(), np.zeros(model.nv)
+    with pytest.raises(KeyError, match="'head' is not one of this plan's contacts"):
+        plan.solve(q, v, v, contacts={"head": False})
+    with pytest.raises(ValueError, match=r"contacts\['l_sole'\]: expected a bool"):
+        plan.solve(q, v, v, contacts={"l_sole": 1})
+    with pytest.raises(ValueError, match=r"reference\['l_sole'\]: Kp != 0"):
+        plan.solve(q, v, v, baumgarte=(10.0, 1.0))
+    with pytest.raises(ValueError, match="acts through Baumgarte gains"):
+        plan.solve(q, v, v, reference={"l_sole": np.eye(4)})
+    with pytest.raises(ValueError, match=r"baumgarte\['r_sole'\]: expected finite"):
+        plan.solve(q, v, v, baumgarte={"r_sole": (np.nan, 1.0)})
+    with pytest.raises(KeyError, match="baumgarte"):
+        plan.solve(q, v, v, baumgarte={"head": (1.0, 1.0)})
