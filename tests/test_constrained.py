@@ -241,3 +241,19 @@ def test_per_call_arguments_are_checked():
         plan.solve(q, v, v, baumgarte={"r_sole": (np.nan, 1.0)})
     with pytest.raises(KeyError, match="baumgarte"):
         plan.solve(q, v, v, baumgarte={"head": (1.0, 1.0)})
+
+
+def test_log6_equals_pinocchio_near_zero_and_pi():
+    """The SE(3) logarithm of the Baumgarte error (sparsedyn.spatial.log6) against pin.log6,
+    with rotation angles from 1e-12 to pi - 1e-12 (where the formulas switch or cancel)."""
+    from sparsedyn.spatial import log6
+    rng = np.random.default_rng(11)
+    angles = np.concatenate([10.0 ** rng.uniform(-12, 0, 60), np.pi - 10.0 ** rng.uniform(-12, -1, 60),
+                             np.pi / 2 * (1 + rng.uniform(-1e-6, 1e-6, 20)), rng.uniform(0, np.pi, 60)])
+    for angle in angles:
+        axis = rng.normal(size=3)
+        M = pin.SE3(pin.exp3(angle * axis / np.linalg.norm(axis)), rng.normal(size=3))
+        ours = log6(M.rotation[None], M.translation[None])[0]
+        assert np.abs(pin.exp6(pin.Motion(ours)).homogeneous - M.homogeneous).max() <= 1e-12
+        if angle < np.pi - 1e-6:                  # at pi, +-pi are both the logarithm
+            assert np.abs(ours - pin.log6(M).vector).max() <= 1e-11 * max(1, np.abs(ours).max())
