@@ -16,7 +16,8 @@ Mapping (MuJoCo's joint order, which is its qpos order):
   "<body>/<joint>" and "<body>" is a link frame on it at the body origin;
 - sites are link frames (without inertia); geoms, tendons, actuators, equality constraints,
   contacts, damping, armature and springs are not dynamics of a rigid-body tree and are not
-  read.
+  read; a joint with armature (rotor inertia, which MuJoCo adds to the mass matrix's diagonal)
+  is named in a ModelWarning, since MuJoCo's qM and qacc then differ from ours.
 """
 from __future__ import annotations
 
@@ -157,7 +158,24 @@ def from_mujoco(mj_model, name=None, strict=False):
     _add_sites(builder, m, bodies, ours, offset, taken)
     model = builder.build()
     _check_layout(model, m)
+    _warn_armature(m, joints)
     return model
+
+
+def _warn_armature(m, joints):
+    """A ModelWarning naming the joints with armature (not modelled here)."""
+    import warnings
+
+    from ..errors import ModelWarning
+    armature = np.asarray(getattr(m, "dof_armature", np.zeros(0)), dtype=float)
+    named = [joints[int(m.dof_jntid[k])] for k in np.flatnonzero(armature)]
+    if named:
+        named = list(dict.fromkeys(named))
+        warnings.warn(ModelWarning(
+            f"{len(named)} joints have armature (rotor inertia, e.g. {named[0]!r}: "
+            f"{armature[np.flatnonzero(armature)[0]]:g}), which MuJoCo adds to the mass matrix's "
+            f"diagonal: not modelled here (sparsedyn's M is MuJoCo's qM minus diag(dof_armature)); "
+            f"joints: {', '.join(named[:8])}{' ...' if len(named) > 8 else ''}"), stacklevel=3)
 
 
 def _add_sites(builder, m, bodies, ours, offset, taken):
