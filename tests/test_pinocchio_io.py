@@ -240,3 +240,22 @@ def test_bad_gravity_is_named():
             model.with_gravity(bad)
     with pytest.raises(ModelError, match="gravity"):
         sd.load_urdf(models.HAND_URDF, gravity=[0, 0, np.inf])
+
+
+def test_armature_is_named_in_a_warning():
+    """Pinocchio's rnea/aba/crba add model.armature to M's diagonal; this model does not, so a
+    Pinocchio model with armature converts with a warning naming the joints (and the difference
+    is exactly that diagonal: Pinocchio's crba minus ours)."""
+    pm = pin_model(robot_urdf("panda"), False)
+    pm.armature[1] = 0.25
+    with pytest.warns(sd.ModelWarning, match=r"1 joints have armature .*joints: panda_joint2$"):
+        model = sd.from_pinocchio(pm)
+    q = pin.neutral(pm)
+    M = pin.crba(pm, pm.createData(), q)
+    M = np.triu(M) + np.triu(M, 1).T
+    diff = M - sd.crba(model, q)
+    assert abs(diff[1, 1] - 0.25) <= 1e-12 and np.abs(np.delete(diff.ravel(), pm.nv + 1)).max() <= 1e-12
+    pm.armature[:] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sd.ModelWarning)
+        sd.from_pinocchio(pm)
