@@ -39,7 +39,9 @@ import numpy as np
 
 from .batch import state, unbatch
 from .contacts import Contact
-from .errors import PivotBreakdownWarning, check_assembled
+from .errors import PivotBreakdownWarning, check_assembled, nonfinite_error
+from .kernels.parallel import default_threads
+from .kinematics import forward_kinematics
 from .sensors import JointTorques, Sensor, Term, UnactuatedBase, _WrenchSensor, \
     _force_transform, _link_frame, _placement_transform
 from .spatial import cross3, log6
@@ -58,6 +60,15 @@ class ContactAcceleration(Sensor):
 
     def validate(self, model):
         _link_frame(model, self.link, f"contact {self.name!r}")
+
+    def _gravity_map(self, model):
+        """(body, (size, 3)): the rows' gravity term is this times g in the body's coordinates."""
+        frame = _link_frame(model, self.link, f"contact {self.name!r}")
+        E = _placement_transform(frame.placement @ self.contact.placement)[:3, :3]    # c_E_b
+        return frame.body, (E if self.contact.dim == 3 else np.vstack([np.zeros((3, 3)), E]))
+
+    def gravity_terms(self, model):
+        return [self._gravity_map(model)]
 
     def linear_map(self, model, kin, wrench_links):
         frame = _link_frame(model, self.link, f"contact {self.name!r}")
@@ -118,11 +129,11 @@ class ConstrainedForwardDynamics:
             raise AssertionError("the constrained system is square by construction")
 
     def compile(self, ordering="auto", backend="auto", progress=None):
+        """The plan: the static-pivot LU of the all-contacts system, with its compiled route
+        (assembly and LU in one kernel) unless backend is "numpy"."""
         from .estimation import compile_estimation
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")          # the NumPy route is this problem's route
-            plan = compile_estimation(self.estimation, method="exact", ordering=ordering,
-                                      compiled=False)
+        plan = compile_estimation(self.estimation, method="exact", ordering=ordering,
+                                  compiled=backend != "numpy")
         return ConstrainedPlan(self, plan)
 
     def __repr__(self):
@@ -157,7 +168,8 @@ class ConstrainedPlan:
         return dict(self.estimation_plan.stats, problem=self.problem.name,
                     contacts=[(c.link, c.kind) for c in self.contacts])
 
-    def solve(self, q, v, tau, contacts=None, baumgarte=None, reference=None):
+    def solve(self, q, v, tau, contacts=None, baumgarte=None, reference=None, backend=None,
+              threads=None):
         """ConstrainedResult of one state (q (nq,), v (nv,), tau (nv,)) or a batch.
 
         contacts {link: bool or (B,) bool}: which contacts hold in each state (default: all);
@@ -168,39 +180,69 @@ class ConstrainedPlan:
             Kp log6(c^M_ref) - Kd v_c (6D; linear-first) or Kp c^p_ref - Kd v_c,lin (3D) instead
             of zero, c^M_ref the reference placement seen from the contact frame.
         reference {link: (4, 4) or (B, 4, 4)}: the world placement each contact is held to
-            (Pinocchio's joint2_placement on the world), needed where Kp != 0."""
-        from .estimation.plan import Estimate
+            (Pinocchio's joint2_placement on the world), needed where Kp != 0.
+        backend: "numba" or "c" (the compiled route: states with every contact held), "numpy"
+            (the reference route), None: as EstimationPlan.solve picks. States the compiled
+            route flags (a static pivot or the backward error), and those with released
+            contacts, take the reference route.
+        threads: for "numba" and "c" (default: kernels.parallel.default_threads)."""
+        from .estimation.plan import Estimate, _check_threads
         model = self.model
         q, vecs, B, single = state(model, q, v=v, tau=tau)
-        tau = vecs["tau"]
+        tau, v = vecs["tau"], vecs["v"]
         active = self._active(contacts, B)
         gains = self._gains(baumgarte, reference, B)
         readings = {"tau": tau[:, 6:] if model.floating_base else tau}
         if model.floating_base:
             readings["base_unactuated"] = tau[:, :6]
+        if gains is not None:
+            readings.update(self._corrections(forward_kinematics(model, q, v), gains))
         plan, problem = self.estimation_plan, self.problem.estimation
         readings = problem.check_readings(readings, B)
         if B == 0:
             return ConstrainedResult(self, Estimate(plan, np.zeros((0, problem.shape[1])), single,
-                                                    np.ones(0, bool), None, None, (q, vecs["v"]),
+                                                    np.ones(0, bool), None, None, (q, v),
                                                     readings), single)
-        values, rhs, kin, _ = problem.assemble(q, vecs["v"], readings)
-        if gains is not None:
-            self._add_corrections(rhs, kin, gains)
-        check_assembled(self.problem.name, "the constrained system or its right-hand side",
-                        {"q": q, "v": vecs["v"], "tau": tau}, values, rhs)
+        backend = plan.auto_backend(B) if backend is None else backend
+        if backend not in ("numba", "c", "numpy"):
+            raise ValueError(f"backend: expected 'numba', 'c' or 'numpy', got {backend!r}")
         x = np.empty((B, problem.shape[1]))
         ok = np.ones(B, dtype=bool)
         held = np.flatnonzero(active.all(axis=1))
-        if held.size:
-            x[held], ok[held] = plan.reference.solve_square(values[held], rhs[held])
-            bad = held[~ok[held]]
-            if bad.size:
-                x[bad] = plan.fallback().solve(values[bad], rhs[bad])[0]
+        if backend != "numpy" and held.size:
+            if plan.compiled is None:
+                raise ValueError("backend: this plan was compiled with backend='numpy' (no "
+                                 "compiled route)")
+            threads = (_check_threads(threads) if threads is not None
+                       else default_threads(held.size, _check_threads(None)))
+            sub = {k: r[held] for k, r in readings.items()}
+            # the fused kernel's pivot and backward-error checks, without the estimation route's
+            # conditioning probe: as solve_square below, a dynamics system is trusted wherever
+            # its physics is nonsingular, however ill-conditioned
+            _, x[held], flag = plan.route(backend).fused.run(
+                q[held], v[held], problem.rows.readings_vector(sub, held.size), full=True,
+                threads=threads)
+            held = held[flag]
         released = np.flatnonzero(~active.all(axis=1))
-        if released.size:
-            x[released], ok[released] = self._released(values[released], rhs[released],
-                                                        active[released])
+        if held.size or released.size:
+            redo = np.concatenate([held, released])
+            values, rhs, _, _ = problem.assemble(q[redo], v[redo],
+                                                 {k: r[redo] for k, r in readings.items()})
+            check_assembled(self.problem.name, "the constrained system or its right-hand side",
+                            {"q": q, "v": v, "tau": tau}, values, rhs, indices=redo)
+            k = held.size
+            if k:
+                x[held], ok[held] = plan.reference.solve_square(values[:k], rhs[:k])
+                bad = np.flatnonzero(~ok[held])
+                if bad.size:
+                    x[held[bad]] = plan.fallback().solve(values[bad], rhs[bad])[0]
+            if released.size:
+                x[released], ok[released] = self._released(values[k:], rhs[k:],
+                                                            active[released])
+        overflow = np.flatnonzero(~np.isfinite(x).all(axis=1))
+        if overflow.size:
+            raise nonfinite_error(self.problem.name, "the solution", overflow.tolist(),
+                                  {"q": q, "v": v, "tau": tau})
         if not ok.all():
             bad = np.flatnonzero(~ok)
             warnings.warn(RedundantContactsWarning(
@@ -268,12 +310,11 @@ class ConstrainedPlan:
             out.append((Kp, Kd, ref))
         return out
 
-    def _add_corrections(self, rhs, kin, gains):
-        """rhs of each contact's rows += its corrected acceleration (Pinocchio's
-        contact_acceleration_error, constrained-dynamics.hxx): the row holds the contact frame's
-        acceleration at that value instead of zero."""
-        model, problem = self.model, self.problem.estimation
-        first = problem.shape[0] - problem.rows.n_rows
+    def _corrections(self, kin, gains):
+        """{contact row name: (B, dim)}: each contact's corrected acceleration (Pinocchio's
+        contact_acceleration_error, constrained-dynamics.hxx), angular-first, the reading its
+        rows hold the contact frame's acceleration at instead of zero."""
+        model, out = self.model, {}
         for c, (Kp, Kd, ref) in zip(self.contacts, gains):
             frame = model.frames[c.link]
             T = frame.placement @ c.placement
@@ -287,9 +328,9 @@ class ConstrainedPlan:
                     err += Kp[:, None] * log6(Rt @ ref[:, :3, :3], t)
                 else:
                     err[:, :3] += Kp[:, None] * t
-            rows = problem.rows.row_slices[f"{c.link}_contact"]
-            value = err[:, :3] if c.dim == 3 else np.concatenate([err[:, 3:], err[:, :3]], 1)
-            rhs[:, first + rows.start:first + rows.stop] += value            # angular-first
+            out[f"{c.link}_contact"] = (err[:, :3] if c.dim == 3
+                                        else np.concatenate([err[:, 3:], err[:, :3]], 1))
+        return out
 
     # ------------------------------------------------------------------ releasing contacts
     def _released(self, values, rhs, active):

@@ -152,6 +152,12 @@ class Sensor:
         """(terms, bias (B, size)) with y = sum terms + bias; wrench_links {body: link}."""
         raise NotImplementedError
 
+    def gravity_terms(self, model):
+        """[(body, G (size, 3))]: the part of linear_map's bias that is sum G E_body0 g, linear
+        in the gravity vector in body coordinates (the compiled rows propagate it; the rest of
+        the bias is quadratic in one body's velocity). None here."""
+        return []
+
     def simulate(self, model, q, v, truth):
         """Reading (B, size) from a ground truth: `truth` = sparsedyn.sensors.ground_truth(...)."""
         from .kinematics import forward_kinematics

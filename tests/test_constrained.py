@@ -64,6 +64,8 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_equals_pinocchio_constraint_dynamics(case):
+    """On every route: the compiled kernel (numba, generated C; the contact rows' gravity term
+    propagated in it) and the NumPy reference."""
     path, floating, spec = CASES[case]
     path = path if path == HUMANOID_URDF else robot_urdf(path)
     model, pm = sd.load_urdf(path, floating_base=floating), pin_model(path, floating)
@@ -73,11 +75,15 @@ def test_equals_pinocchio_constraint_dynamics(case):
     B = 3
     q = model.random_configuration(rng, batch=B)
     v, tau = rng.normal(size=(2, B, model.nv))
-    res = plan.solve(q, v, tau)
     qdd, lam = _pinocchio(model, pm, contacts, q, v, tau)
-    assert res.ok.all()
-    assert rel_err(res["qdd"], qdd) <= TOL
-    assert rel_err(res["lambda"], lam) <= TOL
+    # generated C (a compile per plan: one case here, the C backend's own tests cover more)
+    backends = ("numpy", "numba") + (("c",) if case == "panda, hand 3D" else ())
+    for backend in backends:
+        res = plan.solve(q, v, tau, backend=backend)
+        assert res.ok.all()
+        assert rel_err(res["qdd"], qdd) <= TOL, backend
+        assert rel_err(res["lambda"], lam) <= TOL, backend
+    res = plan.solve(q, v, tau)
     one = plan.solve(q[1], v[1], tau[1])                    # one state: no batch axis
     assert one["qdd"].shape == (model.nv,) and one["lambda"].shape == lam[1].shape
     assert rel_err(one["lambda"], lam[1]) <= TOL and one.ok
@@ -257,3 +263,32 @@ def test_log6_equals_pinocchio_near_zero_and_pi():
         assert np.abs(pin.exp6(pin.Motion(ours)).homogeneous - M.homogeneous).max() <= 1e-12
         if angle < np.pi - 1e-6:                  # at pi, +-pi are both the logarithm
             assert np.abs(ours - pin.log6(M).vector).max() <= 1e-11 * max(1, np.abs(ours).max())
+
+
+def test_compiled_route_takes_what_it_can_and_hands_over_the_rest():
+    """The compiled route solves the states with every contact held; released contacts and
+    Baumgarte corrections keep their numbers on it (equal to the NumPy route), a singular
+    state goes to the reference route (flagged, finite)."""
+    model = sd.load_urdf(HUMANOID_URDF, floating_base=True)
+    contacts = [sd.Contact("l_sole", "6d", OFFSET), sd.Contact("r_sole", "3d")]
+    plan = sd.constrained_forward_dynamics(model, contacts)
+    rng = np.random.default_rng(12)
+    B = 40
+    q = model.random_configuration(rng, batch=B)
+    v, tau = 0.3 * rng.normal(size=(2, B, model.nv))
+    kw = dict(contacts={"r_sole": rng.uniform(size=B) < 0.7}, baumgarte=(20.0, 3.0),
+              reference={c.link: np.array([pin.SE3.Random().homogeneous for _ in range(B)])
+                         for c in contacts})
+    ref = plan.solve(q, v, tau, backend="numpy", **kw)
+    for threads in (1, 2):
+        res = plan.solve(q, v, tau, backend="numba", threads=threads, **kw)
+        assert res.ok.all()
+        assert rel_err(res["qdd"], ref["qdd"]) <= TOL and rel_err(res["lambda"], ref["lambda"]) <= TOL
+    chain = serial_chain(6)
+    plan = sd.constrained_forward_dynamics(chain, [sd.Contact("link6", "3d")])
+    with pytest.warns(sd.RedundantContactsWarning):
+        res = plan.solve(np.zeros((2, 6)), np.zeros((2, 6)), rng.normal(size=(2, 6)),
+                         backend="numba")
+    assert not res.ok.any() and np.isfinite(res["qdd"]).all()
+    with pytest.raises(ValueError, match="backend: expected"):
+        plan.solve(np.zeros(6), np.zeros(6), np.zeros(6), backend="cuda")

@@ -43,12 +43,14 @@ QUATERNION_FLAG = 4
 
 
 class _Layout:
-    """The work array: the chain program's slots, the body velocities (6 per body), and for a
-    per-sample route sqrt(w) (m) and the typical information J (n) of the call."""
+    """The work array: the chain program's slots, the body velocities (6 per body) and gravity
+    vectors (3 per body), and for a per-sample route sqrt(w) (m) and the typical information J
+    (n) of the call."""
 
     def __init__(self, n_slots, n_bodies, m=0, n=0):
         self.vel = n_slots
-        self.rs = self.vel + 6 * n_bodies
+        self.grav = self.vel + 6 * n_bodies
+        self.rs = self.grav + 3 * n_bodies
         self.J = self.rs + m
         self.size = self.J + n
 

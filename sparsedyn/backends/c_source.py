@@ -43,13 +43,15 @@ def lit(x):
 
 class Layout:
     """Where the work array's parts start (in doubles): the program's slots, the body velocities
-    (6 per body), the pivot-check scales, and the backward-error check's copies."""
+    (6 per body), the bodies' gravity vectors (3 per body), the pivot-check scales, and the
+    backward-error check's copies."""
 
     def __init__(self, schedule, n_bodies, n_unknowns):
         rc = schedule.rc
         self.w = 0
         self.vel = schedule.n_slots
-        self.scale = self.vel + 6 * n_bodies
+        self.grav = self.vel + 6 * n_bodies
+        self.scale = self.grav + 3 * n_bodies
         checks = schedule.prog.chk_const.size
         self.saved = self.scale + checks
         residual = rc.tol.size > 0
@@ -109,6 +111,13 @@ def _body(i, m, xr, dest, L, nq, out):
     """The statements of _assemble_lanes for body i (one state)."""
     out.append(f"  /* body {i} */")
     _transform(i, m, out)
+    if xr.g_need[i]:                               # g_i = E_i g_parent (the world's at the root)
+        p, gi = int(m.parent[i]), L.grav + 3 * i
+        g = ([f"w[{L.grav + 3 * p + k}]" for k in range(3)] if p >= 0
+             else [lit(x) for x in m.gravity])
+        for k in range(3):
+            out.append(f"    w[{gi + k}] = E{3 * k} * {g[0]} + E{3 * k + 1} * {g[1]}"
+                       f" + E{3 * k + 2} * {g[2]};")
     S = _sparse_products(m.s_ptr, m.s_row, m.s_col, m.s_val, i, lambda c: f"qd[{c}]")
     for k in range(6):
         out.append(f"    j{k} = {_sum(S[k])};")                     # S_i qd_i
@@ -310,7 +319,8 @@ def _chunked(fn, pieces, header, locals_, ret, helpers):
 def assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers):
     """The lines of a one-state function (locals q, qd, y, w, mag, quat_bad) that assemble the
     entries and right-hand side of an AssemblyProgram bound to w's slots (m AssemblyArrays, xr
-    ExtraRowArrays, dest RhsDestinations; the body velocities at w[L.vel + 6 i]): per body
+    ExtraRowArrays, dest RhsDestinations; the body velocities at w[L.vel + 6 i], gravity vectors
+    at w[L.grav + 3 i]): per body
     statements chunked into `helpers`, the quaternion check (quat_bad), zeroed rows, the
     readings y and the extra rows' bias."""
     bodies = []
@@ -334,6 +344,9 @@ def assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers):
         vb = L.vel + 6 * int(xr.q_body[e])
         out.append(f"  w[{int(xr.q_dest[e])}] -= {lit(xr.q_coef[e])} * w[{vb + int(xr.q_k[e])}]"
                    f" * w[{vb + int(xr.q_l[e])}];")
+    for e in range(xr.g_dest.size):         # and linear in a body's gravity vector
+        gb = L.grav + 3 * int(xr.g_body[e]) + int(xr.g_k[e])
+        out.append(f"  w[{int(xr.g_dest[e])}] -= {lit(xr.g_coef[e])} * w[{gb}];")
     return out
 
 

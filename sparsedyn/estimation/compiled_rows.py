@@ -8,7 +8,9 @@ Offline, per sensor:
     (r, c), the constant combination sum_k M[r, k] X_j[c, k] of the 18 compact components of
     joint j's transform (X = [E 0; -E rx E]);
   - the bias is read off the sensor's own linear_map by polarization: for each body b, evaluating
-    it at velocities e_k and e_k + e_l of body b alone gives the coefficients of v_b[k] v_b[l].
+    it at velocities e_k and e_k + e_l of body b alone gives the coefficients of v_b[k] v_b[l];
+    the part a sensor declares linear in gravity (Sensor.gravity_terms) is taken out first and
+    becomes terms on the body's gravity vector, which the kernel propagates.
 The result is checked against the reference assembly (problem.assemble) at random states: a
 sensor whose coefficients or bias are not of these forms raises NotImplementedError naming it
 (the plan then keeps the NumPy route).
@@ -84,12 +86,28 @@ def _bias_terms(problem, kin0):
     n_sys = problem.n_dynamics_rows
     for s in rows.sensors:
         _, bias = s.linear_map(model, kin, rows.wrench_links)
-        c = np.array(bias, dtype=float).reshape(N, P, -1)
+        bias = np.array(bias, dtype=float)
+        for body, G in s.gravity_terms(model):      # linear in gravity: the g_* terms
+            bias -= G @ (kin.Xworld[body].E[0] @ model.gravity)
+        c = bias.reshape(N, P, -1)
         c[:, off] -= c[:, ks[off]] + c[:, ls[off]]      # f(e_k + e_l) - Q_kk - Q_ll = Q_kl
         b, p, r = np.nonzero(c)                         # body-major, as the rows are read
         for lst, val in zip(out, (n_sys + rows.row_slices[s.name].start + r, b, ks[p], ls[p],
                                   c[b, p, r])):
             lst.append(val)
+    return tuple(np.concatenate(lst) if lst else np.zeros(0) for lst in out)
+
+
+def _gravity_terms(problem):
+    """(row, body, k, coef) with bias[row] += sum coef g_body[k] (Sensor.gravity_terms)."""
+    rows, n_sys = problem.rows, problem.n_dynamics_rows
+    out = [], [], [], []
+    for s in rows.sensors:
+        for body, G in s.gravity_terms(problem.model):
+            r, k = np.nonzero(G)
+            for lst, val in zip(out, (n_sys + rows.row_slices[s.name].start + r,
+                                      np.full(r.size, body), k, G[r, k])):
+                lst.append(val)
     return tuple(np.concatenate(lst) if lst else np.zeros(0) for lst in out)
 
 
@@ -106,7 +124,8 @@ def sensor_assembly(problem, rng=0):
     q_row, q_body, q_k, q_l, q_coef = _bias_terms(problem, kin0)
     n_sys = problem.n_dynamics_rows
     extra = ExtraRows(model.nbodies, t_body, t_dest, t_src, t_coef,
-                      n_sys + np.arange(problem.rows.n_rows), q_row, q_body, q_k, q_l, q_coef)
+                      n_sys + np.arange(problem.rows.n_rows), q_row, q_body, q_k, q_l, q_coef,
+                      *_gravity_terms(problem))
     program = AssemblyProgram(problem.system).embed(
         inv[:problem.system.nnz], np.nan_to_num(problem.constant_values, nan=0.0),
         problem.shape[0], extra)

@@ -116,10 +116,12 @@ class ExtraRows:
          one slot belongs to one body;
     y_rows: natural rows whose right-hand side is read from y (appended after the measured
          blocks' values, in this order);
-    q_*: rhs[row] -= coef * v_body[k] * v_body[l] (body velocities, angular-first)."""
+    q_*: rhs[row] -= coef * v_body[k] * v_body[l] (body velocities, angular-first);
+    g_*: rhs[row] -= coef * g_body[k], g_body = E_body0 g the gravity vector in body
+         coordinates (a rigid contact's true acceleration is a_body - X a_0, Nori's a_0 = -a_g)."""
 
     def __init__(self, nbodies, t_body=(), t_dest=(), t_src=(), t_coef=(), y_rows=(), q_row=(),
-                 q_body=(), q_k=(), q_l=(), q_coef=()):
+                 q_body=(), q_k=(), q_l=(), q_coef=(), g_row=(), g_body=(), g_k=(), g_coef=()):
         ints = (lambda a: np.asarray(a, dtype=np.int64).reshape(-1))
         t_body = ints(t_body)
         order = np.argsort(t_body, kind="stable")
@@ -132,6 +134,10 @@ class ExtraRows:
         self.q_row, self.q_body = ints(q_row), ints(q_body)
         self.q_k, self.q_l = ints(q_k), ints(q_l)
         self.q_coef = np.asarray(q_coef, dtype=float).reshape(-1)
+        self.g_row, self.g_body, self.g_k = ints(g_row), ints(g_body), ints(g_k)
+        self.g_coef = np.asarray(g_coef, dtype=float).reshape(-1)
+        if self.g_k.size and (self.g_k.min() < 0 or self.g_k.max() >= 3):
+            raise ValueError("g_k: gravity components are 0..2")
 
     @property
     def dynamic_slots(self):
@@ -206,10 +212,17 @@ class AssemblyProgram:
         return row_slot[self.a_rows], row_slot[self.f_rows], row_slot[self.zero_rows], row_slot[y_rows]
 
     def bind_extra(self, row_slot):
-        """The extra rows' arrays for a kernel (its `xr` argument), rhs rows mapped by row_slot."""
+        """The extra rows' arrays for a kernel (its `xr` argument), rhs rows mapped by row_slot;
+        g_need (N,) marks the bodies whose gravity vector the g_* terms need (with ancestors)."""
         x = self.extra
+        row_slot = np.asarray(row_slot, dtype=np.int64)
+        g_need = np.zeros(self.nbodies, dtype=np.bool_)
+        for b in x.g_body:
+            while b >= 0 and not g_need[b]:
+                g_need[b] = True
+                b = self.parent[b]
         return (x.t_ptr, x.t_dest, x.t_src, x.t_coef, x.q_body, x.q_k, x.q_l, x.q_coef,
-                np.asarray(row_slot, dtype=np.int64)[x.q_row])
+                row_slot[x.q_row], g_need, x.g_body, x.g_k, x.g_coef, row_slot[x.g_row])
 
     def model_arrays(self):
         """The constant per-body arrays, in the order the kernels take them."""

@@ -53,7 +53,8 @@ class AssemblyArrays(NamedTuple):
 class ExtraRowArrays(NamedTuple):
     """An AssemblyProgram's extra rows (ExtraRows) bound to slots: entries as constant
     combinations of a body's transform (t_*), right-hand-side biases quadratic in a body's
-    velocity (q_*, written to q_dest)."""
+    velocity (q_*, written to q_dest) and linear in its gravity vector (g_*, to g_dest; g_need
+    the bodies whose gravity vector is propagated)."""
     t_ptr: np.ndarray
     t_dest: np.ndarray
     t_src: np.ndarray
@@ -63,6 +64,11 @@ class ExtraRowArrays(NamedTuple):
     q_l: np.ndarray
     q_coef: np.ndarray
     q_dest: np.ndarray
+    g_need: np.ndarray
+    g_body: np.ndarray
+    g_k: np.ndarray
+    g_coef: np.ndarray
+    g_dest: np.ndarray
 
 
 class RhsDestinations(NamedTuple):
@@ -318,7 +324,7 @@ class FusedProgram:
             dest=RhsDestinations(*(phys[d] for d in dest)),
             out_slot=phys[logical["out_slot"]], sol_slot=phys[read_after],
             model_arrays=m._replace(x_dest=phys[m.x_dest]),
-            xr=xr._replace(t_dest=phys[xr.t_dest], q_dest=phys[xr.q_dest]),
+            xr=xr._replace(t_dest=phys[xr.t_dest], q_dest=phys[xr.q_dest], g_dest=phys[xr.g_dest]),
             rc=rc._replace(r_slot=phys[rc.r_slot], r_col=phys[rc.r_col], c_col=phys[rc.c_col]))
 
     def _written_slots(self, init_slots):
@@ -330,5 +336,5 @@ class FusedProgram:
         bodies = [np.concatenate((dest.a[i], dest.f[i], m.x_dest[m.x_ptr[i]:m.x_ptr[i + 1]],
                                   xr.t_dest[xr.t_ptr[i]:xr.t_ptr[i + 1]]))
                   for i in range(dest.a.shape[0])]
-        return np.concatenate([init_slots] + bodies + [dest.zero, dest.y, xr.q_dest]
+        return np.concatenate([init_slots] + bodies + [dest.zero, dest.y, xr.q_dest, xr.g_dest]
                               ).astype(np.int64)

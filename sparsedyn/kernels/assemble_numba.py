@@ -111,9 +111,10 @@ def _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc):
     angular-first (spatial.py)."""
     (parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR, Tp, tdir, s_ptr, s_row, s_col,
      s_val, i_ptr, i_row, i_col, i_val, gravity, x_ptr, x_dest, x_src) = model
-    t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest = xr
+    (t_ptr, t_dest, t_src, t_coef, q_body, q_k, q_l, q_coef, q_dest, g_need, g_body, g_k, g_coef,
+     g_dest) = xr
     a_dest, f_dest, zero_dest, y_dest = dest
-    vel, E, r, tmp, vj, qT = sc.vel, sc.E, sc.r, sc.tmp, sc.vj, sc.qT
+    vel, E, r, tmp, vj, qT, grav = sc.vel, sc.E, sc.r, sc.tmp, sc.vj, sc.qT, sc.grav
     N, L = parent.shape[0], w.shape[1]
     # this group's coordinates and velocities as contiguous rows (nq + nv, lanes): every loop
     # below then reads whole rows instead of gathering from the (B, nq) / (B, nv) inputs
@@ -159,6 +160,20 @@ def _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc):
                 b0 = rot_basis[i, 0, e]
                 for s in range(L):
                     E[e, s] = b0
+        if g_need[i]:
+            # g_i = E_i g_parent (the world's g at the root): gravity in body coordinates
+            gi = grav[i]
+            if parent[i] >= 0:
+                gp = grav[parent[i]]
+                for k in range(3):
+                    for s in range(L):
+                        gi[k, s] = (E[3 * k, s] * gp[0, s] + E[3 * k + 1, s] * gp[1, s]
+                                    + E[3 * k + 2, s] * gp[2, s])
+            else:
+                for k in range(3):
+                    for s in range(L):
+                        gi[k, s] = (E[3 * k, s] * gravity[0] + E[3 * k + 1, s] * gravity[1]
+                                    + E[3 * k + 2, s] * gravity[2])
         for k in range(3):
             p0 = Tp[i, k]
             for s in range(L):
@@ -288,6 +303,11 @@ def _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc):
         vb = vel[q_body[e]]
         for s in range(L):
             w[d, s] -= c * vb[k, s] * vb[l_, s]
+    # and linear in one body's gravity vector: rhs -= c g_b[k]
+    for e in range(g_dest.shape[0]):
+        d, c, gb = g_dest[e], g_coef[e], grav[g_body[e], g_k[e]]
+        for s in range(L):
+            w[d, s] -= c * gb[s]
 
 
 @njit(cache=True)
@@ -316,8 +336,8 @@ def lanes_for(n_slots, budget=LANE_BYTES):
 class LaneScratch(NamedTuple):
     """Per-lane-group scratch of _assemble_lanes and the pivot checks (sizes per lane): body
     velocities vel (N, 6), the joint transform's E (9) and r (3), tmp (9), vj (6), the check
-    scales (n_checks), the lane state indices idx, q and qd as rows qT (nq + nv), and the
-    breakdown flags bad."""
+    scales (n_checks), the lane state indices idx, q and qd as rows qT (nq + nv), the
+    breakdown flags bad and the bodies' gravity vectors grav (N, 3; extra rows' g terms)."""
     vel: np.ndarray
     E: np.ndarray
     r: np.ndarray
@@ -327,6 +347,7 @@ class LaneScratch(NamedTuple):
     idx: np.ndarray
     qT: np.ndarray
     bad: np.ndarray
+    grav: np.ndarray
 
 
 @njit(cache=True)
@@ -335,7 +356,7 @@ def lane_scratch(N, n_qv, n_checks, lanes):
     return LaneScratch(np.zeros((N, 6, lanes)), np.zeros((9, lanes)), np.zeros((3, lanes)),
                        np.zeros((9, lanes)), np.zeros((6, lanes)), np.zeros((n_checks, lanes)),
                        np.zeros(lanes, dtype=np.int64), np.zeros((n_qv, lanes)),
-                       np.zeros(lanes, dtype=np.bool_))
+                       np.zeros(lanes, dtype=np.bool_), np.zeros((N, 3, lanes)))
 
 
 @njit(cache=True, error_model="numpy")
