@@ -72,6 +72,16 @@ def test_delassus_rows_regenerate():
     assert ds.sparsity_line() in text.splitlines()
 
 
+def test_delassus_representative_humanoid_rows_regenerate():
+    """Sections (h) and (i): EFPA's ASIMO-like cases and seed 000's Atlas-like cases."""
+    import delassus_studies as ds
+    text = committed("delassus_tables.md")
+    efpa = ds.study_efpa([ds.ASIMO_HF, "ASIMO-like on the right foot (fixed), 6D hands + left foot"])
+    assert compare("\n".join(ds.efpa_lines(efpa)), text, key=["case"]) == 2 * 12
+    atlas = ds.study_atlas(["Atlas-like, 6D feet", "Atlas-like, 4 x 3D corners per foot"])
+    assert compare("\n".join(ds.atlas_lines(atlas)), text, key=["case"]) == 2 * 9
+
+
 def test_loops_tables_rows_regenerate():
     import loops_tables as lt
     rows = lt.run_tables(batch=1, repeat=0, systems=["12-link GT chain", "Mini Cheetah"])
@@ -81,6 +91,14 @@ def test_loops_tables_rows_regenerate():
     skip = lt.TIMING_COLUMNS
     assert compare(fresh, committed("loops_tables.md"), key=["system", "algorithm", "chain", "links"],
                    skip=skip) > 60
+
+
+def test_loops_tables_tello_and_jvrc_rows_regenerate():
+    import loops_tables as lt
+    rows = lt.run_tables(batch=1, repeat=0, systems=["Tello Humanoid", "JVRC-1"])
+    fresh = "\n".join(lt.table_lines(rows, []))
+    assert compare(fresh, committed("loops_tables.md"), key=["system", "algorithm"],
+                   skip=lt.TIMING_COLUMNS) == 2 * 10 * 5
 
 
 def test_loops_sparse_rows_regenerate():
