@@ -9,12 +9,12 @@ REPRESENTATIVE parameters, not identified ones (use them for algorithm compariso
   1.88 m (Boston Dynamics' DRC Atlas specification; joints as in its published model: back
   bkz/bky/bkx, neck ry, arms 2 x 7, legs 2 x 6).
 - segment masses and lengths: Winter's anthropometric fractions of M and H (D. A. Winter,
-  Biomechanics and Motor Control of Human Movement, Table 4.1): head 0.081 M, thorax + abdomen
-  0.355 M, pelvis 0.142 M, upper arm 0.028 M / 0.186 H, forearm 0.016 M / 0.146 H, hand 0.006 M /
+  Biomechanics and Motor Control of Human Movement, Table 4.1 and Fig. 4.1): head 0.081 M /
+  0.13 H, thorax + abdomen 0.355 M / 0.288 H (shoulder to hip), pelvis 0.142 M, upper arm 0.028 M / 0.186 H, forearm 0.016 M / 0.146 H, hand 0.006 M /
   0.108 H, thigh 0.100 M / 0.245 H, shank 0.0465 M / 0.246 H, foot 0.0145 M / 0.152 H long,
   0.039 H high; shoulder width 0.259 H, hip width 0.191 H.
-- a link that carries a joint but no segment (hip yaw, wrist yaw, ...) weighs 0.01 M; a finger
-  link 0.002 M and 0.03 H long.
+- our own choices: the pelvis 0.10 H long; a link that carries a joint but no segment (hip yaw,
+  wrist yaw, ...) weighs 0.01 M; a finger link 0.002 M and 0.03 H long.
 The topology of the ASIMO-like model is the one that gives EFPA's quoted sparsity: 56% zeros in H
 and 67% in the hands-and-feet Jacobian, 73% zeros in H with two more arms and legs (the floating
 base is the torso; the waist joint carries the pelvis). Geometry and masses do not change any
@@ -48,9 +48,10 @@ def _rod(mass, length):
     return np.diag([side, side, 0.5 * mass * r * r])
 
 
-def _link(b, name, parent, axis, offset, mass, length):
-    """A revolute body whose mass lies along z from its joint over `length` (negative: downwards)."""
-    return b.add_body(name, parent, RevoluteJoint(f"{name}_joint", axis), placement=_T(offset),
+def _link(b, name, parent, axis, offset, mass, length, joint=None):
+    """A revolute body whose mass lies along z from its joint (default `name`_joint) over `length`
+    (negative: downwards)."""
+    return b.add_body(name, parent, RevoluteJoint(joint or f"{name}_joint", axis), placement=_T(offset),
                       mass=mass, com=(0.0, 0.0, length / 2), inertia=_rod(mass, length))
 
 
@@ -98,7 +99,7 @@ def _extra(joints, after, n, name):
     return joints[:k] + extra + joints[k:]
 
 
-def _asimo_arm(b, side, torso, H, M, arm, hand, y_shift=0.0):
+def _asimo_arm(b, side, torso, M, H, arm, hand, y_shift=0.0):
     s = 1.0 if side.startswith("l") else -1.0
     shoulder = (0.0, s * 0.129 * H, 0.10 * H - y_shift)
     wrist, _ = _limb(b, f"{side}_", torso, shoulder, arm, M, H)
@@ -107,7 +108,7 @@ def _asimo_arm(b, side, torso, H, M, arm, hand, y_shift=0.0):
     _fingers(b, side, wrist, names, per, M, H)
 
 
-def _asimo_leg(b, side, pelvis, H, M, leg, x_shift=0.0):
+def _asimo_leg(b, side, pelvis, M, H, leg, x_shift=0.0):
     s = 1.0 if side.startswith("l") else -1.0
     ankle, foot_height = _limb(b, f"{side}_", pelvis, (x_shift, s * 0.0955 * H, -0.05 * H), leg, M, H)
     b.add_frame(f"{side}_sole", b._index(ankle), _T((0.0, 0.0, -foot_height)))
@@ -142,11 +143,12 @@ def asimo_like(arm_dof=7, leg_dof=6, hand="two-finger", extra_limb_pairs=0):
     sides = [("l", "r")] + [(f"l{k + 2}", f"r{k + 2}") for k in range(extra_limb_pairs)]
     for k, pair in enumerate(sides):
         for side in pair:
-            _asimo_arm(b, side, "torso", H, M, arm, hand, y_shift=0.05 * H * k)
-    _link(b, "pelvis", "torso", _Z, (0.0, 0.0, -0.144 * H), SEGMENTS["pelvis"][0] * M, -SEGMENTS["pelvis"][1] * H)
+            _asimo_arm(b, side, "torso", M, H, arm, hand, y_shift=0.05 * H * k)
+    _link(b, "pelvis", "torso", _Z, (0.0, 0.0, -0.144 * H), SEGMENTS["pelvis"][0] * M, -SEGMENTS["pelvis"][1] * H,
+          joint="waist_yaw")
     for k, pair in enumerate(sides):
         for side in pair:
-            _asimo_leg(b, side, "pelvis", H, M, leg, x_shift=-0.1 * H * k)
+            _asimo_leg(b, side, "pelvis", M, H, leg, x_shift=-0.1 * H * k)
     return b.build()
 
 
@@ -158,18 +160,18 @@ def asimo_like_on_one_foot():
     moving bodies (the stance foot is the world), nv = 34."""
     M, H = ASIMO_M, ASIMO_H
     b = ModelBuilder("asimo_like_on_right_foot")
-    foot, shank, thigh = (SEGMENTS[k][1] * H for k in ("foot", "shank", "thigh"))
+    foot = SEGMENTS["foot"][1] * H
     up = [("ankle_roll", _X, None), ("ankle_pitch", _Y, "shank"), ("knee", _Y, "thigh"),
           ("hip_pitch", _Y, None), ("hip_roll", _X, None)]
     hip, _ = _limb(b, "r_", WORLD, (0.0, 0.0, foot), up, M, H, sign=1.0)
     pelvis_frac, pelvis_len = SEGMENTS["pelvis"]
     # the right hip yaw joint carries the pelvis; the left hip sits a hip width to its left
-    _link(b, "pelvis", hip, _Z, (0.0, 0.0, 0.05 * H), pelvis_frac * M, pelvis_len * H)
+    _link(b, "pelvis", hip, _Z, (0.0, 0.0, 0.05 * H), pelvis_frac * M, pelvis_len * H, joint="r_hip_yaw")
     torso_frac, torso_len = SEGMENTS["torso"]
-    _link(b, "torso", "pelvis", _Z, (0.0, 0.0955 * H, 0.144 * H), torso_frac * M, torso_len * H)
+    _link(b, "torso", "pelvis", _Z, (0.0, 0.0955 * H, 0.144 * H), torso_frac * M, torso_len * H, joint="waist_yaw")
     _asimo_head(b, "torso", M, H)
     for side in ("l", "r"):
-        _asimo_arm(b, side, "torso", H, M, ASIMO_ARM, "two-finger")
+        _asimo_arm(b, side, "torso", M, H, ASIMO_ARM, "two-finger")
     ankle, foot_height = _limb(b, "l_", "pelvis", (0.0, 0.191 * H, 0.0), ASIMO_LEG, M, H)
     b.add_frame("l_sole", b._index(ankle), _T((0.0, 0.0, -foot_height)))
     return b.build()
