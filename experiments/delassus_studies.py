@@ -262,6 +262,19 @@ ATLAS_PAPER = {"Atlas-like, 6D feet": "identical", "Atlas-like, 4 x 3D corners p
                "Atlas-like + two hands, tips + 6D feet": HANDS_CLAIM}
 
 
+def efpa_breakdown_line():
+    """Where the flops of EFPA and LTL-OSIM go on the ASIMO-like hands + feet case (Fig. 5's
+    breakdown): every kind the counter charged, largest first."""
+    label, model, links = efpa_cases()[0]
+    q, parts = _random_q(model), []
+    for method in ("efpa", "ltl-osim"):
+        with count_operations() as ops:
+            delassus(model, q, [Contact(f) for f in links], method=method)
+        kinds = sorted(ops.by_kind.items(), key=lambda kv: (-kv[1], kv[0]))
+        parts.append(f"{method} {ops.flops:,} = " + " + ".join(f"{k} {v:,}" for k, v in kinds))
+    return f"{label}, flops by kind: " + "; ".join(parts) + "."
+
+
 def study_atlas(labels=None):
     rows = []
     for label, model, contacts in atlas_cases():
@@ -416,7 +429,7 @@ def write(tree, k2, every, robots, quick, efpa=(), atlas=()):
 
     lines += [""] + robot_lines(robots) + [""] + sparse_lines(robots)
     lines += ["", "## (g) sparsity (seed 002, Sec. V-C)", "", sparsity_line()]
-    lines += [""] + efpa_lines(efpa) + [""] + atlas_lines(atlas)
+    lines += [""] + efpa_lines(efpa) + ["", efpa_breakdown_line(), ""] + atlas_lines(atlas)
     fig, ax = plt.subplots(figsize=(9, 4))
     w = 0.16
     for j, meth in enumerate(ALL[:4]):
