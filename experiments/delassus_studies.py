@@ -8,6 +8,10 @@ Sec. IV) and seed 002 (EFPA, Sec. V-C), with sparsedyn's operation counter (one 
     (e) five-finger hand alone (5 x 3D tips), on the humanoid's left wrist, on both wrists, both +
         6D feet (the humanoid's own three-finger hands are replaced by the five-finger hand model,
         attached with ModelBuilder); EFPA's hands + feet (4 x 6D) on the humanoid itself.
+    (h) EFPA's Fig. 5 / Fig. 6 on the representative ASIMO-like humanoid (35 bodies): EFPA vs
+        LTL-OSIM (Featherstone's SFA) for hands + feet and the Fig. 6 variants
+    (i) seed 000's Atlas studies on the representative Atlas-like humanoid (nv = 36; + the
+        24-DoF hand: 60 / 84 DoF as in the paper)
     (d) and (e) also count every non-recursive method, the sparse route through Nori's system
     included (column "sparse", planned with the cheapest of the orderings sparsedyn computes
     itself, experiments/own_orderings.py, so that its count does not depend on SciPy's or
@@ -82,11 +86,11 @@ def chain_with_welds(n, every):
     return model, [Contact(f"link{i}") for i in range(every, n + 1, every)]
 
 
-def humanoid_with_hands(sides=("l", "r")):
-    """The embedded humanoid with its three-finger hands replaced by the five-finger hand model
-    (wrist joint chain included) attached at the `{side}_hand` frame."""
-    hum, hand = sm.humanoid(), sm.hand()
-    b = ModelBuilder(f"humanoid_hands_{''.join(sides)}")
+def humanoid_with_hands(sides=("l", "r"), base=None):
+    """The embedded humanoid (or `base`) with its three-finger hands, if any, replaced by the
+    five-finger hand model (wrist joint chain included) attached at the `{side}_hand` frame."""
+    hum, hand = sm.humanoid() if base is None else base, sm.hand()
+    b = ModelBuilder(f"{'humanoid' if base is None else base.name}_hands_{''.join(sides)}")
     keep, new_index = [], {}
     fingers = {i for s in ("l", "r") for i in range(hum.nbodies)
                if hum.link_names[i].startswith(s + "_") and any(f in hum.link_names[i] for f in ("index", "middle", "thumb"))}
@@ -185,6 +189,102 @@ def study_robots(labels=None):
     return rows
 
 
+# seed 002, Sec. V-C: SFA (LTL-OSIM) / EFPA flops and the sparsity of the hands-and-feet case
+EFPA_METHODS = ("efpa", "ltl-osim", "pv-osimr", "pv-osim")
+HF_LINKS = ("l_hand", "r_hand", "l_sole", "r_sole")
+ASIMO_HF = "ASIMO-like, HF: 6D hands + feet"
+EFPA_PAPER = {ASIMO_HF: "78%; 67% / 56% zeros",
+              "ASIMO-like + 2 arms + 2 legs, HF of all limbs": "SFA < EFPA, ratio ~ HF's; 73% zeros in H"}
+
+
+def structural_zeros(model, links):
+    """Percent of structural zeros of H and of the 6D Jacobian of `links` (branch-induced sparsity:
+    H[i, j] != 0 iff one DoF's body supports the other's; J_k's columns are the DoFs of the bodies
+    supporting link k)."""
+    dof_body = np.concatenate([[i] * j.nv for i, j in enumerate(model.joints)])
+    supp = [set(model.support(i)) for i in range(model.nbodies)]
+    nnz_h = sum(int(a in supp[b] or b in supp[a]) for a in dof_body for b in dof_body)
+    nnz_j = sum(sum(int(d in supp[model.frames[f].body]) for d in dof_body) for f in links)
+    return 100 * (1 - nnz_h / model.nv ** 2), 100 * (1 - nnz_j / (len(links) * model.nv))
+
+
+def efpa_cases():
+    """(label, model, end-effector links): seed 002's Fig. 5 / Fig. 6 operational spaces (6D)."""
+    asimo = sm.asimo_like()
+    tips = [f"{s}_{f}_tip" for s in ("l", "r") for f in ("forefinger", "thumb")]
+    extra = [f"{s}{k}_{e}" for k in ("", "2") for s in ("l", "r") for e in ("hand", "sole")]
+    return [
+        (ASIMO_HF, asimo, HF_LINKS),
+        ("ASIMO-like, HFH: + 6D head", asimo, HF_LINKS + ("head",)),
+        ("ASIMO-like, FTF: 6D forefingers, thumbs, feet", asimo, tuple(tips) + ("l_sole", "r_sole")),
+        ("ASIMO-like, 8-DoF arms, HF", sm.asimo_like(arm_dof=8), HF_LINKS),
+        ("ASIMO-like, 7-DoF legs, HF", sm.asimo_like(leg_dof=7), HF_LINKS),
+        ("ASIMO-like, 12-DoF four-finger hands, HF", sm.asimo_like(hand="four-finger"), HF_LINKS),
+        ("ASIMO-like + 2 arms + 2 legs, HF of all limbs", sm.asimo_like(extra_limb_pairs=1), tuple(extra)),
+        ("ASIMO-like on the right foot (fixed), 6D hands + left foot", sm.asimo_like_on_one_foot(),
+         ("l_hand", "r_hand", "l_sole")),
+    ]
+
+
+def study_efpa(labels=None):
+    rows = []
+    for label, model, links in efpa_cases():
+        if labels is not None and label not in labels:
+            continue
+        zh, zj = structural_zeros(model, links)
+        contacts = [Contact(f) for f in links]
+        rows.append((label, model.nbodies, model.nv, 6 * len(links), zh, zj,
+                     {m: flops(model, contacts, m)[0] for m in EFPA_METHODS}))
+    return rows
+
+
+def atlas_cases():
+    """Seed 000's Sec. IV-C / IV-D cases on the Atlas-like humanoid and the 24-DoF hand."""
+    atlas = sm.atlas_like()
+    one, two = humanoid_with_hands(("l",), atlas), humanoid_with_hands(("l", "r"), atlas)
+    feet = [Contact("l_sole"), Contact("r_sole")]
+    corners = [Contact(f"{s}_foot_corner_{c}", "3d") for s in ("l", "r") for c in ("fl", "fr", "rl", "rr")]
+    tips = lambda s: [Contact(f"{s}_{f}_tip", "3d") for f in FINGERS]
+    return [
+        ("Atlas-like, 6D feet", atlas, feet),
+        ("Atlas-like, 4 x 3D corners per foot", atlas, corners),
+        ("Atlas-like, 6D hands + 6D feet", atlas, feet + [Contact("l_hand"), Contact("r_hand")]),
+        ("Atlas-like + left hand, 5 x 3D tips", one, tips("l")),
+        ("Atlas-like + two hands, 10 x 3D tips", two, tips("l") + tips("r")),
+        ("Atlas-like + two hands, tips + 6D feet", two, tips("l") + tips("r") + feet),
+    ]
+
+
+HANDS_CLAIM = "PV-OSIMr best, up to ~34% fewer ops than PV-OSIM"
+ATLAS_PAPER = {"Atlas-like, 6D feet": "identical", "Atlas-like, 4 x 3D corners per foot": "+19.9%",
+               "Atlas-like, 6D hands + 6D feet": "~-1.5%", "Atlas-like + left hand, 5 x 3D tips": HANDS_CLAIM,
+               "Atlas-like + two hands, 10 x 3D tips": HANDS_CLAIM,
+               "Atlas-like + two hands, tips + 6D feet": HANDS_CLAIM}
+
+
+def efpa_breakdown_line():
+    """Where the flops of EFPA and LTL-OSIM go on the ASIMO-like hands + feet case (Fig. 5's
+    breakdown): every kind the counter charged, largest first."""
+    label, model, links = efpa_cases()[0]
+    q, parts = _random_q(model), []
+    for method in ("efpa", "ltl-osim"):
+        with count_operations() as ops:
+            delassus(model, q, [Contact(f) for f in links], method=method)
+        kinds = sorted(ops.by_kind.items(), key=lambda kv: (-kv[1], kv[0]))
+        parts.append(f"{method} {ops.flops:,} = " + " + ".join(f"{k} {v:,}" for k, v in kinds))
+    return f"{label}, flops by kind: " + "; ".join(parts) + "."
+
+
+def study_atlas(labels=None):
+    rows = []
+    for label, model, contacts in atlas_cases():
+        if labels is not None and label not in labels:
+            continue
+        rows.append((label, model.nv, sum(c.dim for c in contacts),
+                     {m: flops(model, contacts, m) for m in EFPA_METHODS}))
+    return rows
+
+
 # ------------------------------------------------------------------------------- output
 
 def slope(x, y):
@@ -260,7 +360,32 @@ def sparsity_line():
             f"({J.shape[0]} x {J.shape[1]}) {100 * np.mean(J == 0):.0f}%, in H {100 * np.mean(H == 0):.0f}%.")
 
 
-def write(tree, k2, every, robots, quick):
+def efpa_lines(rows):
+    lines = ["## (h) seed 002 (EFPA) Fig. 5 / Fig. 6: ASIMO-like humanoid (representative, "
+             "sparsedyn.models.asimo_like), 6D end-effectors", "",
+             "| case | bodies | nv | m | zeros in H | zeros in J | " + " | ".join(EFPA_METHODS)
+             + " | LTL-OSIM / EFPA | paper |", "|---|---|---|---|---|---|" + "---|" * (len(EFPA_METHODS) + 2)]
+    for label, nb, nv, m, zh, zj, f in rows:
+        lines.append(f"| {label} | {nb} | {nv} | {m} | {zh:.1f}% | {zj:.1f}% | "
+                     + " | ".join(f"{f[k]:,}" for k in EFPA_METHODS)
+                     + f" | {100 * f['ltl-osim'] / f['efpa']:.0f}% | {EFPA_PAPER.get(label, '')} |")
+    return lines
+
+
+def atlas_lines(rows):
+    lines = ["## (i) seed 000 (PV-OSIMr) Figs. 5-6: Atlas-like humanoid (representative, "
+             "sparsedyn.models.atlas_like) and the 24-DoF five-finger hand; total flops (and without "
+             "the shared articulated-inertia sweep)", "",
+             "| case | nv | m | " + " | ".join(EFPA_METHODS) + " | PV-OSIM / PV-OSIMr - 1 | paper |",
+             "|---|---|---|" + "---|" * (len(EFPA_METHODS) + 2)]
+    for label, nv, m, f in rows:
+        cells = [f"{f[k][0]:,} ({f[k][1]:,})" if k in RECURSIVE else f"{f[k][0]:,}" for k in EFPA_METHODS]
+        lines.append(f"| {label} | {nv} | {m} | " + " | ".join(cells)
+                     + f" | {100 * (f['pv-osim'][0] / f['pv-osimr'][0] - 1):+.1f}% | {ATLAS_PAPER.get(label, '')} |")
+    return lines
+
+
+def write(tree, k2, every, robots, quick, efpa=(), atlas=()):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -304,6 +429,7 @@ def write(tree, k2, every, robots, quick):
 
     lines += [""] + robot_lines(robots) + [""] + sparse_lines(robots)
     lines += ["", "## (g) sparsity (seed 002, Sec. V-C)", "", sparsity_line()]
+    lines += [""] + efpa_lines(efpa) + ["", efpa_breakdown_line(), ""] + atlas_lines(atlas)
     fig, ax = plt.subplots(figsize=(9, 4))
     w = 0.16
     for j, meth in enumerate(ALL[:4]):
@@ -330,7 +456,8 @@ def main(quick=False):
     branches = [1, 2, 4] if quick else [1, 2, 4, 7, 10]
     ks = [2, 3, 4, 6] if quick else [2, 3, 4, 5, 6, 8, 10, 12]
     ns = [2, 4, 8, 16] if quick else [2, 4, 6, 8, 12, 16, 24, 32]
-    write(study_tree(stems, branches), study_chain_k2(ks), study_chain_every(ns), study_robots(), quick)
+    write(study_tree(stems, branches), study_chain_k2(ks), study_chain_every(ns), study_robots(), quick,
+          study_efpa(), study_atlas())
 
 
 if __name__ == "__main__":

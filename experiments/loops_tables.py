@@ -1,6 +1,7 @@
 """Seed 003's Tables II-IV and Fig. 11 analogue: cluster algorithms vs their baselines.
 
-For each system (12-link geared chain, 12-link belt chain, Mini-Cheetah-like, MIT-Humanoid-like)
+For each system (12-link geared chain, 12-link belt chain, Mini-Cheetah-like, MIT-Humanoid-like,
+Tello-like with differential drives, JVRC-1-like with every joint geared)
 it measures, in the same run, the operation count (one state, sparsedyn.count_operations) and the
 Python time per state (batch of B states, best of R runs) of
 
@@ -32,7 +33,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from sparsedyn.files import atomic_path, atomic_write  # noqa: E402
-from sparsedyn.loops import belt_chain, geared_chain, mini_cheetah, mit_humanoid  # noqa: E402
+from sparsedyn.loops import belt_chain, geared_chain, jvrc_like, mini_cheetah, mit_humanoid, tello_like  # noqa: E402
 from sparsedyn.opcount import count_operations  # noqa: E402
 from sparsedyn.recursive.cluster import (approximate_aba, approximate_rnea, c_aba, c_efpa, c_rnea,  # noqa: E402
                                          lagrange_fd, projected_rnea, projection_fd, projection_inverse_osim,
@@ -42,13 +43,13 @@ OUT = os.path.join(os.path.dirname(__file__), "out")
 
 # seed 003, Tables II-IV (percent change of computation time vs the cluster algorithm)
 PUBLISHED = {
-    "approximate RNEA": (-40.3, -36.2, -41.0, -42.0),
-    "projected RNEA": (+38.0, +37.8, +36.7, +35.9),
-    "approximate ABA": (-34.1, -34.6, -35.3, -38.6),
-    "projection method": (+86.8, +73.5, +21.0, +32.5),
-    "Lagrange multipliers (dense LU)": (+133.1, +119.8, +76.3, +106.2),
-    "Lagrange multipliers (L^T L)": (+133.1, +119.8, +76.3, +106.2),
-    "projected inverse OSIM": (+51.8, +6.3, +19.0, +23.2),
+    "approximate RNEA": (-40.3, -36.2, -41.0, -42.0, -59.6, -37.7),
+    "projected RNEA": (+38.0, +37.8, +36.7, +35.9, +22.4, +36.6),
+    "approximate ABA": (-34.1, -34.6, -35.3, -38.6, -49.4, -38.4),
+    "projection method": (+86.8, +73.5, +21.0, +32.5, +22.2, +87.3),
+    "Lagrange multipliers (dense LU)": (+133.1, +119.8, +76.3, +106.2, +82.7, +212.8),
+    "Lagrange multipliers (L^T L)": (+133.1, +119.8, +76.3, +106.2, +82.7, +212.8),
+    "projected inverse OSIM": (+51.8, +6.3, +19.0, +23.2, +7.8, +107.4),
 }
 
 SYSTEMS = [
@@ -56,6 +57,8 @@ SYSTEMS = [
     ("12-link PBT chain", lambda: belt_chain(12), ["link12"]),
     ("Mini Cheetah", mini_cheetah, ["FR_shank", "FL_shank", "HR_shank", "HL_shank"]),
     ("MIT Humanoid", mit_humanoid, ["left_foot", "right_foot", "left_elbow", "right_elbow"]),
+    ("Tello Humanoid", tello_like, ["left_foot", "right_foot", "left_elbow", "right_elbow"]),
+    ("JVRC-1", jvrc_like, ["left_ankle_p", "right_ankle_p", "left_wrist_y", "right_wrist_y"]),
 ]
 
 
@@ -111,7 +114,7 @@ def run_tables(batch, repeat, systems=None):
             for name, (flops, t) in results.items():
                 rows.append(dict(system=label, kind=kind, algorithm=name, flops=flops, us=t * 1e6,
                                  d_flops=100 * (flops / f0 - 1), d_time=100 * (t / t0 - 1),
-                                 published=PUBLISHED.get(name, (None,) * 4)[col], is_ref=name == ref,
+                                 published=PUBLISHED.get(name, (None,) * len(SYSTEMS))[col], is_ref=name == ref,
                                  size=f"{cm.model.nbodies} bodies, ny={cm.ny}"))
         print(f"done {label}", flush=True)
     return rows

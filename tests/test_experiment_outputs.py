@@ -72,6 +72,17 @@ def test_delassus_rows_regenerate():
     assert ds.sparsity_line() in text.splitlines()
 
 
+def test_delassus_representative_humanoid_rows_regenerate():
+    """Sections (h) and (i): EFPA's ASIMO-like cases and seed 000's Atlas-like cases."""
+    import delassus_studies as ds
+    text = committed("delassus_tables.md")
+    efpa = ds.study_efpa([ds.ASIMO_HF, "ASIMO-like on the right foot (fixed), 6D hands + left foot"])
+    assert compare("\n".join(ds.efpa_lines(efpa)), text, key=["case"]) == 2 * 12
+    assert ds.efpa_breakdown_line() in text.splitlines()
+    atlas = ds.study_atlas(["Atlas-like, 6D feet", "Atlas-like, 4 x 3D corners per foot"])
+    assert compare("\n".join(ds.atlas_lines(atlas)), text, key=["case"]) == 2 * 9
+
+
 def test_loops_tables_rows_regenerate():
     import loops_tables as lt
     rows = lt.run_tables(batch=1, repeat=0, systems=["12-link GT chain", "Mini Cheetah"])
@@ -81,6 +92,14 @@ def test_loops_tables_rows_regenerate():
     skip = lt.TIMING_COLUMNS
     assert compare(fresh, committed("loops_tables.md"), key=["system", "algorithm", "chain", "links"],
                    skip=skip) > 60
+
+
+def test_loops_tables_tello_and_jvrc_rows_regenerate():
+    import loops_tables as lt
+    rows = lt.run_tables(batch=1, repeat=0, systems=["Tello Humanoid", "JVRC-1"])
+    fresh = "\n".join(lt.table_lines(rows, []))
+    assert compare(fresh, committed("loops_tables.md"), key=["system", "algorithm"],
+                   skip=lt.TIMING_COLUMNS) == 2 * 10 * 5
 
 
 def test_loops_sparse_rows_regenerate():
@@ -251,6 +270,51 @@ def slope_text(section):
     return dict(re.findall(r"(\S+) (\d\.\d\d)", line))
 
 
+# (h) EFPA on the ASIMO-like humanoid, (i) seed 000 on the Atlas-like humanoid
+ASIMO_HF = "ASIMO-like, HF: 6D hands + feet"
+ASIMO_VARIANTS = ("ASIMO-like, 8-DoF arms, HF", "ASIMO-like, 7-DoF legs, HF", "ASIMO-like, 12-DoF four-finger hands, HF")
+ASIMO_EXTRA = "ASIMO-like + 2 arms + 2 legs, HF of all limbs"
+ASIMO_FTF = "ASIMO-like, FTF: 6D forefingers, thumbs, feet"
+ASIMO_FOOT = "ASIMO-like on the right foot (fixed), 6D hands + left foot"
+
+
+def ltl_efpa(case):
+    """LTL-OSIM / EFPA flops of an (h) case, in percent."""
+    return 100 * col(DT, "(h)", "ltl-osim", case=case) / col(DT, "(h)", "efpa", case=case)
+
+
+def at(case, method, part=0):
+    cell = row(DT, "(i)", case=case)[method]
+    return number(cell) if part == 0 else number(cell.split("(")[1].rstrip(")"))
+
+
+ATLAS_HANDS = ("Atlas-like + left hand, 5 x 3D tips", "Atlas-like + two hands, 10 x 3D tips",
+               "Atlas-like + two hands, tips + 6D feet")
+
+
+def atlas_hands_quote():
+    """PV-OSIM's extra flops over PV-OSIMr with the hands, PV-OSIMr's savings (total and
+    method-specific), after checking that PV-OSIMr is the cheapest method in each case."""
+    for case in ATLAS_HANDS:
+        counts = {m: at(case, m) for m in ("pv-osimr", "pv-osim", "efpa", "ltl-osim")}
+        assert min(counts, key=counts.get) == "pv-osimr", (case, counts)
+    return (*(r1(more(at(k, "pv-osim"), at(k, "pv-osimr"))) for k in ATLAS_HANDS),
+            *(pct0(saving(at(k, "pv-osimr"), at(k, "pv-osim"))) for k in ATLAS_HANDS),
+            *(pct0(saving(at(k, "pv-osimr", 1), at(k, "pv-osim", 1))) for k in ATLAS_HANDS))
+
+
+def tello_xix_share():
+    """Percent of the Tello-like biped's C-ABA flops charged as X^T I X (counted live)."""
+    from sparsedyn.loops import tello_like
+    from sparsedyn.opcount import count_operations
+    from sparsedyn.recursive.cluster import c_aba
+    cm = tello_like()
+    q, yd, w = cm.random_state(0)
+    with count_operations() as ops:
+        c_aba(cm, q, yd, w)
+    return pct0(100 * ops.by_kind["X^T I X"] / ops.flops)
+
+
 def bench_delassus(method, B):
     rows = tables(committed("bench_delassus.md"))[""]
     cell = next(r for r in rows if r["method"] == method)[f"B={B}"]
@@ -266,6 +330,7 @@ LT = "loops_tables.md"
 LS = "loops_sparse.md"
 GT, PBT, MC, MIT = ("12-link GT chain (24 bodies, ny=12)", "12-link PBT chain (24 bodies, ny=12)",
                     "Mini Cheetah (25 bodies, ny=18)", "MIT Humanoid (37 bodies, ny=24)")
+TELLO, JVRC = "Tello Humanoid (37 bodies, ny=24)", "JVRC-1 (65 bodies, ny=38)"
 
 
 def lt(table, system, algorithm, column="ops %"):
@@ -409,6 +474,31 @@ QUOTES = [
      lambda: tuple(slope_text("(b)")[m] for m in ("pv-osimr", "efpa", "pv-osim"))),
     (R, "LTL-OSIM needs {}% of EFPA's flops on our humanoid",
      lambda: (pct0(100 * dr(HF, "ltl-osim") / dr(HF, "efpa")),)),
+    (R, "LTL-OSIM needs {}% of EFPA's flops for hands + feet (paper: 78%), with the paper's sparsity "
+        "(structural zeros {} of H, {} of J; paper ~56% / ~67%)",
+     lambda: (pct0(ltl_efpa(ASIMO_HF)), row(DT, "(h)", case=ASIMO_HF)["zeros in H"],
+              row(DT, "(h)", case=ASIMO_HF)["zeros in J"])
+     if (row(DT, "(h)", case=ASIMO_HF)["bodies"], row(DT, "(h)", case=ASIMO_HF)["nv"]) == ("35", "40") else ("x",) * 3),
+    (R, "longer arms, legs and 12-DoF hands raise the ratio ({}%, {}%, {}%",
+     lambda: tuple(pct0(ltl_efpa(k)) for k in ASIMO_VARIANTS)
+     if all(ltl_efpa(k) > ltl_efpa(ASIMO_HF) for k in ASIMO_VARIANTS) else ("x",) * 3),
+    (R, "with two more arms and legs ({} zeros in H, paper 73%) LTL-OSIM stays cheaper at {}%",
+     lambda: (row(DT, "(h)", case=ASIMO_EXTRA)["zeros in H"], pct0(ltl_efpa(ASIMO_EXTRA)))
+     if ltl_efpa(ASIMO_EXTRA) < 100 else ("x", "x")),
+    (R, "the ratio drops to {}%, and balanced on one foot it is {}%",
+     lambda: (pct0(ltl_efpa(ASIMO_FTF)), pct0(ltl_efpa(ASIMO_FOOT)))),
+    (R, "nv = {}; 60 / 84 with one / two 24-DoF hands",
+     lambda: (row(DT, "(i)", case="Atlas-like, 6D feet")["nv"],)
+     if [row(DT, "(i)", case=k)["nv"] for k in ATLAS_HANDS] == ["60", "84", "84"] else ("x",)),
+    (R, "6D feet {}% (paper: identical), 4x3D feet +{}% (paper +19.9%; +{}% without the shared sweep), "
+        "6D hands + feet {}% (paper ~-1.5%)",
+     lambda: (r1(more(at("Atlas-like, 6D feet", "pv-osim"), at("Atlas-like, 6D feet", "pv-osimr"))),
+              r1(more(at("Atlas-like, 4 x 3D corners per foot", "pv-osim"), at("Atlas-like, 4 x 3D corners per foot", "pv-osimr"))),
+              r1(more(at("Atlas-like, 4 x 3D corners per foot", "pv-osim", 1),
+                      at("Atlas-like, 4 x 3D corners per foot", "pv-osimr", 1))),
+              r1(more(at("Atlas-like, 6D hands + 6D feet", "pv-osim"), at("Atlas-like, 6D hands + 6D feet", "pv-osimr"))))),
+    (R, "PV-OSIM needs +{}%, +{}% and +{}% more (PV-OSIMr {}%, {}% and {}% fewer; {}%, {}% and {}% fewer on the "
+        "method-specific part", atlas_hands_quote),
     (R, "on the lone hand LTL-OSIM is cheaper than EFPA ({}%)",
      lambda: (pct0(100 * dr(HAND, "ltl-osim") / dr(HAND, "efpa")),)),
     (D, "PV-OSIM {}% cheaper ({} vs {}) | {} vs {} |",
@@ -437,6 +527,10 @@ QUOTES = [
     (D, "nv = 67 with one hand, 85 with two",
      lambda: () if (row(DT, ROB, case=LEFT)["nv"], row(DT, ROB, case=HANDS2)["nv"], row(DT, ROB, case=FEET)["nv"])
      == ("67", "85", "49") else ("x",)),
+    (D, "an ASIMO-like humanoid of {} bodies with EFPA's Fig. 6 variants, and an Atlas-like humanoid with nv = {} "
+        "({} and {} with the hands)",
+     lambda: (row(DT, "(h)", case=ASIMO_HF)["bodies"], row(DT, "(i)", case="Atlas-like, 6D feet")["nv"],
+              row(DT, "(i)", case=ATLAS_HANDS[0])["nv"], row(DT, "(i)", case=ATLAS_HANDS[1])["nv"])),
     (D, "LTL-OSIM beats EFPA on the lone hand ({} vs {})", lambda: (c(dr(HAND, "ltl-osim")), c(dr(HAND, "efpa")))),
     (D, "PV-OSIMr grows by ~{} flops per stem link independently of k",
      lambda: (c(tree_per_link(1, "pv-osimr")),) if len({tree_per_link(k, "pv-osimr") for k in (1, 2, 4, 7, 10)}) == 1
@@ -510,6 +604,19 @@ QUOTES = [
     (R, "projected inverse OSIM on the quadruped and biped only ({}%, {}%)",
      lambda: (f"{lt('Table IV', MC, 'projected inverse OSIM'):+.1f}", f"{lt('Table IV', MIT, 'projected inverse OSIM'):+.1f}")
      if lt("Table IV", GT, "projected inverse OSIM") < 0 and lt("Table IV", PBT, "projected inverse OSIM") < 0 else ("x", "x")),
+    (R, "projected RNEA {} and {} (paper +22.4% and +36.6%), projection method {} and {} (paper +22.2% and "
+        "+87.3%), dense Lagrange {} and {} (paper +82.7% and +212.8%), Lagrange with L^T L {} and {}, projected "
+        "inverse OSIM {} and {} (paper +7.8% and +107.4%)",
+     lambda: tuple(lt_pct(t, sy, a) for t, a in (("Table II:", "projected RNEA"), ("Table III", "projection method"),
+                                                 ("Table III", "Lagrange multipliers (dense LU)"),
+                                                 ("Table III", "Lagrange multipliers (L^T L)"),
+                                                 ("Table IV", "projected inverse OSIM")) for sy in (TELLO, JVRC))),
+    (R, "the cluster algorithms win on both, except against L^T L Lagrange on the Tello-like biped",
+     lambda: () if [lt("Table III", sy, "Lagrange multipliers (L^T L)") < 0 for sy in (TELLO, JVRC)] == [True, False]
+     and all(lt(t, sy, a) > 0 for sy in (TELLO, JVRC) for t, a in (
+         ("Table II:", "projected RNEA"), ("Table III", "projection method"),
+         ("Table III", "Lagrange multipliers (dense LU)"), ("Table IV", "projected inverse OSIM"))) else ("x",)),
+    (R, "where {}% of C-ABA's count is the dense transform X^T I^A X", lambda: (tello_xix_share(),)),
     (R, "C-ABA grows as length^{}, projection ^{}, Lagrange ^{} (L^T L) and ^{} (dense LU) over 12..24 links",
      lambda: tuple(lt_slopes()[k] for k in ("C-ABA", "projection", "Lagrange (L^T L)", "Lagrange (dense LU)"))),
     (R, "C-ABA is cheaper than dense Lagrange from {} links, than projection from {} and than Lagrange with "

@@ -13,7 +13,7 @@ import sparsedyn as sd
 from oracles import pin, pin_model, rel_err, to_pin_q
 from sparsedyn.errors import ModelError, SingularModelError
 from sparsedyn.loops import (ClusterModel, GearedMotor, ImplicitConstraint, belt_chain, four_bar, geared_chain,
-                             mini_cheetah, mit_humanoid)
+                             jvrc_like, mini_cheetah, mit_humanoid, tello_like)
 from sparsedyn.model.joints import RevoluteJoint
 from sparsedyn.model.model import WORLD, ModelBuilder
 from sparsedyn.models import HUMANOID_URDF, random_tree
@@ -30,6 +30,8 @@ SYSTEMS = {
     "mini_cheetah": (mini_cheetah, ["FR_shank", "HL_shank", "body"]),
     "mit_humanoid": (mit_humanoid, ["left_foot", "right_foot", "left_elbow"]),
     "four_bar": (four_bar, ["tail", "rocker"]),
+    "tello_like": (tello_like, ["left_foot", "right_shin", "left_elbow"]),
+    "jvrc_like": (jvrc_like, ["left_ankle_p", "right_ankle_p", "left_wrist_y"]),
 }
 
 
@@ -173,7 +175,7 @@ def test_external_forces_enter_like_the_projection_method():
 # ------------------------------------------------------------------ constraints
 
 @pytest.mark.parametrize("make", [lambda: geared_chain(4), lambda: belt_chain(4), four_bar,
-                                  lambda: four_bar(generic=True)])
+                                  lambda: four_bar(generic=True), lambda: _differential_pair()])
 def test_constraint_jacobians_against_finite_differences(make):
     cm = make()
     rng = np.random.default_rng(6)
@@ -198,6 +200,26 @@ def test_constraint_jacobians_against_finite_differences(make):
     Kp, _ = cm.implicit(q + h * qd, qd)
     Km, _ = cm.implicit(q - h * qd, qd)
     assert np.abs(k + (Kp - Km) / (2 * h) @ qd).max() <= 1e-6             # k = -Kdot qd
+
+
+def _differential_pair():
+    """One Tello-like knee-ankle differential on a fixed base (two rotors, shin, foot)."""
+    from sparsedyn.loops.builders import add_differential
+    b = ModelBuilder("differential")
+    link = dict(mass=0.5, com=(0.01, 0, -0.1), inertia=np.diag([0.005, 0.005, 0.001]))
+    T = np.eye(4)
+    T[2, 3] = -0.25
+    c = add_differential(b, "shin", "foot", WORLD, np.array([0.0, 1, 0]), np.array([0.0, 1, 0]),
+                         ((0, 0.03, 0), (0, -0.03, 0)), np.eye(4), T, link, link)
+    return ClusterModel(b.build(), [c])
+
+
+def test_seed_003_system_sizes():
+    """Sec. IX: the 24-DoF Tello humanoid (with arms) and the 38-DoF modified JVRC-1."""
+    tello, jvrc = tello_like(), jvrc_like()
+    assert (tello.ny, tello.model.nbodies, tello.max_cluster_size) == (24, 37, 4)
+    assert sum(c.kind == "differential" for c in tello.clusters) == 4
+    assert (jvrc.ny, jvrc.model.nbodies, jvrc.nclusters) == (38, 65, 33)
 
 
 def test_generic_user_constraint_equals_four_bar():

@@ -7,6 +7,8 @@
 - humanoid(floating_base=True): the embedded 43-DoF humanoid (legs with feet and F/T sensors,
   torso, arms with three-fingered hands, head with an IMU), package data
 - hand(): the embedded 24-DoF five-finger hand, package data
+- asimo_like(...), asimo_like_on_one_foot(), atlas_like(): representative humanoids of the
+  Delassus studies (seed 002's ASIMO and its Fig. 6 variants, seed 000's Atlas), humanoids.py
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 from ..model.joints import PrismaticJoint, RevoluteJoint, SphericalJoint
 from ..model.model import WORLD, ModelBuilder
 from ..model.urdf import load_urdf
+from .humanoids import asimo_like, asimo_like_on_one_foot, atlas_like
 
 DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
 HUMANOID_URDF = os.path.join(DATA_DIR, "humanoid.urdf")
@@ -119,5 +122,5 @@ def random_tree(n_bodies, seed=0, joint_types=("revolute", "prismatic"), name=No
     return b.build()
 
 
-__all__ = ["humanoid", "hand", "serial_chain", "branched_tree", "random_tree",
+__all__ = ["humanoid", "hand", "asimo_like", "asimo_like_on_one_foot", "atlas_like", "serial_chain", "branched_tree", "random_tree",
            "HUMANOID_URDF", "HAND_URDF", "DATA_DIR"]
