@@ -59,15 +59,15 @@ def test_delassus_rows_regenerate():
     import delassus_studies as ds
     text = committed("delassus_tables.md")
     fresh = "\n".join(ds.tree_lines(ds.study_tree([0, 10], [1, 2])))
-    assert compare(fresh, text, key=["branches/side", "stem"]) == 4 * 7
+    assert compare(fresh, text, key=["branches/side", "stem"]) == 4 * 8
     for (title, xlabel, _), rows in zip(ds.CHAIN_TITLES, (ds.study_chain_k2([2, 3]),
                                                           ds.study_chain_every([2, 4]))):
-        assert compare("\n".join(ds.chain_lines(title, xlabel, rows)), text, key=[xlabel]) == 2 * 4
+        assert compare("\n".join(ds.chain_lines(title, xlabel, rows)), text, key=[xlabel]) == 2 * 5
     cases = ["humanoid, 6D feet", "five-finger hand alone, 5 x 3D tips",
              "humanoid + left hand, 5 x 3D tips"]
     robots = ds.study_robots(cases)
     skip = version_dependent("delassus_tables.md", *ds.VERSION_DEPENDENT)
-    assert compare("\n".join(ds.robot_lines(robots)), text, key=["case"], skip=skip) == 3 * (11 - len(skip))
+    assert compare("\n".join(ds.robot_lines(robots)), text, key=["case"], skip=skip) == 3 * (12 - len(skip))
     assert compare("\n".join(ds.sparse_lines(robots)), text, key=["case"]) == 3 * 9
     assert ds.sparsity_line() in text.splitlines()
 
