@@ -53,6 +53,9 @@ def test_fig2_rows_regenerate():
     skip = version_dependent("fig2.md", *fig2.VERSION_DEPENDENT)
     assert compare(fresh, committed("fig2.md"), key=["N_B"], skip=skip) == 2 * (11 - len(skip))
     assert fig2.humanoid_line() in committed("fig2.md")
+    fresh = "\n".join(fig2.sie_lines([fig2.sie_row(n) for n in (4, 10)]))
+    skip = version_dependent("fig2.md", *fig2.SIE_VERSION_DEPENDENT, *fig2.SIE_MATCHING_DEPENDENT)
+    assert compare(fresh, committed("fig2.md"), key=["N_B"], skip=skip) == 2 * (9 - len(skip))
 
 
 def test_delassus_rows_regenerate():
