@@ -49,3 +49,16 @@ def test_matrix_aba_counts_per_state_and_refuses_batches():
     assert counts[0] == counts[1]                                # generic states: same structure
     with pytest.raises(ValueError, match="one state"):
         matrix_aba(model, q, qd, tau)
+
+
+def test_matrix_aba_floating_base_humanoid():
+    """A 6-DoF root pivot (W^{L,2} block (S^T I^A S)^-1 of size 6) and a branched tree."""
+    from oracles import pin_model, to_pin_q
+    import sparsedyn as sd
+    model = sd.load_urdf(sm.HUMANOID_URDF, floating_base=True)
+    pm = pin_model(sm.HUMANOID_URDF, True)
+    rng = np.random.default_rng(3)
+    q = model.random_configuration(rng)
+    qd, tau = rng.normal(size=(2, model.nv))
+    ref = pin.aba(pm, pm.createData(), to_pin_q(model, pm, q), qd, tau)
+    assert rel_err(matrix_aba(model, q, qd, tau), ref) <= 1e-9
