@@ -12,7 +12,8 @@ Sec. IV) and seed 002 (EFPA, Sec. V-C), with sparsedyn's operation counter (one 
         LTL-OSIM (Featherstone's SFA) for hands + feet and the Fig. 6 variants
     (i) seed 000's Atlas studies on the representative Atlas-like humanoid (nv = 36; + the
         24-DoF hand: 60 / 84 DoF as in the paper)
-    (d) and (e) also count every non-recursive method, the sparse route through Nori's system
+    Recursive methods: PV-OSIMr, PV-OSIM, EFPA and KJR (Kreutz-Delgado, Jain, Rodriguez; seed
+    002's RJKA). (d) and (e) also count every non-recursive method, the sparse route through Nori's system
     included (column "sparse", planned with the cheapest of the orderings sparsedyn computes
     itself, experiments/own_orderings.py, so that its count does not depend on SciPy's or
     CHOLMOD's versions).
@@ -39,10 +40,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from own_orderings import own_best, versions_line  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
-RECURSIVE = ("pv-osimr", "pv-osim", "efpa")
+# "kjr": Kreutz-Delgado, Jain, Rodriguez (seed 000 Table I; seed 002's RJKA), recursive/kjr.py
+RECURSIVE = ("pv-osimr", "pv-osim", "efpa", "kjr")
 # "sparse": C D^-1 B on Nori's block system (problems/delassus_sparse.py): assembly + one sparse
 # LU + m substitutions + C x, planned offline per contact set (planning is not counted)
-ALL = ("pv-osimr", "pv-osim", "efpa", "ltl-osim", "dense", "sparse")
+ALL = ("pv-osimr", "pv-osim", "efpa", "kjr", "ltl-osim", "dense", "sparse")
 # the library's own "sparse" (auto ordering: SciPy's and CHOLMOD's orderings included, so its count
 # depends on their versions; shown for reference, not regenerated exactly elsewhere)
 SPARSE_AUTO = "sparse (auto, this installation)"
@@ -432,9 +434,9 @@ def write(tree, k2, every, robots, quick, efpa=(), atlas=()):
     lines += [""] + efpa_lines(efpa) + ["", efpa_breakdown_line(), ""] + atlas_lines(atlas)
     fig, ax = plt.subplots(figsize=(9, 4))
     w = 0.16
-    for j, meth in enumerate(ALL[:4]):
+    for j, meth in enumerate(ALL[:5]):
         ax.bar(np.arange(len(robots)) + j * w, [r[3][meth][0] for r in robots], w, label=meth)
-    ax.set_xticks(np.arange(len(robots)) + 1.5 * w)
+    ax.set_xticks(np.arange(len(robots)) + 2 * w)
     ax.set_xticklabels([f"{r[0][:26]}\n(m={r[2]})" for r in robots], fontsize=6)
     ax.set_ylabel("flops")
     ax.legend(fontsize=7)

@@ -18,6 +18,19 @@ applies to its normal equations P = A^T A (the least-squares route of sparsedyn.
 Also (table only) the exactly determined humanoid problem of the tests (square: sparse LU of
 [D; D_Y] itself).
 
+Second section, the set-up of Nori's own Fig. 2 code (iron76/bnt_time_varying,
+experiments/computationalComplexity/SIE/compare with autoSensSIEfriction): a FIXED-base serial
+chain, the square system [D; D_Y] with measured fx_1..fx_{N_B-1} (6 each), qdd_3..qdd_{N_B-2}, and
+five components of f_1 and of fx_{N_B} (all but the moment about z: load cells + slippery floor,
+eq. 24); unknown: every tau, qdd_1, qdd_2, qdd_{N_B-1}, qdd_{N_B}, the two moments about z, a, f.
+Its pivots cannot all be always-nonzero entries (the unknown qdd are reached through the joint
+transforms), so the planner is given every entry of the worst-case pattern as a pivot candidate
+(generically nonzero; the online backward-error check catches a vanishing one). Columns:
+  - unpermuted LU: natural column order (Nori's variable order a, f, tau, fx, qdd per link), rows
+    only matched to the pivots (the row permutation P of MATLAB's [L, U, P] = lu([D; Y]))
+  - permuted LU: the cheapest of sparsedyn's own fill-reducing orderings (P D Q = L U)
+  - dense LU of the same n x n system, for scale.
+
 Writes experiments/out/fig2.png and experiments/out/fig2.md.
 
     python experiments/fig2_estimation_flops.py [--max 40] [--step 3]
@@ -36,6 +49,9 @@ from sparsedyn import sensors as S
 from sparsedyn.estimation import EstimationProblem, compile_estimation
 from sparsedyn.files import atomic_path, atomic_write
 from sparsedyn.model.joints import FreeFlyerJoint, RevoluteJoint
+from sparsedyn.models import serial_chain
+from sparsedyn.problems.plan import plan_system
+from sparsedyn.system import NewtonEulerSystem
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from own_orderings import own_best, versions_line  # noqa: E402
@@ -95,6 +111,10 @@ def table_lines(rows):
 VERSION_DEPENDENT = ("auto (this installation)",)
 
 HUMANOID_LINKS = ["l_sole", "r_sole", "chest"]
+SIE_NOTE = ("Unknown: every tau, qdd of joints 1, 2, N_B-1, N_B, the moment about z of f_1 and of "
+            "fx_N_B, all a and f; measured: fx_1..fx_(N_B-1), qdd_3..qdd_(N_B-2), five components of "
+            "f_1 and fx_N_B. LU flops per state (factorization + substitutions), pivots on generically "
+            "nonzero entries. Unpermuted: natural column order, rows matched to the pivots only.")
 
 
 def humanoid_line():
@@ -110,6 +130,46 @@ def humanoid_line():
             f"{dense_lu(hp.shape[1]):.3g}.")
 
 
+#: five of f_1's and fx_N's six components, angular-first: all but the moment about z
+#: (autoSensSIEfriction's selector of "f1_2D_friction" / "fxN_2D_friction")
+SIE_SELECTOR = np.eye(6)[[0, 1, 3, 4, 5]]
+
+
+def sie_system(N):
+    """Nori's own Fig. 2 set-up: the fixed-base N-link chain with its square [D; D_Y] (N >= 4)."""
+    measured = [("fx", i) for i in range(N - 1)] + [("qdd", i) for i in range(2, N - 2)]
+    measured += [("f", 0, SIE_SELECTOR), ("fx", N - 1, SIE_SELECTOR)]
+    return NewtonEulerSystem(serial_chain(N), measured)
+
+
+def sie_row(N):
+    system = sie_system(N)
+    fact = plan_system(system, np.ones(system.nnz, dtype=bool), ordering="all")
+    flops = {r["name"]: r["flops"] for r in fact.table if r["pivot_safe"]}
+    own = own_best(fact.table)
+    return dict(N_B=N, n=system.shape[0], nnz=system.nnz, natural=flops["natural"], permuted=own["flops"],
+                ordering=own["name"], dense=dense_lu(system.shape[0]),
+                auto=f"{fact.stats['flops']} ({fact.stats['ordering']})")
+
+
+SIE_TITLE = "## Nori's own set-up: fixed base, square system, qdd of joints 1, 2, N_B-1, N_B unknown"
+#: depend on SciPy's / CHOLMOD's orderings (their versions)
+SIE_VERSION_DEPENDENT = ("auto (this installation)",)
+#: depend on which of equally cheap pivot matchings SciPy's min_weight_full_bipartite_matching
+#: returns (its version): the pivots are matched over the whole pattern here
+SIE_MATCHING_DEPENDENT = ("unpermuted LU", "permuted LU", "ordering", "unpermuted / permuted")
+
+
+def sie_lines(rows):
+    lines = [SIE_TITLE, "",
+             "| N_B | n | nnz | unpermuted LU | permuted LU | ordering | unpermuted / permuted | "
+             "dense LU | auto (this installation) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['N_B']} | {r['n']} | {r['nnz']} | {r['natural']} | {r['permuted']} | "
+                     f"{r['ordering']} | {r['natural'] / r['permuted']:.2f} | {r['dense']:.0f} | {r['auto']} |")
+    return lines
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--max", type=int, default=40)
@@ -123,6 +183,7 @@ def main(argv=None):
         print(f"N_B={N:3d}  [D;D_Y] {r['rows']}x{r['n']}  sparse LU(P) {r['sparse']:9d} [{r['ordering']}]  "
               f"dense LU(P) {r['dense']:12.0f}  ratio {r['dense'] / r['sparse']:8.1f}  "
               f"load cells alone: {r['remark5']}")
+    sie = [sie_row(N) for N in range(4, args.max + 1, 2)]
     with atomic_write(os.path.join(OUT, "fig2.md"), "w") as fh:
         fh.write("# Fig. 2: torque estimation, floating serial chain, load cells at both ends\n\n")
         fh.write("Slippery floor at both ends (load cells alone: Remark 5, ill-posed for every state).\n")
@@ -134,11 +195,13 @@ def main(argv=None):
         fh.write(versions_line() + "\n\n")
         fh.write("\n".join(table_lines(rows)) + "\n")
         fh.write("\n" + humanoid_line() + "\n")
+        fh.write("\n" + "\n".join(sie_lines(sie)) + "\n\n" + SIE_NOTE + "\n")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     N = [r["N_B"] for r in rows]
-    plt.figure(figsize=(6, 4))
+    plt.figure(figsize=(11, 4))
+    plt.subplot(1, 2, 1)
     plt.semilogy(N, [r["dense"] for r in rows], "o-", label="dense LU of $A^TA$")
     plt.semilogy(N, [r["sparse"] for r in rows], "s-", label="permuted sparse LU of $A^TA$")
     plt.semilogy(N, [r["reduced"] for r in rows], "^--", label="dense LU, reduced eq. (23)")
@@ -147,6 +210,15 @@ def main(argv=None):
     plt.title("Torque estimation, load cells + slippery floor")
     plt.legend()
     plt.grid(True, which="both", alpha=0.3)
+    plt.subplot(1, 2, 2)
+    Ns = [r["N_B"] for r in sie]
+    plt.plot(Ns, [r["natural"] for r in sie], "o-", label="unpermuted LU (natural columns)")
+    plt.plot(Ns, [r["permuted"] for r in sie], "s-", label="permuted LU (own best ordering)")
+    plt.xlabel("$N_B$")
+    plt.ylabel("flops per state")
+    plt.title("Nori's code set-up: fixed base, square", fontsize=10)
+    plt.legend()
+    plt.grid(True, alpha=0.3)
     plt.tight_layout()
     with atomic_path(os.path.join(OUT, "fig2.png")) as tmp:
         plt.savefig(tmp, dpi=120)

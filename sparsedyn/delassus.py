@@ -13,6 +13,8 @@ Methods (one file each in sparsedyn/recursive/; see notes/delassus-pv-osimr-efpa
     "pv-osimr"  seed 000 Algorithm 3, O(n + m^2)         (pv_osimr.py)
     "pv-osim"   seed 000 Algorithm 1, O(n + m^2 d)       (pv_osim.py)
     "efpa"      seed 002 Table I, O(n + m d + m^2)       (efpa.py)
+    "kjr"       Kreutz-Delgado, Jain, Rodriguez (seed 000 Table I, seed 002 Sec. V-A),
+                O(n + m^2 d)                               (kjr.py)
     "ltl-osim"  CRBA + L^T L + Y = J L^-1, Y Y^T          (ltl_osim.py)
     "dense"     J M^-1 J^T with a dense Cholesky factorization (reference)
     "sparse"    C D^-1 B on Nori's forward-dynamics block system, one sparse LU and m
@@ -40,6 +42,7 @@ from .model.model import WORLD
 from .opcount import charge
 from .recursive.crba import crba_sweeps
 from .recursive.efpa import efpa_sweeps
+from .recursive.kjr import kjr_sweeps
 from .recursive.ltl import ltl
 from .recursive.ltl_osim import ltl_osim_sweeps
 from .recursive.pv_osim import pv_osim_sweeps
@@ -70,6 +73,7 @@ METHODS = {
     "pv-osimr": pv_osimr_sweeps,
     "pv-osim": pv_osim_sweeps,
     "efpa": efpa_sweeps,
+    "kjr": kjr_sweeps,
     "ltl-osim": ltl_osim_sweeps,
     "dense": dense_sweeps,
     "sparse": sparse_sweeps,

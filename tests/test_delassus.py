@@ -180,6 +180,21 @@ def test_branched_tree_and_random_trees(method):
     assert rel_err(D, D_ref) <= TOL
 
 
+@pytest.mark.parametrize("method", ALL)
+def test_serial_chain_welds_along_the_chain(method):
+    """A 12-link chain with contacts on every third link and two on the tip: every pair's common
+    ancestor is one of the two bodies (KJR's cross recursion runs down one side only)."""
+    model = sm.serial_chain(12)
+    rng = np.random.default_rng(13)
+    contacts = [Contact(f"link{k}", "6d", random_placement(rng)) for k in (3, 6, 9, 12)]
+    contacts.append(Contact("link12", "3d", random_placement(rng)))
+    q = model.random_configuration(rng, batch=2)
+    D = delassus(model, q, contacts, method=method)
+    for b in range(2):
+        _, D_ref = pin_dense(pin_twin(model), q[b], contacts)
+        assert rel_err(D[b], D_ref) <= TOL
+
+
 def test_fig1_topology():
     """Seed 000, Fig. 1 (paper's link k = our body k-1, paper's 0 = WORLD = -1, EE 7, 8, 9 =
     nodes 6, 7, 8 for contacts on paper links 6, 3, 5)."""

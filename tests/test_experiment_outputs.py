@@ -44,7 +44,7 @@ def test_fig1_rows_regenerate():
     rows = [fig1.row_for(n) for n in (2, 5, 7, 20, 50)]
     fresh = "\n".join(fig1.table_lines(rows))
     skip = version_dependent("fig1.md", *fig1.VERSION_DEPENDENT)
-    assert compare(fresh, committed("fig1.md"), key=["N"], skip=skip) == 5 * (27 - len(skip))
+    assert compare(fresh, committed("fig1.md"), key=["N"], skip=skip) == 5 * (28 - len(skip))
 
 
 def test_fig2_rows_regenerate():
@@ -53,21 +53,24 @@ def test_fig2_rows_regenerate():
     skip = version_dependent("fig2.md", *fig2.VERSION_DEPENDENT)
     assert compare(fresh, committed("fig2.md"), key=["N_B"], skip=skip) == 2 * (11 - len(skip))
     assert fig2.humanoid_line() in committed("fig2.md")
+    fresh = "\n".join(fig2.sie_lines([fig2.sie_row(n) for n in (4, 10)]))
+    skip = version_dependent("fig2.md", *fig2.SIE_VERSION_DEPENDENT, *fig2.SIE_MATCHING_DEPENDENT)
+    assert compare(fresh, committed("fig2.md"), key=["N_B"], skip=skip) == 2 * (9 - len(skip))
 
 
 def test_delassus_rows_regenerate():
     import delassus_studies as ds
     text = committed("delassus_tables.md")
     fresh = "\n".join(ds.tree_lines(ds.study_tree([0, 10], [1, 2])))
-    assert compare(fresh, text, key=["branches/side", "stem"]) == 4 * 7
+    assert compare(fresh, text, key=["branches/side", "stem"]) == 4 * 8
     for (title, xlabel, _), rows in zip(ds.CHAIN_TITLES, (ds.study_chain_k2([2, 3]),
                                                           ds.study_chain_every([2, 4]))):
-        assert compare("\n".join(ds.chain_lines(title, xlabel, rows)), text, key=[xlabel]) == 2 * 4
+        assert compare("\n".join(ds.chain_lines(title, xlabel, rows)), text, key=[xlabel]) == 2 * 5
     cases = ["humanoid, 6D feet", "five-finger hand alone, 5 x 3D tips",
              "humanoid + left hand, 5 x 3D tips"]
     robots = ds.study_robots(cases)
     skip = version_dependent("delassus_tables.md", *ds.VERSION_DEPENDENT)
-    assert compare("\n".join(ds.robot_lines(robots)), text, key=["case"], skip=skip) == 3 * (11 - len(skip))
+    assert compare("\n".join(ds.robot_lines(robots)), text, key=["case"], skip=skip) == 3 * (12 - len(skip))
     assert compare("\n".join(ds.sparse_lines(robots)), text, key=["case"]) == 3 * 9
     assert ds.sparsity_line() in text.splitlines()
 
@@ -133,6 +136,7 @@ def row(name, section="", **key):
     """The committed row of output `name` (section heading prefix) whose cells equal `key`
     (keyword = column header with spaces as underscores, or a dict via **{...})."""
     sections = [h for h in _tables(name) if h.startswith(section)]
+    sections = [section] if section in sections else sections       # "" : the untitled one
     assert len(sections) == 1, (name, section, sections)
     hits = [r for r in _tables(name)[sections[0]]
             if all(r.get(k.replace("_", " "), r.get(k)) == str(v) for k, v in key.items())]
@@ -200,6 +204,13 @@ def f1_auto_aba():
     return sum(r["auto ordering"] == "aba" for r in rows), len(rows)
 
 
+def f1_natural_above_matrix():
+    """The N_B from which on the unpermuted LU needs more flops than the matrix ABA."""
+    rows = section_rows(F1)
+    above = [number(r["LU natural"]) > number(r["matrix ABA"]) for r in rows]
+    return int(rows[next(i for i in range(len(rows)) if all(above[i:]))]["N"])
+
+
 def f1_band(lo=20):
     ratios = [number(r["LU own best"]) / number(r[ABA_F]) - 1 for r in section_rows(F1) if int(r["N"]) >= lo]
     return pct0(100 * min(ratios)), pct0(100 * max(ratios))
@@ -211,6 +222,26 @@ F2 = "fig2.md"
 
 def f2(n, column):
     return col(F2, "", column, N_B=n)
+
+
+SIE = "Nori's own set-up"
+
+
+def sie(n, column):
+    return col(F2, SIE, column, N_B=n)
+
+
+def sie_ratio_range():
+    """min, max of unpermuted / permuted LU flops over the committed N_B (from the counts)."""
+    ratios = [number(r["unpermuted LU"]) / number(r["permuted LU"]) for r in section_rows(F2, SIE)]
+    return r2(min(ratios)), r2(max(ratios))
+
+
+def kjr_vs_efpa():
+    """(cases where EFPA needs fewer flops than KJR, all cases, the cases where KJR wins)."""
+    rows = section_rows(DT, ROB)
+    wins = [r["case"] for r in rows if number(r["kjr"]) < number(r["efpa"])]
+    return len(rows) - len(wins), len(rows), wins
 
 
 def f2_humanoid(what):
@@ -444,6 +475,14 @@ QUOTES = [
     (R, "zero fill: {} flops at N_B = 50, {}x RNEA's closed form",
      lambda: (c(f1(50, "ID LU RNEA order")), r2(f1(50, "ID LU RNEA order") / f1(50, "RNEA 93N-108+81N-100")))
      if f1(50, "ID fill") == 0 else ("x", "x")),
+    (R, "needs {} flops at N_B = 10 and {} at 100 ({}x and {}x ABA's closed form); the unpermuted LU (natural "
+        "column order, rows only matched to the pivots) {} and {} ({}x and {}x), above the matrix ABA from N_B = {} on. "
+        "Both stay above the permuted LU at every N_B",
+     lambda: (c(f1(10, "matrix ABA")), c(f1(100, "matrix ABA")), r2(f1_ratio(10, "matrix ABA")),
+              r2(f1_ratio(100, "matrix ABA")), c(f1(10, "LU natural")), c(f1(100, "LU natural")),
+              r2(f1_ratio(10, "LU natural")), r2(f1_ratio(100, "LU natural")), f1_natural_above_matrix())
+     if all(min(number(r["matrix ABA"]), number(r["LU natural"])) > number(r["LU own best"])
+            for r in section_rows(F1)) else ("x",) * 9),
     # --- Fig. 2
     (R, "costs {} flops at N_B = 3 and {} at 30 (linear; our own orderings, RCM from 6 links), the "
         "dense LU {} to {} (cubic): {}x to {}x",
@@ -457,12 +496,23 @@ QUOTES = [
      lambda: (int(f2(3, "rows") - f2(3, "unknowns")),)
      if len({number(r["rows"]) - number(r["unknowns"]) for r in section_rows(F2)}) == 1 else ("x",)),
     (R, "sparse LU {} flops vs dense {}", lambda: (c(float(f2_humanoid("flops"))), f2_humanoid("dense"))),
+    (R, "the unpermuted LU (natural column order, rows only matched to the pivots) costs {} flops at N_B = 4 and "
+        "{} at 30, the permuted LU (Markowitz) {} and {}: {}..{}x fewer with the permutation",
+     lambda: (c(sie(4, "unpermuted LU")), c(sie(30, "unpermuted LU")), c(sie(4, "permuted LU")),
+              c(sie(30, "permuted LU")), *sie_ratio_range())
+     if {r["ordering"] for r in section_rows(F2, SIE)} == {"markowitz"} else ("x",) * 6),
     # --- Delassus (seed 000, 002)
     (R, "PV-OSIM needs up to {}% more flops, i.e. PV-OSIMr up to {}% fewer; {}% fewer on the "
         "method-specific part",
      lambda: (r1(more(dr(HANDS2, "pv-osim"), dr(HANDS2, "pv-osimr"))),
               pct0(saving(dr(HANDS2, "pv-osimr"), dr(HANDS2, "pv-osim"))),
               pct0(saving(dr(HANDS2, "pv-osimr", 1), dr(HANDS2, "pv-osim", 1))))),
+    (R, "KJR (Kreutz-Delgado, Jain, Rodriguez, `method=\"kjr\"`, paper O(n + m^2 d)): slope {} on the k^2 chain",
+     lambda: (slope_text("(b)")["kjr"],)),
+    (R, "EFPA is cheaper on {} of our {} robot cases (hands + feet: {} vs {} flops;",
+     lambda: kjr_vs_efpa()[:2] + (c(dr(HF, "efpa")), c(dr(HF, "kjr")))),
+    (R, "KJR only on 4 x 3D corners per foot ({} vs {}), where the contacts share their bodies",
+     lambda: (c(dr(CORNERS, "kjr")), c(dr(CORNERS, "efpa"))) if kjr_vs_efpa()[2] == [CORNERS] else ("x", "x")),
     (R, "{}% more flops", lambda: (r1(max(more(dr(k, "pv-osim"), dr(k, "pv-osimr"))
                                           for k in (LEFT, HANDS2, TIPS_FEET))),)),
     (R, "4x3D feet +{}% (paper +19.9%; +{}% without the shared articulated-inertia sweep)",

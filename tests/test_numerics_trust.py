@@ -118,7 +118,7 @@ def test_mass_matrix_and_ltl_raise_on_overflowing_positions():
         sd.ltdl(model, bad)
 
 
-@pytest.mark.parametrize("method", ["pv-osimr", "pv-osim", "efpa", "ltl-osim", "dense", "sparse"])
+@pytest.mark.parametrize("method", ["pv-osimr", "pv-osim", "efpa", "kjr", "ltl-osim", "dense", "sparse"])
 def test_delassus_raises_on_overflow(method):
     model, _ = _prismatic_tree()
     q = model.random_configuration(0, batch=3)

@@ -288,7 +288,7 @@ def test_heavy_leaf_does_not_make_light_branches_singular(tmp_path):
     contacts = [sd.Contact("b2", "6d"), sd.Contact("a2", "3d")]
     J = np.concatenate([sd.frame_jacobian(model, q, "b2"), sd.frame_jacobian(model, q, "a2")[:, :3]], 1)
     dense = J @ np.linalg.solve(M, np.swapaxes(J, 1, 2))
-    for method in ("pv-osimr", "pv-osim", "efpa", "ltl-osim"):
+    for method in ("pv-osimr", "pv-osim", "efpa", "kjr", "ltl-osim"):
         assert rel_err(sd.delassus(model, q, contacts, method=method), dense) <= TOL, method
 
 
@@ -386,7 +386,7 @@ def _tree_cases():
     chol = sd.SparseCholesky(fact.pattern.T @ fact.pattern)
     cases["SparseCholesky.solve_batch"] = (
         lambda: chol.solve_batch(np.zeros((0, chol.pattern.nnz)), np.zeros((0, n))), (n,))
-    for method in ("pv-osimr", "pv-osim", "efpa", "ltl-osim", "dense", "sparse"):
+    for method in ("pv-osimr", "pv-osim", "efpa", "kjr", "ltl-osim", "dense", "sparse"):
         for backend in ("numpy", None):
             if backend is None or method in ("pv-osimr", "sparse"):
                 cases[f"delassus {method} {backend}"] = (
