@@ -81,6 +81,16 @@ def test_loops_tables_rows_regenerate():
     skip = lt.TIMING_COLUMNS
     assert compare(fresh, committed("loops_tables.md"), key=["system", "algorithm", "chain", "links"],
                    skip=skip) > 60
+    osim = "\n".join(lt.osim_scaling_lines(lt.run_osim_scaling([2, 4, 24])))
+    osim = osim.split("Log-log slope")[0]                   # three lengths: not the full sweep's fit
+    assert compare(osim, committed("loops_tables.md"), key=["links", "algorithm"]) == 3 * 3 * 4
+
+
+def test_loops_accuracy_rows_regenerate():
+    import loops_accuracy as la
+    result = la.run()                         # the whole run: 1,334 batched states, ~0.1 s
+    fresh = "\n".join(la.table_lines(la.rows(result)))
+    assert compare(fresh, committed("loops_accuracy.md"), key=["joint"]) == 6 * 6 + 1 * 6
 
 
 def test_loops_sparse_rows_regenerate():
@@ -298,6 +308,22 @@ def lt_slopes():
                            text_line(LT, "Log-log slope")))
 
 
+def osim_slopes():
+    return dict(re.findall(r"(C-EFPA|projected inverse OSIM|approximate EFPA) (\d\.\d\d)",
+                           text_line(LT, "Log-log slope of the op count over the longer half of the belt")))
+
+
+LA = "loops_accuracy.md"
+
+
+def la_ankle():
+    return row(LA, "", joint="left_foot_joint")
+
+
+def la_paper():
+    return row(LA, "", joint="paper: MIT Humanoid ankle")
+
+
 def ls(system, column):
     return col(LS, "", column, system=system)
 
@@ -510,6 +536,37 @@ QUOTES = [
     (R, "projected inverse OSIM on the quadruped and biped only ({}%, {}%)",
      lambda: (f"{lt('Table IV', MC, 'projected inverse OSIM'):+.1f}", f"{lt('Table IV', MIT, 'projected inverse OSIM'):+.1f}")
      if lt("Table IV", GT, "projected inverse OSIM") < 0 and lt("Table IV", PBT, "projected inverse OSIM") < 0 else ("x", "x")),
+    (R, "The approximate (reflected-inertia) EFPA of Sec. II-E needs {}..{}% of C-EFPA's operations",
+     lambda: lt_range("Table IV", (GT, PBT, MC, MIT), "approximate EFPA")),
+    (R, "C-EFPA grows as length^{}, the projected inverse OSIM as ^{} over 24..48 links",
+     lambda: tuple(osim_slopes()[k] for k in ("C-EFPA", "projected inverse OSIM"))
+     if sorted({int(r["links"]) for r in section_rows(LT, "Fig. 13")})[-5:][0] == 24 else ("x", "x")),
+    (R, "C-EFPA needs fewer operations than the projection from {} links on (at 12 links the projection needs {}x "
+        "C-EFPA's;",
+     lambda: (re.search(r"from (\d+) links on", text_line(LT, "Log-log slope of the op count over the longer half of "
+                                                       "the belt")).group(1),
+              row(LT, "Fig. 13", links=12, algorithm="projected inverse OSIM")["x C-EFPA"])),
+    (R, "The approximate EFPA stays at {}-{}x C-EFPA from 12 links on",
+     lambda: (min(r["x C-EFPA"] for r in section_rows(LT, "Fig. 13")
+                  if r["algorithm"] == "approximate EFPA" and int(r["links"]) >= 12),
+              max(r["x C-EFPA"] for r in section_rows(LT, "Fig. 13")
+                  if r["algorithm"] == "approximate EFPA" and int(r["links"]) >= 12))),
+    (R, "Ankle: unconstrained {} N m RMS ({}% of its maximum torque), approximate {} N m ({}%); paper {} and {} N m "
+        "({}% and {}%)",
+     lambda: tuple(r[k] for r, k in ((la_ankle(), "RMS error unconstrained (N m)"),
+                                      (la_ankle(), "unconstrained, % of max"),
+                                      (la_ankle(), "RMS error approximate (N m)"),
+                                      (la_ankle(), "approximate, % of max"),
+                                      (la_paper(), "RMS error unconstrained (N m)"),
+                                      (la_paper(), "RMS error approximate (N m)"),
+                                      (la_paper(), "unconstrained, % of max"),
+                                      (la_paper(), "approximate, % of max")))),
+    (R, "{} N m peak ankle torque against the paper's ~{})",
+     lambda: (la_ankle()["max abs torque, exact (N m)"], pct0(number(la_paper()["max abs torque, exact (N m)"])))),
+    (R, "the approximation also helps less ({}x against the paper's {}x)",
+     lambda: re.search(r"error (\d+\.\d)x \(paper: (\d+\.\d)x\)", text_line(LA, "Ankle:")).groups()),
+    (R, "with that off-diagonal term added the ankle's error falls to {} N m",
+     lambda: (la_ankle()["approximate + off-diagonal H~ (N m)"],)),
     (R, "C-ABA grows as length^{}, projection ^{}, Lagrange ^{} (L^T L) and ^{} (dense LU) over 12..24 links",
      lambda: tuple(lt_slopes()[k] for k in ("C-ABA", "projection", "Lagrange (L^T L)", "Lagrange (dense LU)"))),
     (R, "C-ABA is cheaper than dense Lagrange from {} links, than projection from {} and than Lagrange with "

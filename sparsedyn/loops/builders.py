@@ -11,6 +11,7 @@ Cheetah and MIT Humanoid), not identified parameters: use them for algorithm com
 - mini_cheetah(): free-flyer base, 4 legs x 3 geared joints (abad, hip, knee): 18 DoF, 25 bodies
 - mit_humanoid(): free-flyer torso, legs with geared hip yaw/roll/pitch and a belt knee+ankle
   cluster, arms with 4 geared joints: 24 DoF, 37 bodies
+- mit_humanoid_leg(): one of its legs on a fixed hip (5 DoF, 10 bodies; the accuracy test)
 - four_bar(): a fixed-base planar four-bar (implicit loop closure) carrying a tail link
 """
 from __future__ import annotations
@@ -130,16 +131,7 @@ def mit_humanoid():
                inertia=np.diag([0.17, 0.12, 0.08]))
     clusters = []
     for side, s in (("left", 1), ("right", -1)):
-        clusters.append(add_geared_joint(b, f"{side}_hip_yaw", "torso", _Z, _placement((-0.005, 0.082 * s, -0.05)),
-                                         0.85, (0, 0, -0.06), _rod(0.85, 0.12, 2), 6.0))
-        clusters.append(add_geared_joint(b, f"{side}_hip_roll", f"{side}_hip_yaw", _X,
-                                         _placement((0, 0, -0.07)), 1.1, (0, 0, -0.03), _rod(1.1, 0.1, 0), 6.0))
-        clusters.append(add_geared_joint(b, f"{side}_thigh", f"{side}_hip_roll", _Y, _placement((0, 0.02 * s, 0)),
-                                         2.1, (0, 0, -0.12), _rod(2.1, 0.26, 2), 6.0))
-        clusters.append(add_belt_pair(
-            b, f"{side}_shank", f"{side}_foot", f"{side}_thigh", _Y, _placement((0, 0, -0.26)),
-            _placement((0, 0, -0.26)), dict(mass=0.6, com=(0, 0, -0.13), inertia=_rod(0.6, 0.26, 2)),
-            dict(mass=0.3, com=(0.02, 0, -0.03), inertia=_rod(0.3, 0.17, 0)), (6.0, 6.0), (2.0, 1.0)))
+        clusters += _humanoid_leg(b, side, s, "torso")
         clusters.append(add_geared_joint(b, f"{side}_shoulder_pitch", "torso", _Y, _placement((0.01, 0.16 * s, 0.3)),
                                          0.5, (0, 0.03 * s, 0), _rod(0.5, 0.08, 1), 6.0))
         clusters.append(add_geared_joint(b, f"{side}_shoulder_roll", f"{side}_shoulder_pitch", _X,
@@ -148,6 +140,28 @@ def mit_humanoid():
                                          _placement((0, 0, -0.1)), 0.7, (0, 0, -0.08), _rod(0.7, 0.16, 2), 6.0))
         clusters.append(add_geared_joint(b, f"{side}_elbow", f"{side}_shoulder_yaw", _Y,
                                          _placement((0, 0, -0.16)), 0.5, (0, 0, -0.12), _rod(0.5, 0.24, 2), 6.0))
+    return ClusterModel(b.build(), clusters)
+
+
+def _humanoid_leg(b, side, s, parent):
+    """The MIT-Humanoid-like leg on `parent` (s = +1 left, -1 right): geared hip yaw (z), roll (x),
+    pitch (y), then the parallel-belt knee+ankle cluster (y, y); returns its four clusters."""
+    return [add_geared_joint(b, f"{side}_hip_yaw", parent, _Z, _placement((-0.005, 0.082 * s, -0.05)),
+                             0.85, (0, 0, -0.06), _rod(0.85, 0.12, 2), 6.0),
+            add_geared_joint(b, f"{side}_hip_roll", f"{side}_hip_yaw", _X,
+                             _placement((0, 0, -0.07)), 1.1, (0, 0, -0.03), _rod(1.1, 0.1, 0), 6.0),
+            add_geared_joint(b, f"{side}_thigh", f"{side}_hip_roll", _Y, _placement((0, 0.02 * s, 0)),
+                             2.1, (0, 0, -0.12), _rod(2.1, 0.26, 2), 6.0),
+            add_belt_pair(b, f"{side}_shank", f"{side}_foot", f"{side}_thigh", _Y, _placement((0, 0, -0.26)),
+                          _placement((0, 0, -0.26)), dict(mass=0.6, com=(0, 0, -0.13), inertia=_rod(0.6, 0.26, 2)),
+                          dict(mass=0.3, com=(0.02, 0, -0.03), inertia=_rod(0.3, 0.17, 0)), (6.0, 6.0), (2.0, 1.0))]
+
+
+def mit_humanoid_leg():
+    """One leg of mit_humanoid() (the left one) on a fixed hip: 5 DoF, 10 bodies (seed 003,
+    Sec. IX-B's accuracy test)."""
+    b = ModelBuilder("mit_humanoid_leg")
+    clusters = _humanoid_leg(b, "left", 1, WORLD)
     return ClusterModel(b.build(), clusters)
 
 
@@ -174,5 +188,5 @@ def four_bar(lengths=(0.1, 0.3, 0.25, 0.3), tail=True, generic=False):
     return ClusterModel(model, [fb])
 
 
-__all__ = ["geared_chain", "belt_chain", "mini_cheetah", "mit_humanoid", "four_bar",
+__all__ = ["geared_chain", "belt_chain", "mini_cheetah", "mit_humanoid", "mit_humanoid_leg", "four_bar",
            "add_geared_joint", "add_belt_pair", "ROTOR"]
