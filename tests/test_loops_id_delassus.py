@@ -1,7 +1,8 @@
-"""Inverse dynamics with kinematic loops in Nori's system (problems/loops.py, given ydd) and loop
-plans saved and loaded, against independent oracles: G^T RNEA(q, G yd, G ydd + g) with
-Pinocchio's RNEA of the spanning tree (seed 003, Sec. II-C's projected RNEA), the Lagrange
-multipliers of the KKT system built from Pinocchio's H and C, and C-RNEA."""
+"""Inverse dynamics and Delassus matrices with kinematic loops in Nori's system (problems/loops.py
+given ydd, problems/loop_delassus.py) and loop plans saved and loaded, against independent
+oracles: G^T RNEA(q, G yd, G ydd + g) with Pinocchio's RNEA of the spanning tree (seed 003,
+Sec. II-C's projected RNEA), the Lagrange multipliers of the KKT system built from Pinocchio's H
+and C, J G (G^T H G)^-1 G^T J^T with Pinocchio's H (Sec. II-E), and C-RNEA / C-EFPA."""
 import os
 import sys
 
@@ -15,7 +16,8 @@ from oracles import pin, pin_twin, rel_err
 from sparsedyn.errors import PlanMismatchError
 from sparsedyn.loops import four_bar, geared_chain, mini_cheetah, mit_humanoid, mit_humanoid_leg
 from sparsedyn.problems import compile, loop_forward_dynamics, loop_inverse_dynamics
-from sparsedyn.recursive.cluster import c_rnea
+from sparsedyn.problems.loop_delassus import compile_loop_delassus
+from sparsedyn.recursive.cluster import c_efpa, c_rnea
 from test_loops import pin_mass_matrix
 from test_loops_sparse import SYSTEMS as FD_SYSTEMS
 
@@ -136,3 +138,45 @@ def test_loop_plans_refuse_another_model(tmp_path):
     compile(sd.inverse_dynamics(geared_chain(4).model)).save(tree_path)
     with pytest.raises(PlanMismatchError, match="not of a cluster model"):
         sd.load_plan(tree_path, geared_chain(4))
+
+
+# ------------------------------------------------------------------ Delassus matrices with loops
+
+@pytest.mark.parametrize("name, contacts", [
+    ("mit_humanoid", [sd.Contact("left_foot"), sd.Contact("right_foot", "3d", np.eye(4)),
+                      sd.Contact("left_elbow", "3d")]),
+    ("belt_chain6", [sd.Contact("link6"), sd.Contact("link3", "3d")]),
+    ("four_bar", [sd.Contact("tail")]),
+    ("four_bar_generic", [sd.Contact("tail", "3d"), sd.Contact("rocker")]),
+])
+def test_loop_delassus_is_the_projected_inverse_osim(name, contacts):
+    cm = SYSTEMS[name]()
+    pm = pin_twin(cm.model)
+    q, _, _ = cm.random_state(36, batch=2)
+    T = np.eye(4)
+    T[:3, 3] = (0.05, -0.02, 0.1)
+    contacts = contacts[:1] + [sd.Contact(c.link, c.kind, T if c.kind == "3d" else None) for c in contacts[1:]]
+    D = sd.delassus(cm, q, contacts, method="sparse")
+    for b in range(2):
+        G, _ = cm.explicit(q[b], np.zeros(cm.ny))
+        H = pin_mass_matrix(pm, q[b])
+        J = sd.contact_jacobian(cm.model, q[b], contacts)
+        ref = J @ G @ np.linalg.solve(G.T @ H @ G, G.T @ J.T)
+        assert rel_err(D[b], ref) <= 1e-9
+    assert rel_err(sd.delassus(cm, q, contacts, method="sparse", backend="numpy"), D) <= 1e-12
+    six = [c.link for c in contacts if c.kind == "6d"]
+    if len(six) == len(contacts):                  # 6D contacts at link frames: C-EFPA's frames
+        assert rel_err(D, c_efpa(cm, q, six)) <= 1e-9
+
+
+def test_loop_delassus_counts_and_bad_method():
+    cm = mini_cheetah()
+    q, _, _ = cm.random_state(37)
+    contacts = [sd.Contact(f"{leg}_shank", "3d") for leg in ("FR", "FL", "HR", "HL")]
+    with sd.count_operations() as ops:
+        D = sd.delassus(cm, q, contacts, method="sparse")
+    assert D.shape == (12, 12)
+    # the counted evaluation is the plan's stated cost: assembly + LU + 11 more substitutions + C x
+    assert ops.flops == compile_loop_delassus(cm, contacts).stats["total_flops"]
+    with pytest.raises(ValueError, match="method='sparse'"):
+        sd.delassus(cm, q, contacts)
