@@ -194,13 +194,19 @@ def compile_delassus(model, contacts, ordering="auto"):
 
 
 def _delassus_plan(model, rc, ordering="auto"):
-    cache = _DELASSUS.setdefault(model, {})
+    return cached_plan(_DELASSUS, model, rc, ordering, DelassusPlan)
+
+
+def cached_plan(table, owner, rc, ordering, make):
+    """make(owner, rc, ordering), built once per (owner, contact set, ordering) in `table` (a
+    WeakKeyDictionary by owner; at most 64 contact sets each) outside the operation count."""
+    cache = table.setdefault(owner, {})
     key = (ordering, _contact_key(rc))
     if key not in cache:
         if len(cache) >= 64:
             cache.clear()
         with suspended():                     # offline work: not part of the online count
-            cache[key] = DelassusPlan(model, rc, ordering)
+            cache[key] = make(owner, rc, ordering)
     return cache[key]
 
 

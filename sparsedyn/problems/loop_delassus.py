@@ -22,8 +22,7 @@ import weakref
 
 from ..contacts import resolve_contacts
 from ..kinematics import joint_transforms
-from ..opcount import suspended
-from .delassus_sparse import DelassusPlan, _contact_key
+from .delassus_sparse import DelassusPlan, cached_plan
 from .loops import loop_forward_dynamics
 from .plan import compile
 
@@ -53,14 +52,7 @@ def compile_loop_delassus(cluster_model, contacts, ordering="auto"):
     planned once and cached per (cluster model, contact set, ordering)."""
     model = cluster_model.model
     rc = contacts if hasattr(contacts, "K") else resolve_contacts(model, contacts)
-    cache = _PLANS.setdefault(cluster_model, {})
-    key = (ordering, _contact_key(rc))
-    if key not in cache:
-        if len(cache) >= 64:
-            cache.clear()
-        with suspended():                     # offline work: not part of the online count
-            cache[key] = LoopDelassusPlan(cluster_model, rc, ordering)
-    return cache[key]
+    return cached_plan(_PLANS, cluster_model, rc, ordering, LoopDelassusPlan)
 
 
 __all__ = ["LoopDelassusPlan", "compile_loop_delassus"]
