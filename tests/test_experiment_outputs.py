@@ -103,6 +103,11 @@ def test_loops_sparse_rows_regenerate():
     skip = version_dependent("loops_sparse.md", *ls.VERSION_DEPENDENT, *ls.MATCHING_DEPENDENT)
     # always compared: the sizes, assembly, tree plan, C-ABA and both Lagrange counts
     assert compare(fresh, committed("loops_sparse.md"), key=["system", "links"], skip=skip) >= 2 * 9 + 2 * 4
+    fresh = "\n".join(["## Inverse dynamics and Delassus matrices with loops", ""] + ls.ID_HEAD
+                      + [ls.id_delassus_line(label, make) for label, make in ls.SYSTEMS
+                         if label in ("12-link PBT chain", "four-bar + tail")])
+    skip = version_dependent("loops_sparse.md", *ls.ID_MATCHING_DEPENDENT)
+    assert compare(fresh, committed("loops_sparse.md"), key=["system"], skip=skip) >= 2 * 6
 
 
 def test_yamane_rows_regenerate():
@@ -340,6 +345,11 @@ def ls_x_range():
 def ls_tree_range():
     vals = [100 * (number(r["sparse loop plan"]) / number(r["tree FD plan"]) - 1) for r in section_rows(LS, "")]
     return f"{min(vals):.1f}", f"{max(vals):.0f}"
+
+
+def ls_id_range(column, systems):
+    vals = [number(row(LS, "Inverse dynamics", system=sy)[column]) for sy in systems]
+    return r2(min(vals)), r2(max(vals))
 
 
 def ls_slopes():
@@ -582,6 +592,15 @@ QUOTES = [
     (R, "needs {} flops there instead of {} ({}x)",
      lambda: (c(number(row(LS, "Geared chain", links=24)["auto (this installation)"])), c(ls_sweep(24, "sparse loop plan")),
               r2(number(row(LS, "Geared chain", links=24)["auto (this installation)"]) / ls_sweep(24, "C-ABA")))),
+    (R, "The loop ID plan (assembly, LU, tau_y = tau - K_y^T lambda) costs {}-{}x our counted C-RNEA on the five systems",
+     lambda: ls_id_range("x C-RNEA", [r["system"] for r in section_rows(LS, "Inverse dynamics")])),
+    (R, "The loop Delassus matrix costs {}-{}x C-EFPA on the two chains and the four-bar (one 6D contact) but {}-{}x on "
+        "the quadruped and the biped (four 6D contacts: {} substitutions after the one factorization), always below the "
+        "projected inverse OSIM",
+     lambda: ls_id_range("x C-EFPA", ["12-link GT chain", "12-link PBT chain", "four-bar + tail"])
+     + ls_id_range("x C-EFPA", ["Mini Cheetah", "MIT Humanoid"]) + (6 * 4,)
+     if all(number(r["loop Delassus"]) < number(r["projected inverse OSIM"])
+            for r in section_rows(LS, "Inverse dynamics")) else ("x",) * 5),
     # --- Yamane (seed 004)
     (R, "{}x the unit-vector method's operations at 48 DoF",
      lambda: (row(YS, "Fig. 6", DoF=48)["ops Yamane/unit-vector"],)),

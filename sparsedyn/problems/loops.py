@@ -100,13 +100,15 @@ class LoopPlan:
     @property
     def stats(self):
         """The planner's nnz_D, nnz_LU, fill, flops (LU + substitutions per state), ordering, plus
-        the system's size and the counted cost of assembling D and b per state."""
+        the system's size, the counted cost of assembling D and b per state and, for inverse
+        dynamics, of tau_y = tau - K_y^T lambda (output_flops)."""
         out = dict(self.factorization.stats)
         ops = self.assembly_operations()
         out.update(problem=self.problem.name, n_rows=self.system.shape[0],
                    n_cols=self.system.shape[1], nnz_D=self.system.nnz, n_loop_rows=self.cluster_model.nc,
                    assembly_mul=ops.mul, assembly_add=ops.add, assembly_flops=ops.flops,
-                   total_flops=ops.flops + out["flops"])
+                   output_flops=self.system.output_flops,
+                   total_flops=ops.flops + out["flops"] + self.system.output_flops)
         return out
 
     def assembly_operations(self):

@@ -156,6 +156,11 @@ class LoopSystem:
         """The tree's named row blocks (the loop rows follow them)."""
         return self.tree.rows
 
+    @property
+    def output_flops(self):
+        """Operations of independent_torques per state (0 for forward dynamics)."""
+        return 2 * len(self._indep_entries)
+
     def lambda_slice(self, k):
         """Columns of cluster k's constraint forces in the solution vector."""
         start = self.n_tree_cols + self.cluster_model.c_index[k]
