@@ -29,6 +29,7 @@ from .recursive import aba, rnea
 from .recursive.cluster import (c_aba, c_efpa, c_rnea, lagrange_fd, projected_rnea, projection_fd)
 from .recursive.ltl import ltdl, ltl
 from .recursive.yamane import yamane_forward_dynamics
+from .recursive.yamane_closed import CutJoint, closed_chain_forward_dynamics
 
 __version__ = "0.1.0"
 
@@ -46,7 +47,7 @@ __all__ = [
     "Contact", "contact_jacobian", "delassus", "ltl", "ltdl", "constrained_forward_dynamics",
     "RedundantContactsWarning",
     "ClusterModel", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",
-    "yamane_forward_dynamics",
+    "yamane_forward_dynamics", "CutJoint", "closed_chain_forward_dynamics",
     "SparsedynError", "ModelError", "SingularModelError", "IllPosedError", "PlanMismatchError",
     "SensorError", "NonFiniteError", "ModelWarning", "PivotBreakdownWarning", "SingularStateWarning",
 ]
