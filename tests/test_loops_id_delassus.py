@@ -66,7 +66,8 @@ def test_loop_id_multipliers_are_the_lagrange_ones(system):
 
 def test_loop_id_inverts_loop_fd():
     cm = mit_humanoid()
-    fd, id_ = compile(loop_forward_dynamics(cm)), compile(loop_inverse_dynamics(cm))
+    fd, id_ = sd.compile(sd.forward_dynamics(cm)), sd.compile(sd.inverse_dynamics(cm))   # the loop problems
+    assert (fd.problem.name, id_.problem.name) == ("loop_forward_dynamics", "loop_inverse_dynamics")
     q, yd, tau = cm.random_state(32, batch=2)
     qd = cm.spanning_velocity(q, yd)
     ydd = fd.solve(q, qd, tau)["ydd"]
