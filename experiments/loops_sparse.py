@@ -11,6 +11,11 @@ sparsedyn.opcount (one state). A chain-length sweep of the geared chain follows.
 the planner's pick among the orderings sparsedyn computes itself (experiments/own_orderings.py),
 so that the counts do not depend on SciPy's or CHOLMOD's versions.
 
+A last section does the same for inverse dynamics and the Delassus matrix WITH loops in Nori's
+system (loop_inverse_dynamics, sparsedyn.delassus(cluster_model, ...)): per system, the loop ID
+plan next to C-RNEA and the projected RNEA, and the loop Delassus evaluation (6D contacts on the
+end-effectors of loops_tables.py) next to C-EFPA and the projected inverse OSIM.
+
     python experiments/loops_sparse.py [--quick]
 Output: experiments/out/loops_sparse.md
 """
@@ -27,8 +32,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from sparsedyn.files import atomic_write
 from sparsedyn.loops import belt_chain, four_bar, geared_chain, mini_cheetah, mit_humanoid  # noqa: E402
 from sparsedyn.opcount import count_operations  # noqa: E402
-from sparsedyn.problems import compile, forward_dynamics, loop_forward_dynamics  # noqa: E402
-from sparsedyn.recursive.cluster import c_aba, lagrange_fd  # noqa: E402
+import sparsedyn as sd  # noqa: E402
+from sparsedyn.problems import compile, forward_dynamics, loop_forward_dynamics, loop_inverse_dynamics  # noqa: E402
+from sparsedyn.problems.loop_delassus import compile_loop_delassus  # noqa: E402
+from sparsedyn.recursive.cluster import (c_aba, c_efpa, c_rnea, lagrange_fd, projected_rnea,  # noqa: E402
+                                         projection_inverse_osim)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from own_orderings import own_best, versions_line  # noqa: E402
@@ -110,6 +118,38 @@ def sweep_slopes(sweep):
             (("sparse", sp_), ("C-ABA", ca), ("Lagrange dense", de))}
 
 
+#: 6D contacts of the ID / Delassus section: the end-effectors of loops_tables.py's Table IV
+CONTACTS = {"12-link GT chain": ["link12"], "12-link PBT chain": ["link12"],
+            "Mini Cheetah": ["FR_shank", "FL_shank", "HR_shank", "HL_shank"],
+            "MIT Humanoid": ["left_foot", "right_foot", "left_elbow", "right_elbow"],
+            "four-bar + tail": ["tail"]}
+ID_HEAD = ["| system | loop ID plan | C-RNEA | x C-RNEA | projected RNEA | contacts (6D) | loop Delassus | "
+           "C-EFPA | x C-EFPA | projected inverse OSIM |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+#: loop-plan columns of the ID / Delassus section (their safe matchings: MATCHING_DEPENDENT's reason)
+ID_MATCHING_DEPENDENT = ("loop ID plan", "x C-RNEA", "loop Delassus", "x C-EFPA")
+
+
+def id_delassus_line(label, make):
+    """One row: counted loop ID plan.solve and loop Delassus vs the recursive and projected ones."""
+    cm = make()
+    links = CONTACTS[label]
+    plan, _ = own_plan(loop_inverse_dynamics(cm))
+    fd, _ = own_plan(loop_forward_dynamics(cm, f_ext=links))
+    delassus = compile_loop_delassus(cm, [sd.Contact(n) for n in links],
+                                     ordering=fd.factorization.stats["ordering"])
+    q, yd, ydd = cm.random_state(0)
+    qd = cm.spanning_velocity(q, yd)
+    sparse_id = _ops(lambda: plan.solve(q, qd, ydd=ydd))
+    assert sparse_id == plan.stats["total_flops"], (sparse_id, plan.stats["total_flops"])
+    sparse_del = _ops(lambda: delassus(q, backend="numpy"))
+    assert sparse_del == delassus.stats["total_flops"], (sparse_del, delassus.stats["total_flops"])
+    crnea, cefpa = _ops(lambda: c_rnea(cm, q, yd, ydd)), _ops(lambda: c_efpa(cm, q, links))
+    return (f"| {label} | {sparse_id} | {crnea} | {sparse_id / crnea:.2f} | "
+            f"{_ops(lambda: projected_rnea(cm, q, yd, ydd))} | {len(links)} | {sparse_del} | {cefpa} | "
+            f"{sparse_del / cefpa:.2f} | {_ops(lambda: projection_inverse_osim(cm, q, links))} |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="chain lengths 2, 6, 12 only")
@@ -142,6 +182,16 @@ def main(argv=None):
         slope = sweep_slopes(sweep)
         lines += ["", "Log-log slope of the op count over the longer half: " +
                   ", ".join(f"{k} {v:.2f}" for k, v in slope.items()) + "."]
+    lines += ["", "## Inverse dynamics and Delassus matrices with loops", "",
+              "`loop ID plan` = the counted `plan.solve` of loop_inverse_dynamics (assembly, LU, "
+              "tau_y = tau - K_y^T lambda); `loop Delassus` = the counted "
+              "`delassus(cluster_model, q, contacts, method=\"sparse\")` (assembly, one LU, one "
+              "substitution per contact column, C x), each under the planner's pick among our own "
+              "orderings; C-EFPA and the projected inverse OSIM on the same end-effectors.", "",
+              *ID_HEAD]
+    for label, make in SYSTEMS:
+        lines.append(id_delassus_line(label, make))
+        print(lines[-1], flush=True)
     os.makedirs(OUT, exist_ok=True)
     with atomic_write(os.path.join(OUT, "loops_sparse.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")

@@ -8,10 +8,13 @@ Python time per state (batch of B states, best of R runs) of
     inverse dynamics   C-RNEA  vs projected RNEA, approximate (reflected-inertia) RNEA
     forward dynamics   C-ABA   vs projection method, Lagrange multipliers (dense LU and sparse
                                   L^T L), approximate ABA
-    inverse OSIM       C-EFPA  vs projection method (J G (G^T H G)^-1 G^T J^T)
+    inverse OSIM       C-EFPA  vs projection method (J G (G^T H G)^-1 G^T J^T), approximate
+                                  (reflected-inertia) EFPA
 
 and prints the change relative to the cluster algorithm next to the published C++ numbers (Apple
-M1, seed 003). Fig. 11: C-ABA vs projection vs Lagrange over chain lengths 2..24.
+M1, seed 003). Fig. 11: C-ABA vs projection vs Lagrange over chain lengths 2..24. Fig. 13: the
+inverse OSIM of the belt chain's last link over chain lengths 2..48 (C-EFPA vs projection vs
+approximate EFPA; operation counts only).
 
 Caveat: Python timings of batched NumPy code are dominated by per-call overhead, not by the
 arithmetic the C++ timings measure; the operation counts are the fairer comparison.
@@ -19,7 +22,7 @@ arithmetic the C++ timings measure; the operation counts are the fairer comparis
     python experiments/loops_tables.py [--batch 64] [--repeat 3] [--quick]
 (--repeat 0 skips the timings: operation counts only; tests/test_experiment_outputs.py recomputes
 some rows that way.)
-Outputs: experiments/out/loops_tables.md, experiments/out/loops_fig11.png
+Outputs: experiments/out/loops_tables.md, experiments/out/loops_fig11.png, loops_fig13.png
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from sparsedyn.files import atomic_path, atomic_write  # noqa: E402
 from sparsedyn.loops import belt_chain, geared_chain, jvrc_like, mini_cheetah, mit_humanoid, tello_like  # noqa: E402
 from sparsedyn.opcount import count_operations  # noqa: E402
-from sparsedyn.recursive.cluster import (approximate_aba, approximate_rnea, c_aba, c_efpa, c_rnea,  # noqa: E402
+from sparsedyn.recursive.cluster import (approximate_aba, approximate_efpa, approximate_rnea, c_aba, c_efpa, c_rnea,  # noqa: E402
                                          lagrange_fd, projected_rnea, projection_fd, projection_inverse_osim,
                                          reflected_inertia_model)
 
@@ -50,6 +53,7 @@ PUBLISHED = {
     "Lagrange multipliers (dense LU)": (+133.1, +119.8, +76.3, +106.2, +82.7, +212.8),
     "Lagrange multipliers (L^T L)": (+133.1, +119.8, +76.3, +106.2, +82.7, +212.8),
     "projected inverse OSIM": (+51.8, +6.3, +19.0, +23.2, +7.8, +107.4),
+    "approximate EFPA": (-35.7, -52.1, -28.6, -37.4, -51.4, -22.54),
 }
 
 SYSTEMS = [
@@ -91,6 +95,7 @@ def algorithms(cm, frames):
         "OSIM": ("C-EFPA", [
             ("C-EFPA", lambda q, qd, yd, w: c_efpa(cm, q, frames)),
             ("projected inverse OSIM", lambda q, qd, yd, w: projection_inverse_osim(cm, q, frames)),
+            ("approximate EFPA", lambda q, qd, yd, w: approximate_efpa(approx, q, frames)),
         ]),
     }
 
@@ -162,6 +167,53 @@ def scaling_slopes(scaling):
     return {a: slope(a) for a in ("C-ABA", "projection", "Lagrange (L^T L)", "Lagrange (dense LU)")}
 
 
+#: Fig. 13: the inverse OSIM of the last link of a belt chain, by these algorithms
+OSIM_ALGORITHMS = ("C-EFPA", "projected inverse OSIM", "approximate EFPA")
+
+
+def run_osim_scaling(lengths):
+    """Operation counts (one state) of OSIM_ALGORITHMS on belt_chain(n) for each even n."""
+    out = []
+    for n in lengths:
+        cm = belt_chain(n)
+        approx = reflected_inertia_model(cm)
+        q, _, _ = cm.random_state(2)
+        frames = [f"link{n}"]
+        for name, fn in zip(OSIM_ALGORITHMS, (lambda: c_efpa(cm, q, frames),
+                                              lambda: projection_inverse_osim(cm, q, frames),
+                                              lambda: approximate_efpa(approx, q, frames))):
+            with count_operations() as ops:
+                fn()
+            out.append(dict(n=n, algorithm=name, flops=ops.flops))
+    return out
+
+
+def osim_slopes(osim):
+    """{algorithm: log-log slope of the op count over the longer half of the belt chains}."""
+    ns = sorted({r["n"] for r in osim})[len({r["n"] for r in osim}) // 2:]
+    f = {(r["n"], r["algorithm"]): r["flops"] for r in osim}
+    return {a: float(np.polyfit(np.log(ns), np.log([f[n, a] for n in ns]), 1)[0]) for a in OSIM_ALGORITHMS}
+
+
+def osim_scaling_lines(osim):
+    """Fig. 13 section (Markdown lines) of run_osim_scaling points."""
+    lines = ["## Fig. 13: inverse OSIM of the belt chain's last link over chain length", "",
+             "| links | algorithm | ops | x C-EFPA |", "|---:|---|---:|---:|"]
+    ref = {r["n"]: r["flops"] for r in osim if r["algorithm"] == "C-EFPA"}
+    for r in osim:
+        lines.append(f"| {r['n']} | {r['algorithm']} | {r['flops']} | {r['flops'] / ref[r['n']]:.2f} |")
+    if len({r["n"] for r in osim}) >= 3:
+        ns = sorted(ref)
+        proj = {r["n"]: r["flops"] for r in osim if r["algorithm"] == "projected inverse OSIM"}
+        cheaper = [n for i, n in enumerate(ns) if all(ref[m] < proj[m] for m in ns[i:])]
+        lines += ["", "Log-log slope of the op count over the longer half of the belt chains: " +
+                  ", ".join(f"{a} {v:.2f}" for a, v in osim_slopes(osim).items()) +
+                  " (published: C-EFPA linear, the projection method cubic). C-EFPA needs fewer "
+                  "operations than the projected inverse OSIM from " +
+                  (f"{cheaper[0]} links on." if cheaper else "none of these lengths.")]
+    return lines
+
+
 def table_lines(rows, scaling):
     """The tables (Markdown lines) of run_tables rows and run_scaling points."""
     lines = []
@@ -188,7 +240,24 @@ def table_lines(rows, scaling):
     return lines
 
 
-def write(rows, scaling, args):
+def plot_osim_scaling(osim, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for alg, marker in zip(OSIM_ALGORITHMS, "osv"):
+        n, f = zip(*sorted((r["n"], r["flops"]) for r in osim if r["algorithm"] == alg))
+        ax.plot(n, f, marker + "-", label=alg)
+    ax.set(xlabel="links (belt chain)", ylabel="operations (one state)",
+           title="inverse OSIM of the last link (seed 003, Fig. 13)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+
+
+def write(rows, scaling, args, osim=()):
     os.makedirs(OUT, exist_ok=True)
     lines = ["# Seed 003 Tables II-IV analogue (cluster algorithms vs baselines)", "",
              f"Command: `python experiments/loops_tables.py --batch {args.batch} --repeat {args.repeat}"
@@ -200,6 +269,8 @@ def write(rows, scaling, args):
              "comparison with the published C++ times. Systems use representative (not identified) "
              "parameters. The approximate rows drop the rotor gyroscopic coupling (inexact by design).", ""]
     lines += table_lines(rows, scaling)
+    if osim:
+        lines += [""] + osim_scaling_lines(osim)
     path = os.path.join(OUT, "loops_tables.md")
     with atomic_write(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
@@ -224,6 +295,8 @@ def write(rows, scaling, args):
         fig.tight_layout()
         with atomic_path(os.path.join(OUT, "loops_fig11.png")) as tmp:
             fig.savefig(tmp, dpi=120)
+        if osim:
+            plot_osim_scaling(osim, os.path.join(OUT, "loops_fig13.png"))
     except ImportError:
         pass
 
@@ -237,7 +310,8 @@ def main(argv=None):
     rows = run_tables(args.batch, args.repeat)
     lengths = [2, 6, 12] if args.quick else [2, 4, 6, 8, 12, 16, 20, 24]
     scaling = run_scaling(lengths, max(8, args.batch // 4), args.repeat)
-    write(rows, scaling, args)
+    osim = run_osim_scaling([n for n in lengths if n % 2 == 0] + ([] if args.quick else [28, 32, 40, 48]))
+    write(rows, scaling, args, osim)
 
 
 if __name__ == "__main__":

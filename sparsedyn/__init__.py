@@ -23,12 +23,14 @@ from .kernels.cholesky import SparseCholesky
 from .opcount import OpCount, count_operations
 from .planner import Factorization, PivotBreakdownWarning, plan_factorization
 from .problems import (Plan, aba_derivatives, compile, crba, forward_dynamics,
-                       inverse_dynamics, load_plan, mass_matrix, rnea_derivatives)
+                       inverse_dynamics, load_plan, loop_forward_dynamics, loop_inverse_dynamics,
+                       mass_matrix, rnea_derivatives)
 from .constrained import RedundantContactsWarning, constrained_forward_dynamics
 from .recursive import aba, rnea
 from .recursive.cluster import (c_aba, c_efpa, c_rnea, lagrange_fd, projected_rnea, projection_fd)
 from .recursive.ltl import ltdl, ltl
 from .recursive.yamane import yamane_forward_dynamics
+from .recursive.yamane_closed import CutJoint, closed_chain_forward_dynamics
 
 __version__ = "0.1.0"
 
@@ -45,8 +47,8 @@ __all__ = [
     "models",
     "Contact", "contact_jacobian", "delassus", "ltl", "ltdl", "constrained_forward_dynamics",
     "RedundantContactsWarning",
-    "ClusterModel", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",
-    "yamane_forward_dynamics",
+    "ClusterModel", "loop_forward_dynamics", "loop_inverse_dynamics", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",
+    "yamane_forward_dynamics", "CutJoint", "closed_chain_forward_dynamics",
     "SparsedynError", "ModelError", "SingularModelError", "IllPosedError", "PlanMismatchError",
     "SensorError", "NonFiniteError", "ModelWarning", "PivotBreakdownWarning", "SingularStateWarning",
 ]

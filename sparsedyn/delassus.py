@@ -19,6 +19,9 @@ Methods (one file each in sparsedyn/recursive/; see notes/delassus-pv-osimr-efpa
     "dense"     J M^-1 J^T with a dense Cholesky factorization (reference)
     "sparse"    C D^-1 B on Nori's forward-dynamics block system, one sparse LU and m
                 substitutions per state (problems/delassus_sparse.py)
+With kinematic loops (model a sparsedyn.loops.ClusterModel, q its assembled spanning
+configuration): J G (G^T H G)^-1 G^T J^T (seed 003, Sec. II-E), method "sparse" only, on Nori's
+system with the loop rows (problems/loop_delassus.py).
 New methods register in METHODS with the signature f(model, q, Xup, resolved_contacts) -> (B, m, m).
 
 Backends: "numpy" runs METHODS[method] (the reference path, batched NumPy); "numba" runs the
@@ -38,6 +41,7 @@ from .batch import check_configuration, unbatch
 from .contacts import Contact, ResolvedContacts, contact_jacobian_sweeps, resolve_contacts
 from .errors import SingularModelError, check_finite
 from .kinematics import joint_transforms
+from .loops.cluster_model import ClusterModel
 from .model.model import WORLD
 from .opcount import charge
 from .recursive.crba import crba_sweeps
@@ -48,6 +52,7 @@ from .recursive.ltl_osim import ltl_osim_sweeps
 from .recursive.pv_osim import pv_osim_sweeps
 from .recursive.pv_osimr import pv_osimr_sweeps
 from .problems.delassus_sparse import sparse_sweeps
+from .problems.loop_delassus import compile_loop_delassus
 
 
 def dense_sweeps(model, q, Xup, rc):
@@ -112,6 +117,8 @@ def delassus(model, q, contacts, method="pv-osimr", backend=None):
         raise ValueError(f"delassus: unknown method {method!r} "
                          f"(available: {', '.join(sorted(METHODS))})") from None
     backend = _backend(method, backend)
+    if isinstance(model, ClusterModel):
+        return _with_loops(model, q, contacts, method, backend)
     rc = _resolve(model, contacts)
     q, single = check_configuration(model, q)
     B = q.shape[0]
@@ -130,6 +137,17 @@ def delassus(model, q, contacts, method="pv-osimr", backend=None):
     idx = np.concatenate([np.arange(rc.offsets[k], rc.offsets[k + 1]) for k in moving])
     out[:, idx[:, None], idx[None, :]] = D
     return unbatch(out, single)
+
+
+def _with_loops(cm, q, contacts, method, backend):
+    if method != "sparse":
+        raise ValueError(f"delassus: a ClusterModel (kinematic loops) takes method='sparse' (Nori's "
+                         f"system with the loop rows), not {method!r}")
+    q, single = check_configuration(cm.model, q)
+    if isinstance(contacts, Contact):
+        contacts = [contacts]
+    D = compile_loop_delassus(cm, list(contacts)).evaluate(q, backend=backend)
+    return unbatch(check_finite(D, "delassus (method 'sparse', kinematic loops)", {"q": q}, "Lambda^-1"), single)
 
 
 _RESOLVED = {}

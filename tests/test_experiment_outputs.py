@@ -95,6 +95,16 @@ def test_loops_tables_rows_regenerate():
     skip = lt.TIMING_COLUMNS
     assert compare(fresh, committed("loops_tables.md"), key=["system", "algorithm", "chain", "links"],
                    skip=skip) > 60
+    osim = "\n".join(lt.osim_scaling_lines(lt.run_osim_scaling([2, 4, 24])))
+    osim = osim.split("Log-log slope")[0]                   # three lengths: not the full sweep's fit
+    assert compare(osim, committed("loops_tables.md"), key=["links", "algorithm"]) == 3 * 3 * 4
+
+
+def test_loops_accuracy_rows_regenerate():
+    import loops_accuracy as la
+    result = la.run()                         # the whole run: 1,334 batched states, ~0.1 s
+    fresh = "\n".join(la.table_lines(la.rows(result)))
+    assert compare(fresh, committed("loops_accuracy.md"), key=["joint"]) == 6 * 6 + 1 * 6
 
 
 def test_loops_tables_tello_and_jvrc_rows_regenerate():
@@ -115,6 +125,11 @@ def test_loops_sparse_rows_regenerate():
     skip = version_dependent("loops_sparse.md", *ls.VERSION_DEPENDENT, *ls.MATCHING_DEPENDENT)
     # always compared: the sizes, assembly, tree plan, C-ABA and both Lagrange counts
     assert compare(fresh, committed("loops_sparse.md"), key=["system", "links"], skip=skip) >= 2 * 9 + 2 * 4
+    fresh = "\n".join(["## Inverse dynamics and Delassus matrices with loops", ""] + ls.ID_HEAD
+                      + [ls.id_delassus_line(label, make) for label, make in ls.SYSTEMS
+                         if label in ("12-link PBT chain", "four-bar + tail")])
+    skip = version_dependent("loops_sparse.md", *ls.ID_MATCHING_DEPENDENT)
+    assert compare(fresh, committed("loops_sparse.md"), key=["system"], skip=skip) >= 2 * 6
 
 
 def test_yamane_rows_regenerate():
@@ -394,6 +409,22 @@ def lt_slopes():
                            text_line(LT, "Log-log slope")))
 
 
+def osim_slopes():
+    return dict(re.findall(r"(C-EFPA|projected inverse OSIM|approximate EFPA) (\d\.\d\d)",
+                           text_line(LT, "Log-log slope of the op count over the longer half of the belt")))
+
+
+LA = "loops_accuracy.md"
+
+
+def la_ankle():
+    return row(LA, "", joint="left_foot_joint")
+
+
+def la_paper():
+    return row(LA, "", joint="paper: MIT Humanoid ankle")
+
+
 def ls(system, column):
     return col(LS, "", column, system=system)
 
@@ -410,6 +441,11 @@ def ls_x_range():
 def ls_tree_range():
     vals = [100 * (number(r["sparse loop plan"]) / number(r["tree FD plan"]) - 1) for r in section_rows(LS, "")]
     return f"{min(vals):.1f}", f"{max(vals):.0f}"
+
+
+def ls_id_range(column, systems):
+    vals = [number(row(LS, "Inverse dynamics", system=sy)[column]) for sy in systems]
+    return r2(min(vals)), r2(max(vals))
 
 
 def ls_slopes():
@@ -667,6 +703,37 @@ QUOTES = [
          ("Table II:", "projected RNEA"), ("Table III", "projection method"),
          ("Table III", "Lagrange multipliers (dense LU)"), ("Table IV", "projected inverse OSIM"))) else ("x",)),
     (R, "where {}% of C-ABA's count is the dense transform X^T I^A X", lambda: (tello_xix_share(),)),
+    (R, "The approximate (reflected-inertia) EFPA of Sec. II-E needs {}..{}% of C-EFPA's operations",
+     lambda: lt_range("Table IV", (GT, PBT, MC, MIT), "approximate EFPA")),
+    (R, "C-EFPA grows as length^{}, the projected inverse OSIM as ^{} over 24..48 links",
+     lambda: tuple(osim_slopes()[k] for k in ("C-EFPA", "projected inverse OSIM"))
+     if sorted({int(r["links"]) for r in section_rows(LT, "Fig. 13")})[-5:][0] == 24 else ("x", "x")),
+    (R, "C-EFPA needs fewer operations than the projection from {} links on (at 12 links the projection needs {}x "
+        "C-EFPA's;",
+     lambda: (re.search(r"from (\d+) links on", text_line(LT, "Log-log slope of the op count over the longer half of "
+                                                       "the belt")).group(1),
+              row(LT, "Fig. 13", links=12, algorithm="projected inverse OSIM")["x C-EFPA"])),
+    (R, "The approximate EFPA stays at {}-{}x C-EFPA from 12 links on",
+     lambda: (min(r["x C-EFPA"] for r in section_rows(LT, "Fig. 13")
+                  if r["algorithm"] == "approximate EFPA" and int(r["links"]) >= 12),
+              max(r["x C-EFPA"] for r in section_rows(LT, "Fig. 13")
+                  if r["algorithm"] == "approximate EFPA" and int(r["links"]) >= 12))),
+    (R, "Ankle: unconstrained {} N m RMS ({}% of its maximum torque), approximate {} N m ({}%); paper {} and {} N m "
+        "({}% and {}%)",
+     lambda: tuple(r[k] for r, k in ((la_ankle(), "RMS error unconstrained (N m)"),
+                                      (la_ankle(), "unconstrained, % of max"),
+                                      (la_ankle(), "RMS error approximate (N m)"),
+                                      (la_ankle(), "approximate, % of max"),
+                                      (la_paper(), "RMS error unconstrained (N m)"),
+                                      (la_paper(), "RMS error approximate (N m)"),
+                                      (la_paper(), "unconstrained, % of max"),
+                                      (la_paper(), "approximate, % of max")))),
+    (R, "{} N m peak ankle torque against the paper's ~{})",
+     lambda: (la_ankle()["max abs torque, exact (N m)"], pct0(number(la_paper()["max abs torque, exact (N m)"])))),
+    (R, "the approximation also helps less ({}x against the paper's {}x)",
+     lambda: re.search(r"error (\d+\.\d)x \(paper: (\d+\.\d)x\)", text_line(LA, "Ankle:")).groups()),
+    (R, "with that off-diagonal term added the ankle's error falls to {} N m",
+     lambda: (la_ankle()["approximate + off-diagonal H~ (N m)"],)),
     (R, "C-ABA grows as length^{}, projection ^{}, Lagrange ^{} (L^T L) and ^{} (dense LU) over 12..24 links",
      lambda: tuple(lt_slopes()[k] for k in ("C-ABA", "projection", "Lagrange (L^T L)", "Lagrange (dense LU)"))),
     (R, "C-ABA is cheaper than dense Lagrange from {} links, than projection from {} and than Lagrange with "
@@ -682,6 +749,15 @@ QUOTES = [
     (R, "needs {} flops there instead of {} ({}x)",
      lambda: (c(number(row(LS, "Geared chain", links=24)["auto (this installation)"])), c(ls_sweep(24, "sparse loop plan")),
               r2(number(row(LS, "Geared chain", links=24)["auto (this installation)"]) / ls_sweep(24, "C-ABA")))),
+    (R, "The loop ID plan (assembly, LU, tau_y = tau - K_y^T lambda) costs {}-{}x our counted C-RNEA on the five systems",
+     lambda: ls_id_range("x C-RNEA", [r["system"] for r in section_rows(LS, "Inverse dynamics")])),
+    (R, "The loop Delassus matrix costs {}-{}x C-EFPA on the two chains and the four-bar (one 6D contact) but {}-{}x on "
+        "the quadruped and the biped (four 6D contacts: {} substitutions after the one factorization), always below the "
+        "projected inverse OSIM",
+     lambda: ls_id_range("x C-EFPA", ["12-link GT chain", "12-link PBT chain", "four-bar + tail"])
+     + ls_id_range("x C-EFPA", ["Mini Cheetah", "MIT Humanoid"]) + (6 * 4,)
+     if all(number(r["loop Delassus"]) < number(r["projected inverse OSIM"])
+            for r in section_rows(LS, "Inverse dynamics")) else ("x",) * 5),
     # --- Yamane (seed 004)
     (R, "{}x the unit-vector method's operations at 48 DoF",
      lambda: (row(YS, "Fig. 6", DoF=48)["ops Yamane/unit-vector"],)),

@@ -13,11 +13,11 @@ import sparsedyn as sd
 from oracles import pin, pin_model, rel_err, to_pin_q
 from sparsedyn.errors import ModelError, SingularModelError
 from sparsedyn.loops import (ClusterModel, GearedMotor, ImplicitConstraint, belt_chain, four_bar, geared_chain,
-                             jvrc_like, mini_cheetah, mit_humanoid, tello_like)
+                             jvrc_like, mini_cheetah, mit_humanoid, mit_humanoid_leg, tello_like)
 from sparsedyn.model.joints import RevoluteJoint
 from sparsedyn.model.model import WORLD, ModelBuilder
 from sparsedyn.models import HUMANOID_URDF, random_tree
-from sparsedyn.recursive.cluster import (approximate_aba, approximate_rnea, c_aba, c_efpa, c_rnea, lagrange_fd,
+from sparsedyn.recursive.cluster import (approximate_aba, approximate_efpa, approximate_rnea, c_aba, c_efpa, c_rnea, lagrange_fd,
                                          projected_rnea, projection_fd, projection_inverse_osim,
                                          reflected_inertia_model)
 from oracles import pin_twin
@@ -32,6 +32,7 @@ SYSTEMS = {
     "four_bar": (four_bar, ["tail", "rocker"]),
     "tello_like": (tello_like, ["left_foot", "right_shin", "left_elbow"]),
     "jvrc_like": (jvrc_like, ["left_ankle_p", "right_ankle_p", "left_wrist_y"]),
+    "mit_humanoid_leg": (mit_humanoid_leg, ["left_foot", "left_shank"]),
 }
 
 
@@ -260,6 +261,53 @@ def test_approximate_pair_is_consistent_and_only_approximate():
     ydd = approximate_aba(approx, q, yd, tau)
     assert rel_err(approximate_rnea(approx, q, yd, ydd), tau) <= TOL
     assert rel_err(ydd, c_aba(cm, q, yd, tau)) > 1e-6         # gyroscopic coupling is ignored
+
+
+@pytest.mark.parametrize("make, frames", [(mini_cheetah, ["FR_shank", "HL_shank"]),
+                                          (mit_humanoid, ["left_foot", "right_elbow"]),
+                                          (lambda: belt_chain(6), ["link6", "link3"])])
+def test_approximate_efpa_is_the_reflected_inertia_osim(make, frames):
+    """Seed 003, Sec. II-E: Lambda^-1 ~ J_ind (H_ind + H~)^-1 J_ind^T, with H_ind from Pinocchio's
+    RNEA of the independent tree and H~ = diag(N^2 I_rot) built here from the rotors."""
+    cm = make()
+    approx = reflected_inertia_model(cm)
+    tree = approx.model
+    q, _, _ = cm.random_state(12, batch=2)
+    osim = approximate_efpa(approx, q, frames)
+    armature = np.zeros(tree.nv)                   # N^2 I_rot per driven coordinate, from scratch
+    for c in cm.clusters:
+        for r in getattr(c, "rotor_roles", ()):
+            rotor = int(c.role_bodies[r])
+            axis = cm.model.joints[rotor].axis
+            for role, ratio in enumerate(c.G_role[r]):
+                if ratio:
+                    link = cm.model.link_names[int(c.role_bodies[c.independent[role]])]
+                    armature[tree.v_index[tree.link_names.index(link)]] += (
+                        ratio ** 2 * axis @ cm.model.inertias[rotor][:3, :3] @ axis)
+    assert np.count_nonzero(armature) == cm.ny - (6 if cm.model.joints[0].nv == 6 else 0)
+    pm = pin_twin(tree)
+    for b in range(2):
+        qt = q[b, approx.q_index]
+        H = pin_mass_matrix(pm, qt) + np.diag(armature)
+        J = np.vstack([sd.frame_jacobian(tree, qt, f) for f in frames])
+        assert rel_err(osim[b], J @ np.linalg.solve(H, J.T)) <= 1e-9
+    exact = c_efpa(cm, q, frames)
+    assert rel_err(osim, exact) > 1e-6                # only an approximation of the exact OSIM
+
+
+def test_unconstrained_is_pinocchio_rnea_of_the_independent_tree():
+    """reflect=False (H~ = 0, seed 003 Sec. II-C's unconstrained RNEA): Pinocchio's RNEA of the
+    independent tree; with reflect=True the difference is exactly diag(N^2 I_rot) ydd."""
+    cm = mit_humanoid_leg()
+    q, yd, ydd = cm.random_state(13)
+    unc, approx = reflected_inertia_model(cm, reflect=False), reflected_inertia_model(cm)
+    assert not unc.armature.any() and approx.armature.all()
+    pm = pin_twin(unc.model)
+    ref = pin.rnea(pm, pm.createData(), q[unc.q_index], yd[unc.y_order], ydd[unc.y_order])
+    tau = approximate_rnea(unc, q, yd, ydd)
+    assert rel_err(tau[unc.y_order], ref) <= TOL
+    extra = approximate_rnea(approx, q, yd, ydd) - tau
+    assert rel_err(extra[approx.y_order], approx.armature * ydd[approx.y_order]) <= TOL
 
 
 # ------------------------------------------------------------------ bad input

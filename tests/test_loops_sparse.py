@@ -12,7 +12,7 @@ import pytest
 from oracles import pin, rel_err
 from sparsedyn.loops import ClusterModel, belt_chain, four_bar, geared_chain, mini_cheetah, mit_humanoid
 from sparsedyn.models import random_tree
-from sparsedyn.problems import compile, forward_dynamics, loop_forward_dynamics
+from sparsedyn.problems import compile, forward_dynamics, loop_forward_dynamics, loop_inverse_dynamics
 from sparsedyn.recursive.cluster import c_aba
 from test_loops import pin_mass_matrix
 from oracles import pin_twin
@@ -208,3 +208,17 @@ def test_bad_input_names_the_argument():
         fx_plan.solve(q, qd, tau, f_ext={"link3": np.zeros(6)})
     with pytest.raises(TypeError, match="loop_forward_dynamics"):
         compile(cm)
+    # inverse dynamics with loops (loop_inverse_dynamics) takes ydd, never tau
+    id_plan = compile(loop_inverse_dynamics(cm))
+    with pytest.raises(ValueError, match="tau: loop_inverse_dynamics takes ydd"):
+        id_plan.solve(q, qd, tau)
+    with pytest.raises(ValueError, match="ydd: loop_inverse_dynamics needs"):
+        id_plan.solve(q, qd)
+    with pytest.raises(ValueError, match="ydd"):
+        id_plan.solve(q, qd, ydd=tau[:-1])
+    with pytest.raises(ValueError, match="ydd: loop_forward_dynamics takes tau"):
+        plan.solve(q, qd, ydd=tau)
+    with pytest.raises(KeyError, match="tau_y"):
+        res["tau_y"]
+    with pytest.raises(TypeError, match="ClusterModel"):
+        loop_inverse_dynamics(cm.model)

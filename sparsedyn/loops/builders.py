@@ -11,6 +11,7 @@ Cheetah and MIT Humanoid), not identified parameters: use them for algorithm com
 - mini_cheetah(): free-flyer base, 4 legs x 3 geared joints (abad, hip, knee): 18 DoF, 25 bodies
 - mit_humanoid(): free-flyer torso, legs with geared hip yaw/roll/pitch and a belt knee+ankle
   cluster, arms with 4 geared joints: 24 DoF, 37 bodies
+- mit_humanoid_leg(): one of its legs on a fixed hip (5 DoF, 10 bodies; the accuracy test)
 - tello_like(): free-flyer torso, legs with a geared hip yaw and two differential-drive clusters
   (hip: gimbal + thigh; knee + ankle), MIT-Humanoid-like arms: 24 DoF, 37 bodies
 - jvrc_like(): JVRC-1-like humanoid, every joint geared: 38 DoF, 65 bodies
@@ -134,16 +135,7 @@ def mit_humanoid():
                inertia=np.diag([0.17, 0.12, 0.08]))
     clusters = []
     for side, s in (("left", 1), ("right", -1)):
-        clusters.append(add_geared_joint(b, f"{side}_hip_yaw", "torso", _Z, _placement((-0.005, 0.082 * s, -0.05)),
-                                         0.85, (0, 0, -0.06), _rod(0.85, 0.12, 2), 6.0))
-        clusters.append(add_geared_joint(b, f"{side}_hip_roll", f"{side}_hip_yaw", _X,
-                                         _placement((0, 0, -0.07)), 1.1, (0, 0, -0.03), _rod(1.1, 0.1, 0), 6.0))
-        clusters.append(add_geared_joint(b, f"{side}_thigh", f"{side}_hip_roll", _Y, _placement((0, 0.02 * s, 0)),
-                                         2.1, (0, 0, -0.12), _rod(2.1, 0.26, 2), 6.0))
-        clusters.append(add_belt_pair(
-            b, f"{side}_shank", f"{side}_foot", f"{side}_thigh", _Y, _placement((0, 0, -0.26)),
-            _placement((0, 0, -0.26)), dict(mass=0.6, com=(0, 0, -0.13), inertia=_rod(0.6, 0.26, 2)),
-            dict(mass=0.3, com=(0.02, 0, -0.03), inertia=_rod(0.3, 0.17, 0)), (6.0, 6.0), (2.0, 1.0)))
+        clusters += _humanoid_leg(b, side, s, "torso")
         clusters += _mit_arm(b, side, s, "torso")
     return ClusterModel(b.build(), clusters)
 
@@ -255,6 +247,28 @@ def jvrc_like(ratio=6.0):
     return ClusterModel(b.build(), clusters)
 
 
+def _humanoid_leg(b, side, s, parent):
+    """The MIT-Humanoid-like leg on `parent` (s = +1 left, -1 right): geared hip yaw (z), roll (x),
+    pitch (y), then the parallel-belt knee+ankle cluster (y, y); returns its four clusters."""
+    return [add_geared_joint(b, f"{side}_hip_yaw", parent, _Z, _placement((-0.005, 0.082 * s, -0.05)),
+                             0.85, (0, 0, -0.06), _rod(0.85, 0.12, 2), 6.0),
+            add_geared_joint(b, f"{side}_hip_roll", f"{side}_hip_yaw", _X,
+                             _placement((0, 0, -0.07)), 1.1, (0, 0, -0.03), _rod(1.1, 0.1, 0), 6.0),
+            add_geared_joint(b, f"{side}_thigh", f"{side}_hip_roll", _Y, _placement((0, 0.02 * s, 0)),
+                             2.1, (0, 0, -0.12), _rod(2.1, 0.26, 2), 6.0),
+            add_belt_pair(b, f"{side}_shank", f"{side}_foot", f"{side}_thigh", _Y, _placement((0, 0, -0.26)),
+                          _placement((0, 0, -0.26)), dict(mass=0.6, com=(0, 0, -0.13), inertia=_rod(0.6, 0.26, 2)),
+                          dict(mass=0.3, com=(0.02, 0, -0.03), inertia=_rod(0.3, 0.17, 0)), (6.0, 6.0), (2.0, 1.0))]
+
+
+def mit_humanoid_leg():
+    """One leg of mit_humanoid() (the left one) on a fixed hip: 5 DoF, 10 bodies (seed 003,
+    Sec. IX-B's accuracy test)."""
+    b = ModelBuilder("mit_humanoid_leg")
+    clusters = _humanoid_leg(b, "left", 1, WORLD)
+    return ClusterModel(b.build(), clusters)
+
+
 def four_bar(lengths=(0.1, 0.3, 0.25, 0.3), tail=True, generic=False):
     """Fixed-base planar four-bar (crank, coupler, rocker on the world; lengths lA, lB, lC, d),
     optionally with a tail link on the coupler and a geared-free link after it. generic=True
@@ -278,6 +292,6 @@ def four_bar(lengths=(0.1, 0.3, 0.25, 0.3), tail=True, generic=False):
     return ClusterModel(model, [fb])
 
 
-__all__ = ["geared_chain", "belt_chain", "mini_cheetah", "mit_humanoid", "tello_like", "jvrc_like", "four_bar",
-           "add_differential",
+__all__ = ["geared_chain", "belt_chain", "mini_cheetah", "mit_humanoid", "mit_humanoid_leg", "tello_like",
+           "jvrc_like", "four_bar", "add_differential",
            "add_geared_joint", "add_belt_pair", "ROTOR"]

@@ -74,7 +74,7 @@ class DelassusPlan:
         self.model, self.rc = model, rc
         self.moving = [k for k, b in enumerate(rc.bodies) if b != WORLD]
         bodies = tuple(sorted({rc.bodies[k] for k in self.moving}))
-        self.plan = _fd_plan(model, bodies, ordering) if bodies and model.nv else None
+        self.plan = self._fd_plan(bodies, ordering) if bodies and model.nv else None
         if self.plan is None:
             return
         system = self.plan.system
@@ -93,6 +93,14 @@ class DelassusPlan:
         self.read_cost = (nnz_K * m, (nnz_K - sum(K.shape[0] for _, _, K in self.reads)) * m)
         self._assembly = None
 
+    def _fd_plan(self, bodies, ordering):
+        """The compiled forward-dynamics plan with fx on `bodies` whose D this evaluates."""
+        return _fd_plan(self.model, bodies, ordering)
+
+    def _values(self, q, Xup):
+        """D's entries (B, nnz) by NumPy (Xup: the joint transforms of q, or None)."""
+        return self.plan.system.values(joint_transforms(self.model, q) if Xup is None else Xup)
+
     @property
     def stats(self):
         """Per-state cost: the factorization's stats (flops: LU + one substitution; solve_flops:
@@ -108,9 +116,10 @@ class DelassusPlan:
         return s
 
     def _assembly_flops(self):
-        Xup = joint_transforms(self.model, self.model.neutral_configuration()[None])
+        q = self.model.neutral_configuration()[None]
+        Xup = joint_transforms(self.model, q)
         with count_operations() as ops:
-            self.plan.system.values(Xup)
+            self._values(q, Xup)
         return ops.flops
 
     def __call__(self, q, backend=None):
@@ -137,11 +146,7 @@ class DelassusPlan:
         if self.plan is None:
             return out
         with np.errstate(over="ignore", invalid="ignore"):
-            if backend == "numba":
-                values = self._compiled_values(q)
-            else:
-                values = self.plan.system.values(joint_transforms(self.model, q) if Xup is None
-                                                 else Xup)
+            values = self._compiled_values(q) if backend == "numba" else self._values(q, Xup)
         check_assembled(_WHAT, "D(q)", {"q": q}, values)
         status = np.zeros(B, dtype=np.int8)
         # in chunks of states: the whole solution (chunk, n, m) is needed only until C x
@@ -189,13 +194,19 @@ def compile_delassus(model, contacts, ordering="auto"):
 
 
 def _delassus_plan(model, rc, ordering="auto"):
-    cache = _DELASSUS.setdefault(model, {})
+    return cached_plan(_DELASSUS, model, rc, ordering, DelassusPlan)
+
+
+def cached_plan(table, owner, rc, ordering, make):
+    """make(owner, rc, ordering), built once per (owner, contact set, ordering) in `table` (a
+    WeakKeyDictionary by owner; at most 64 contact sets each) outside the operation count."""
+    cache = table.setdefault(owner, {})
     key = (ordering, _contact_key(rc))
     if key not in cache:
         if len(cache) >= 64:
             cache.clear()
         with suspended():                     # offline work: not part of the online count
-            cache[key] = DelassusPlan(model, rc, ordering)
+            cache[key] = make(owner, rc, ordering)
     return cache[key]
 
 

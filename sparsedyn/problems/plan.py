@@ -479,15 +479,7 @@ class Plan:
 
     def save(self, path):
         """Write the plan to a versioned .npz file (no pickles), atomically (sparsedyn.files)."""
-        arrays = {}
-        manifest = to_plain(self.factorization.to_dict(), arrays, "fact")
-        P = self.system.pattern
-        header = {"format": PLAN_FORMAT, "version": PLAN_VERSION,
-                  "model": model_summary(self.model), "problem": self.problem.describe(),
-                  "pattern_shape": list(P.shape), "factorization": manifest}
-        arrays.update(pattern_indptr=P.indptr, pattern_indices=P.indices)
-        with atomic_write(path, "wb") as fh:
-            np.savez_compressed(fh, header=np.array(json.dumps(header)), **arrays)
+        save_plan_file(self, path)
 
     def __repr__(self):
         s = self.factorization.stats
@@ -495,18 +487,33 @@ class Plan:
                 f"nnz {self.system.nnz}, ordering {s.get('ordering')!r}, flops {s.get('flops')})")
 
 
-def load_plan(path, model):
-    """Read a plan saved by Plan.save and bind it to `model`.
+def save_plan_file(plan, path, extra=None):
+    """Write `plan` (a Plan or a LoopPlan) as a versioned .npz file (no pickles), atomically;
+    `extra`: further JSON header entries (a LoopPlan's cluster summary)."""
+    arrays = {}
+    manifest = to_plain(plan.factorization.to_dict(), arrays, "fact")
+    P = plan.system.pattern
+    header = {"format": PLAN_FORMAT, "version": PLAN_VERSION,
+              "model": model_summary(plan.model), "problem": plan.problem.describe(),
+              "pattern_shape": list(P.shape), "factorization": manifest, **(extra or {})}
+    arrays.update(pattern_indptr=P.indptr, pattern_indices=P.indices)
+    with atomic_write(path, "wb") as fh:
+        np.savez_compressed(fh, header=np.array(json.dumps(header)), **arrays)
 
-    Raises PlanMismatchError (naming what differs) if the plan was compiled for another model,
-    ValueError if the file is not a sparsedyn plan (or is corrupt, or from a newer version):
-    every stored array is checked (CRC, dtype, ranges) before a kernel can index with it."""
+
+#: (model type, loader(path, model)) for models other than a Model (problems/loops.py adds the
+#: ClusterModel's): load_plan dispatches on the model it is given
+LOADERS = []
+
+
+def read_checked_plan(path, model):
+    """(header, arrays) of a plan file whose spanning model matches `model` (PlanMismatchError
+    naming what differs; ValueError for a file that is not a sparsedyn plan)."""
     header, arrays = read_plan_file(path, PLAN_FORMAT, PLAN_VERSION, "sparsedyn plan file")
     try:
         stored_model, problem_desc = header["model"], header["problem"]
         manifest = header["factorization"]
-        indptr, indices = arrays["pattern_indptr"], arrays["pattern_indices"]
-        shape = tuple(header["pattern_shape"])
+        _ = arrays["pattern_indptr"], arrays["pattern_indices"], tuple(header["pattern_shape"])
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{path}: corrupt sparsedyn plan file (missing {exc})") from None
     if not (isinstance(stored_model, dict) and isinstance(problem_desc, dict)
@@ -516,29 +523,62 @@ def load_plan(path, model):
     if differences:
         raise PlanMismatchError(f"{path}: plan was compiled for another model: "
                                 + "; ".join(differences))
-    try:
-        problem = Problem.from_description(model, problem_desc)
-    except (KeyError, ValueError, TypeError) as exc:
-        raise ValueError(f"{path}: corrupt problem description in plan file ({exc})") from None
+    return header, arrays
+
+
+def bind_factorization(path, problem, header, arrays):
+    """The stored Factorization, after checking that its pattern, constant entries and static
+    pivot candidates (a LoopSystem's pivot_candidates, else the always-nonzero entries) are the
+    ones `problem`'s system has (PlanMismatchError) and that it is well formed (ValueError)."""
     system = problem.system()
     P = system.pattern
-    if (P.shape != shape or not np.array_equal(P.indptr, indptr)
-            or not np.array_equal(P.indices, indices)):
+    if (P.shape != tuple(header["pattern_shape"]) or not np.array_equal(P.indptr, arrays["pattern_indptr"])
+            or not np.array_equal(P.indices, arrays["pattern_indices"])):
         raise PlanMismatchError(f"{path}: the stored sparsity pattern of {problem!r} differs from "
                                 "the one this sparsedyn builds for the model (re-compile the plan)")
     try:
-        fact = Factorization.from_dict(from_plain(manifest, arrays))
+        fact = Factorization.from_dict(from_plain(header["factorization"], arrays))
     except (KeyError, ValueError, TypeError, RecursionError) as exc:
         raise ValueError(f"{path}: corrupt factorization in plan file ({exc})") from None
     fact.verify_pattern(P)
     if not (np.array_equal(fact.constant_values, system.constant_values, equal_nan=True)
-            and np.array_equal(fact.always_nonzero, system.always_nonzero)):
+            and np.array_equal(fact.always_nonzero,
+                               getattr(system, "pivot_candidates", system.always_nonzero))):
         raise PlanMismatchError(f"{path}: the stored constant entries of D for {problem!r} differ "
                                 "from the ones this sparsedyn builds for the model (re-compile "
                                 "the plan)")
-    plan = Plan(problem, fact)
+    return fact
+
+
+def load_plan(path, model):
+    """Read a plan saved by Plan.save and bind it to `model` (a Model; a ClusterModel for the
+    plans of loop_forward_dynamics / loop_inverse_dynamics).
+
+    Raises PlanMismatchError (naming what differs) if the plan was compiled for another model,
+    ValueError if the file is not a sparsedyn plan (or is corrupt, or from a newer version):
+    every stored array is checked (CRC, dtype, ranges) before a kernel can index with it."""
+    for kind, loader in LOADERS:
+        if isinstance(model, kind):
+            return loader(path, model)
+    header, arrays = read_checked_plan(path, model)
+    if "clusters" in header:
+        raise PlanMismatchError(f"{path}: a plan of a cluster model's {header['problem'].get('name')!r}: "
+                                "load it with that ClusterModel, not its spanning tree")
+    return bind_plan(path, Plan, lambda: Problem.from_description(model, header["problem"]),
+                     header, arrays)
+
+
+def bind_plan(path, plan_class, make_problem, header, arrays):
+    """plan_class(problem, stored factorization) for the problem make_problem() rebuilds from the
+    header, after bind_factorization's checks and a run of the stored program on the plan's
+    test_system (ValueError naming the file if the description or the program is corrupt)."""
     try:
-        fact.verify_program(*plan.test_system())
+        problem = make_problem()
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: corrupt problem description in plan file ({exc})") from None
+    plan = plan_class(problem, bind_factorization(path, problem, header, arrays))
+    try:
+        plan.factorization.verify_program(*plan.test_system())
     except ValueError as exc:
         raise ValueError(f"{path}: corrupt factorization in plan file ({exc})") from None
     return plan

@@ -23,14 +23,25 @@ explicit form G = [1; -K_z^-1 K_y] exists (the precondition of the cluster algor
 those entries are nonzero except on a measure-zero set of states (breakdowns are re-solved with
 partial pivoting by the planner's Factorization).
 
+Inverse dynamics (given="qdd"): the bodies whose coordinates are independent keep the
+measurement rows qdd_i = ydd_i (eq. 8), the dependent bodies the torque rows above with
+y_tau_i = 0 (no actuator on a dependent joint), so -K^T lambda enters only at dependent
+coordinates; the unknowns are the dependent qdd (fixed by the loop rows), lambda (by the
+dependent torque rows, K_z^T invertible) and the tree's tau, a, f. The independent torques are
+then tau_y = tau_y_joints - K_y^T lambda (independent_torques): the actuator torque is the joint
+force minus the loop's share of it.
+
 Preconditions: q assembled (loop closures hold), qd spanning with K qd = 0 (not checked: the
-Lagrange system is solvable for any qd and then is the Lagrange solution at that qd).
+Lagrange system is solvable for any qd and then is the Lagrange solution at that qd); for
+inverse dynamics, no body whose joint mixes independent and dependent coordinates.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ModelError
 from ..kinematics import body_velocities, joint_transforms
+from ..opcount import charge
 from .assemble import NewtonEulerSystem
 from .combine import combine_parts
 from .pattern import STRUCTURAL_TOLERANCE
@@ -45,23 +56,38 @@ class LoopSystem:
     `pivot_candidates` (the entries static pivots may use, see the module docstring);
     `structural_orders` is empty (Nori's orders do not cover the loop rows)."""
 
-    def __init__(self, cluster_model, fx_bodies=(), tol=STRUCTURAL_TOLERANCE):
+    def __init__(self, cluster_model, fx_bodies=(), tol=STRUCTURAL_TOLERANCE, given="tau"):
         cm = self.cluster_model = cluster_model
         model = self.model = cm.model
         N = model.nbodies
         fx_bodies = tuple(sorted(set(int(b) for b in fx_bodies)))
-        measured = [("tau", i) for i in range(N)] + [("fx", i) for i in fx_bodies]
+        if given not in ("tau", "qdd"):
+            raise ValueError(f"given: expected 'tau' (forward) or 'qdd' (inverse dynamics), got {given!r}")
+        self.given = given
+        independent = np.zeros(model.nv, bool)
+        independent[cm.independent_v] = True
+        kinds = []
+        for i in range(N):
+            ind = independent[model.v_slice(i)]
+            if given == "qdd" and ind.any() and not ind.all():
+                raise ModelError(f"link {model.link_names[i]!r}: its joint mixes independent and dependent "
+                                 "coordinates; loop inverse dynamics needs one or the other per joint")
+            kinds.append("qdd" if given == "qdd" and ind.all() else "tau")
+        measured = [(kind, i) for i, kind in enumerate(kinds)] + [("fx", i) for i in fx_bodies]
         self.tree = NewtonEulerSystem(model, measured, fx_bodies=fx_bodies)
         m0, n0 = self.tree.shape
         self.n_tree_rows, self.n_tree_cols = m0, n0
         self.shape = (m0 + cm.nc, n0 + cm.nc)
-        qdd_col, tau_row = np.empty(model.nv, np.int64), np.empty(model.nv, np.int64)
+        qdd_col, tau_row = np.empty(model.nv, np.int64), np.full(model.nv, -1, np.int64)
+        tau_col = np.empty(model.nv, np.int64)
         for i in range(N):
             qdd_col[model.v_slice(i)] = self.tree.columns[("qdd", i)].indices
-            tau_row[model.v_slice(i)] = self.tree.rows[("y_tau", i)].indices
+            tau_col[model.v_slice(i)] = self.tree.columns[("tau", i)].indices
+            if kinds[i] == "tau":
+                tau_row[model.v_slice(i)] = self.tree.rows[("y_tau", i)].indices
         # one entry list per K entry (r, j) of each cluster; it appears twice in D: K_rj in loop
         # row r on qdd (K_k qdd_k = k_k) and -K_rj in the tau row of coordinate j on lambda_r
-        loop_row, qdd, tau, lam, val, pivot = [], [], [], [], [], []
+        loop_row, qdd, tau, lam, val, pivot, coord = [], [], [], [], [], [], []
         self._dynamic = []          # (cluster, r, j, entry ids) of q-dependent K
         count = 0
         for k, c in enumerate(cm.clusters):
@@ -83,20 +109,32 @@ class LoopSystem:
             lam.append(n0 + cm.c_index[k] + r)
             qdd.append(qdd_col[v[j]])
             tau.append(tau_row[v[j]])
+            coord.append(v[j])
             count += len(r)
         cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
-        loop_row, qdd, tau, lam = (cat(x, np.int64) for x in (loop_row, qdd, tau, lam))
+        loop_row, qdd, tau, lam, coord = (cat(x, np.int64) for x in (loop_row, qdd, tau, lam, coord))
         val, pivot = cat(val, float), cat(pivot, bool)
+        # -K^T lambda sits in the torque rows only (inverse dynamics: the dependent coordinates)
+        self._force_mask = tau >= 0
+        m = self._force_mask
         P = self.tree.pattern
         tree_part = (P.indices, np.repeat(np.arange(n0), np.diff(P.indptr)), self.tree.constant_values)
-        self._combined = combine_parts(self.shape, [tree_part, (loop_row, qdd, val), (tau, lam, -val)])
+        self._combined = combine_parts(self.shape, [tree_part, (loop_row, qdd, val),
+                                                    (tau[m], lam[m], -val[m])])
         self.pattern = self._combined.pattern
         self.constant_values = self._combined.constant_values
         self.always_nonzero = self._combined.always_nonzero
-        candidates = np.concatenate((self.tree.always_nonzero, pivot, pivot))
+        candidates = np.concatenate((self.tree.always_nonzero, pivot, pivot[m]))
         self.pivot_candidates = candidates[self._combined.gather]
         self._loop_template = np.where(np.isnan(val), 0.0, val)
-        self._force_template = -self._loop_template
+        # the K entries at independent coordinates: tau_y = tau_joint - K_y^T lambda
+        ind = ~m if given == "qdd" else np.zeros(len(val), bool)
+        self._indep_entries = np.flatnonzero(ind)
+        self._indep_lambda = lam[ind] - n0
+        y_of_v = np.full(model.nv, -1)
+        y_of_v[cm.independent_v] = np.arange(cm.ny)
+        self._indep_y = y_of_v[coord[ind]]
+        self._tau_y_cols = tau_col[cm.independent_v]
 
     # ------------------------------------------------------------------ offline data
 
@@ -113,6 +151,16 @@ class LoopSystem:
         """The tree's named variable blocks (the lambda columns follow them)."""
         return self.tree.columns
 
+    @property
+    def rows(self):
+        """The tree's named row blocks (the loop rows follow them)."""
+        return self.tree.rows
+
+    @property
+    def output_flops(self):
+        """Operations of independent_torques per state (0 for forward dynamics)."""
+        return 2 * len(self._indep_entries)
+
     def lambda_slice(self, k):
         """Columns of cluster k's constraint forces in the solution vector."""
         start = self.n_tree_cols + self.cluster_model.c_index[k]
@@ -120,26 +168,52 @@ class LoopSystem:
 
     # ------------------------------------------------------------------ online assembly
 
-    def assemble(self, q, qd, tau_s, fx=None):
-        """(values (B, nnz), rhs (B, n)) for batched, checked q (B, nq), spanning qd (B, nv), the
-        spanning torque tau_s (B, nv) of the applied torques and internal fx (B, len(fx_bodies), 6)."""
-        cm, model, tree = self.cluster_model, self.model, self.tree
+    def _loop_values(self, q, qd):
+        """(K entries (B, n_entries) in the entry-list order, k (B, nc)) at (q, qd)."""
+        cm = self.cluster_model
         B = q.shape[0]
-        Xup = joint_transforms(model, q)
-        measured = {("tau", i): tau_s[:, model.v_slice(i)] for i in range(model.nbodies)}
-        for n, i in enumerate(tree.fx_bodies):
-            measured[("fx", i)] = fx[:, n]
-        rhs_tree = tree.rhs(Xup, body_velocities(model, Xup, qd), qd, measured)
         loop = np.repeat(self._loop_template[None], B, axis=0)
-        force = np.repeat(self._force_template[None], B, axis=0)
         k_all = np.zeros((B, cm.nc))            # a constant K has k = -Kdot qd = 0
         for k, r, j, ids in self._dynamic:
             K, kk = cm.clusters[k].implicit(q[:, cm.q_indices[k]], qd[:, cm.v_indices[k]])
             loop[:, ids] = K[:, r, j]
-            force[:, ids] = -K[:, r, j]
             k_all[:, cm.constraint_rows(k)] = kk
-        values = self._combined.values([tree.values(Xup), loop, force])
-        return values, np.concatenate((rhs_tree, k_all), axis=1)
+        return loop, k_all
+
+    def values(self, q, Xup):
+        """D's entries (B, nnz) at batched, checked q with its joint transforms Xup (velocity-free:
+        what the Delassus matrix needs)."""
+        loop, _ = self._loop_values(q, np.zeros((q.shape[0], self.model.nv)))
+        return self._combined.values([self.tree.values(Xup), loop, -loop[:, self._force_mask]])
+
+    def assemble(self, q, qd, y_s, fx=None, with_K=False):
+        """(values (B, nnz), rhs (B, n)) for batched, checked q (B, nq), spanning qd (B, nv), the
+        given spanning vector y_s (B, nv) (forward dynamics: the spanning torque of the applied
+        torques; inverse dynamics: the spanning qdd, read at the independent coordinates) and
+        internal fx (B, len(fx_bodies), 6). with_K: also the K entries (for independent_torques)."""
+        cm, model, tree = self.cluster_model, self.model, self.tree
+        Xup = joint_transforms(model, q)
+        measured = {(kind, i): (y_s[:, model.v_slice(i)] if kind == "qdd" else
+                                np.zeros((q.shape[0], model.joints[i].nv)) if self.given == "qdd" else
+                                y_s[:, model.v_slice(i)])
+                    for kind, i in tree.measured if kind != "fx"}
+        for n, i in enumerate(tree.fx_bodies):
+            measured[("fx", i)] = fx[:, n]
+        rhs_tree = tree.rhs(Xup, body_velocities(model, Xup, qd), qd, measured)
+        loop, k_all = self._loop_values(q, qd)
+        values = self._combined.values([tree.values(Xup), loop, -loop[:, self._force_mask]])
+        out = (values, np.concatenate((rhs_tree, k_all), axis=1))
+        return out + (loop,) if with_K else out
+
+    def independent_torques(self, x, loop):
+        """tau_y (B, ny) = tau at the independent joints - K_y^T lambda, from the solution x and
+        the K entries `loop` of assemble(..., with_K=True) (inverse dynamics)."""
+        lam = x[:, self.n_tree_cols:]
+        tau_y = x[:, self._tau_y_cols].copy()
+        n = len(self._indep_entries)
+        charge(n, n, kind="K_y^T lambda")
+        np.subtract.at(tau_y.T, self._indep_y, (loop[:, self._indep_entries] * lam[:, self._indep_lambda]).T)
+        return tau_y
 
     def unpack(self, x):
         """x (B, n) -> {(kind, body): (B, size)} of the tree's variable blocks (views)."""

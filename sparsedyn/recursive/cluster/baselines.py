@@ -9,8 +9,9 @@ All work on the spanning tree with the global loop constraints of a ClusterModel
                         sparse H = L^T L (sparsedyn.recursive.ltl) and the c x c Schur complement
                         K H^-1 K^T = Y^T Y, Y = L^-T K^T
     projection_inverse_osim  Lambda^-1 = J G (G^T H G)^-1 G^T J^T                   (Sec. II-E)
-    approximate_rnea / approximate_aba: the independent tree with the rotor inertia reflected
-                        onto the joint diagonal (N^2 I_rot; gyroscopic coupling ignored, Sec. II-C)
+    approximate_rnea / approximate_aba / approximate_efpa: the independent tree with the rotor
+                        inertia reflected onto the joint diagonal (N^2 I_rot; gyroscopic coupling
+                        ignored, Sec. II-C..E)
 
 H from CRBA, C = RNEA(q, qd, 0) (bias and gravity), dense products charged at their dense cost.
 """
@@ -32,6 +33,7 @@ from ..crba import crba_sweeps
 from ..ltl import ltl, solve_lower, solve_lower_transpose
 from ..rnea import rnea, rnea_sweeps
 from .c_aba import c_aba
+from .c_efpa import c_efpa
 
 
 def _dense_cholesky_solve(A, b, kind):
@@ -160,9 +162,10 @@ class ReflectedInertiaModel:
     tree_clusters: object   # ClusterModel of single-body clusters over `model` (for the ABA)
 
 
-def reflected_inertia_model(cm):
+def reflected_inertia_model(cm, reflect=True):
     """Build the approximate model of seed 003, Sec. II-C: H~ = diag(N^2 I_rot) on the independent
-    tree. Dependent bodies that are not rotors (e.g. four-bar couplers) are dropped (H~ = 0)."""
+    tree. Dependent bodies that are not rotors (e.g. four-bar couplers) are dropped (H~ = 0).
+    reflect=False keeps H~ = 0 everywhere: the unconstrained algorithms of Sec. II-C."""
     m = cm.model
     independent_bodies, rotors = set(), {}
     armature = np.zeros(cm.ny)
@@ -183,6 +186,7 @@ def reflected_inertia_model(cm):
             rotors[body] = True
             # reflected inertia N^2 I_rot on the diagonal of the independent coordinates it follows
             armature[cm.y_slice(k)] += G_role[r] ** 2 * I_axis
+    armature = armature if reflect else np.zeros(cm.ny)
     b = ModelBuilder(f"{m.name}-reflected", gravity=m.gravity)
     for i in range(m.nbodies):
         p = int(m.parents[i])
@@ -232,3 +236,11 @@ def approximate_aba(approx, q, yd, tau):
     single-body clusters with `armature`)."""
     qt, ydt, taut = _tree_state(approx, q, yd, tau)
     return _cluster_order(approx, c_aba(approx.tree_clusters, qt, ydt, taut, armature=approx.armature))
+
+
+def approximate_efpa(approx, q, frames):
+    """Lambda^-1 ~ J_ind (H_ind + H~)^-1 J_ind^T (seed 003, Sec. II-E): EFPA on the independent
+    tree with diag(H~) added to the joint pivots (C-EFPA on single-body clusters with
+    `armature`); q spanning, frames on independent bodies."""
+    return c_efpa(approx.tree_clusters, np.asarray(q, dtype=float)[..., approx.q_index], frames,
+                  armature=approx.armature)

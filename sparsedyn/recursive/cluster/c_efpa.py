@@ -62,7 +62,7 @@ def _ancestors(cm, k):
     return out
 
 
-def c_efpa_sweeps(cm, q, frames, Xup=None):
+def c_efpa_sweeps(cm, q, frames, Xup=None, armature=None):
     model, B = cm.model, q.shape[0]
     fp = forward_pass(cm, q, np.zeros((B, cm.ny)), Xup)
     ees = [_end_effector(model, f) for f in frames]
@@ -79,7 +79,10 @@ def c_efpa_sweeps(cm, q, frames, Xup=None):
         S = fp.S[k]
         U[k] = matmul(IA[k], S, kind="U = IA S")
         D[k] = matmul(np.swapaxes(S, 1, 2), U[k], kind="D = S^T U")
-        check_cluster_pivots(cm, k, D[k], IA[k], S)
+        arm = None if armature is None else armature[cm.y_slice(k)]
+        if arm is not None:                                        # H~ on the joint pivots
+            D[k] = D[k] + np.diag(arm)
+        check_cluster_pivots(cm, k, D[k], IA[k], S, arm)
         p = cm.parents[k]
         if p < 0:
             continue
@@ -122,12 +125,14 @@ def c_efpa_sweeps(cm, q, frames, Xup=None):
     return out[:, swap][:, :, swap]
 
 
-def c_efpa(cm, q, frames):
-    """Inverse operational-space inertia (B, 6m, 6m) of the end-effector frames `frames` (names)."""
+def c_efpa(cm, q, frames, armature=None):
+    """Inverse operational-space inertia (B, 6m, 6m) of the end-effector frames `frames` (names);
+    armature (ny,): diagonal joint-space inertia added to the pivots (see the module doc)."""
     q, single = check_configuration(cm.model, q)
     if isinstance(frames, str):
         frames = [frames]
-    out = c_efpa_sweeps(cm, q, list(frames), joint_transforms(cm.model, q))
+    arm = None if armature is None else np.asarray(armature, dtype=float).reshape(cm.ny)
+    out = c_efpa_sweeps(cm, q, list(frames), joint_transforms(cm.model, q), arm)
     return unbatch(check_finite(out, "c_efpa", {"q": q}, "Lambda^-1"), single)
 
 
