@@ -13,8 +13,9 @@ With Baumgarte corrections the right-hand side 0 of a contact's acceleration row
 Pinocchio's corrected acceleration (Kp times the placement error minus Kd times the velocity).
 
 The system is assembled and solved by the estimation machinery's exact route (problem rows as
-pseudo-measurements with known readings), NumPy assembly: the gravity term R_c^T g is not of the
-forms the compiled sensor rows take. A state whose contacts are redundant (a rank-deficient
+pseudo-measurements with known readings): compiled (the fused kernel; the gravity term R_c^T g
+is the sensor's gravity term, Sensor.gravity_terms, propagated by the kernel) for states with
+every contact held, NumPy otherwise. A state whose contacts are redundant (a rank-deficient
 contact Jacobian) is flagged not ok and gets the minimum-prior (ridge-regularised) contact
 wrenches, never NaN: qdd stays the constrained motion, the split of the wrenches is arbitrary.
 
