@@ -1,0 +1,254 @@
+"""What a spatial primitive costs under the papers' counting convention: the structure they exploit.
+
+Featherstone (Rigid Body Dynamics Algorithms, 2008) counts the recursive algorithms with the
+compact forms of Appendix A (Table A.? of the book: X m and X^T f 24m + 18a for a general (E, r),
+I m 24m + 18a for a rigid-body inertia (m, h, Ibar)) and, in Sec. 10 (the closed forms of Table
+10.?, e.g. ABA (224 N - 259) m + (205 N - 248) a), with the structure of the joints: a unit-axis
+motion subspace makes S x and S^T f selections (0 flops), and a joint transform is a rotation about
+a coordinate axis (4m + 2a per 3-vector) composed with a constant tree transform. The seeds'
+tables (seed 002, appendix) count the same way, with symmetric 6x6 inertias (21 entries, 15 when a
+joint's projection zeroes a row and column) and the 231-flop LDL^T factor-and-invert of a 6-DoF
+pivot.
+
+Here every such cost is derived from structural patterns, not assumed: a pattern is a boolean
+array of entries that can be nonzero (`nz`) with those that are exactly +-1 for every state
+(`unit`, a free multiplication). `linear_cost` counts the nonzero products of A x, one
+multiplication per non-unit term and one addition per term beyond the first of each row. The
+patterns of a joint come from probing its placement at random configurations (its rotation and
+translation zeros, the same for every state), those of a tree transform from its constant
+entries; inertias are treated as general (their numeric zeros are data, not structure).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+FULL6 = np.ones(6, dtype=bool)
+
+
+def linear_cost(nz, unit, x_nz):
+    """(mul, add, output pattern) of A x for the structural pattern (nz, unit) of A and x_nz of x."""
+    A = nz[:, x_nz]
+    terms = A.sum(axis=1)
+    mul = int((A & ~unit[:, x_nz]).sum())
+    add = int(np.maximum(terms - 1, 0).sum())
+    return mul, add, terms > 0
+
+
+def add_cost(p, q):
+    """Additions of two vectors (or symmetric matrices' stored entries) of patterns p, q: only the
+    entries nonzero in both cost anything."""
+    return int((p & q).sum())
+
+
+def skew_pattern(r_nz):
+    """Pattern of rx for a 3-vector pattern r_nz: entry (i, j) holds r_k, {i, j, k} = {0, 1, 2}."""
+    out = np.zeros((3, 3), dtype=bool)
+    for i, j, k in ((0, 1, 2), (0, 2, 1), (1, 2, 0)):
+        out[i, j] = out[j, i] = bool(r_nz[k])
+    return out
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One compact transform (E, r) with constant patterns: E (3x3 nz, unit), r (3 nz)."""
+
+    E_nz: np.ndarray
+    E_unit: np.ndarray
+    r_nz: np.ndarray
+
+    def matrices(self, op):
+        """The 6x6 (nz, unit) matrices, applied right to left, of the compact formula of `op`:
+        'X m' = rot . [[1, 0], [-rx, 1]]; 'X^T f' = [[1, rx], [0, 1]] . rot^T (Featherstone
+        eq. 2.24, Appendix A); 'X* f' = rot . [[1, -rx], [0, 1]]; 'X^-1 m' = [[1, 0], [rx, 1]] . rot^T."""
+        E, U = (self.E_nz, self.E_unit) if op in ("X m", "X* f") else (self.E_nz.T, self.E_unit.T)
+        rot = (np.kron(np.eye(2, dtype=bool), E), np.kron(np.eye(2, dtype=bool), U))
+        tr_nz = np.eye(6, dtype=bool)
+        rx = skew_pattern(self.r_nz)
+        if op in ("X m", "X^-1 m"):
+            tr_nz[3:, :3] = rx
+        else:
+            tr_nz[:3, 3:] = rx
+        tr = (tr_nz, np.eye(6, dtype=bool))
+        return [tr, rot] if op in ("X m", "X* f") else [rot, tr]
+
+
+GENERAL = Factor(np.ones((3, 3), bool), np.zeros((3, 3), bool), np.ones(3, bool))
+
+
+def factor_of(E, r):
+    """The constant pattern of a numeric (E, r) (a tree transform)."""
+    E, r = np.asarray(E, float), np.asarray(r, float)
+    return Factor(E != 0, np.abs(E) == 1, r != 0)
+
+
+@dataclass(frozen=True)
+class TransformStructure:
+    """iX_lambda(i) = X_J(q) X_T as the factors [X_T, X_J] (applied first to last to a motion)."""
+
+    factors: tuple
+
+    def _sequence(self, op):
+        """The matrices of `op`, applied first to last: X = X_J X_T applies X_T first; X^T and
+        X^-1 apply X_J's part first."""
+        factors = self.factors if op in ("X m", "X* f") else self.factors[::-1]
+        return [m for f in factors for m in f.matrices(op)]
+
+    def apply_cost(self, op, x_nz=FULL6):
+        """(mul, add, output pattern) of applying the transform (op as in Factor.matrices) to a
+        vector of pattern x_nz: the cheaper of the factored product and the one merged compact
+        (E, r) (24m + 18a when general)."""
+        key = (op, x_nz.tobytes())
+        cache = self.__dict__.setdefault("_cache", {})
+        if key not in cache:
+            best = None
+            for seq in (self._sequence(op), GENERAL.matrices(op)):
+                mul = add = 0
+                p = x_nz
+                for nz, unit in seq:
+                    m, a, p = linear_cost(nz, unit, p)
+                    mul, add = mul + m, add + a
+                if best is None or mul + add < best[0] + best[1]:
+                    best = (mul, add, p)
+            cache[key] = best
+        return cache[key]
+
+    def congruence_cost(self, I_nz):
+        """(mul, add, pattern) of X^T I X for a symmetric I of pattern I_nz (6x6): factor by factor
+        (X_J's rotation first), G = I F then the upper triangle of F^T G only (the result is
+        symmetric); at most the general compact form's 198m + 144a (spatial.inertia_to_parent)."""
+        key = ("XtIX", I_nz.tobytes())
+        cache = self.__dict__.setdefault("_cache", {})
+        if key not in cache:
+            mul = add = 0
+            P = I_nz
+            for f in reversed(self.factors):
+                for F_nz, F_unit in reversed(f.matrices("X m")):
+                    m, a, P = _congruence_step(P, F_nz, F_unit)
+                    mul, add = mul + m, add + a
+            if mul + add > 198 + 144:
+                mul, add, P = 198, 144, np.ones((6, 6), dtype=bool)
+            cache[key] = (mul, add, P)
+        return cache[key]
+
+
+def _congruence_step(P, F_nz, F_unit):
+    """F^T P F for a symmetric pattern P: G = P F row by row, then the 21 upper entries of F^T G."""
+    mul = add = 0
+    G = np.zeros((6, 6), dtype=bool)
+    for i in range(6):
+        m, a, G[i] = linear_cost(F_nz.T, F_unit.T, P[i])
+        mul, add = mul + m, add + a
+    out = np.zeros((6, 6), dtype=bool)
+    for i in range(6):
+        for j in range(i, 6):
+            terms = F_nz[:, i] & G[:, j]
+            t = int(terms.sum())
+            mul += int((terms & ~F_unit[:, i]).sum())
+            add += max(t - 1, 0)
+            out[i, j] = out[j, i] = t > 0
+    return mul, add, out
+
+
+def joint_factor(joint, samples=4, seed=0):
+    """The pattern of X_J = (R_J^T, p_J) of a joint, probed at random configurations: an entry is
+    structurally nonzero if it is nonzero at any of them, a unit if it is +-1 at all of them."""
+    rng = np.random.default_rng(seed)
+    qs = np.stack([joint.random_configuration(rng) for _ in range(samples)])
+    R, p = joint.placement(qs)
+    E = np.swapaxes(np.asarray(R, float), -1, -2)
+    return Factor(np.any(E != 0, axis=0), np.all(np.abs(E) == 1, axis=0), np.any(np.asarray(p) != 0, axis=0))
+
+
+_STRUCTURES = {}
+
+
+def model_structures(model):
+    """TransformStructure of every iX_lambda(i) of the model (cached per model object)."""
+    hit = _STRUCTURES.get(id(model))
+    if hit is None or hit[0] is not model:
+        out = []
+        for i, joint in enumerate(model.joints):
+            T = np.asarray(model.joint_placements[i])
+            out.append(TransformStructure((factor_of(T[:3, :3].T, T[:3, 3]), joint_factor(joint))))
+        hit = (model, tuple(out))
+        _STRUCTURES[id(model)] = hit
+    return hit[1]
+
+
+def subspace_pattern(S):
+    """(nz, unit) of a constant motion subspace S (6 x n)."""
+    S = np.asarray(S, float)
+    return S != 0, np.abs(S) == 1
+
+
+def cross_cost(v_nz, m_nz, force=False):
+    """(mul, add, pattern) of v x m (force=False, Featherstone eq. 2.31) or v x* f (eq. 2.32):
+    one product per (nonzero v_k, nonzero m_j) pair of the cross-product terms."""
+    w, vl = v_nz[:3], v_nz[3:]
+    mw, mv = m_nz[:3], m_nz[3:]
+    if not force:          # [w x mw; w x mv + vl x mw]
+        blocks = [[(w, mw)], [(w, mv), (vl, mw)]]
+    else:                  # [w x n + vl x f; w x f]
+        blocks = [[(w, mw), (vl, mv)], [(w, mv)]]
+    mul = add = 0
+    out = np.zeros(6, dtype=bool)
+    for b, pairs in enumerate(blocks):
+        for i in range(3):
+            j, k = (i + 1) % 3, (i + 2) % 3            # (a x c)_i = a_j c_k - a_k c_j
+            t = sum(int(a[j] and c[k]) + int(a[k] and c[j]) for a, c in pairs)
+            mul += t
+            add += max(t - 1, 0)
+            out[3 * b + i] = t > 0
+    return mul, add, out
+
+
+def rigid_inertia_cost(x_nz):
+    """(mul, add, pattern) of I x for a rigid-body inertia in compact form (m, h, Ibar)
+    (Featherstone, Appendix A: [Ibar w + h x v; m v - h x w], 24m + 18a for a dense x)."""
+    w, vl = x_nz[:3], x_nz[3:]
+    full = np.ones((3, 3), bool)
+    none = np.zeros((3, 3), bool)
+    m1, a1, p1 = linear_cost(full, none, w)                   # Ibar w
+    m2, a2, p2 = _hx(vl)                                      # h x v
+    m3, a3, p3 = (int(vl.sum()), 0, vl.copy())               # m v
+    m4, a4, p4 = _hx(w)                                       # h x w
+    mul = m1 + m2 + m3 + m4
+    add = a1 + a2 + a3 + a4 + add_cost(p1, p2) + add_cost(p3, p4)
+    return mul, add, np.r_[p1 | p2, p3 | p4]
+
+
+def _hx(x_nz):
+    """h x x for a dense h."""
+    skew_full = ~np.eye(3, dtype=bool)
+    return linear_cost(skew_full, np.zeros((3, 3), bool), x_nz)
+
+
+def symmetric_matvec_cost(P, x_nz):
+    """(mul, add, pattern) of I x for a symmetric 6x6 I of pattern P (an articulated inertia)."""
+    return linear_cost(P, np.zeros((6, 6), bool), x_nz)
+
+
+def ldlt_invert_cost(n):
+    """(mul, add, div) of the LDL^T factor and invert of a dense symmetric n x n pivot D (seed 002,
+    appendix: 231 flops for the floating base, n = 6):
+      factor, column j: w_jk = l_jk d_k, d_j = a_jj - sum l_jk w_jk, 1/d_j, and for i > j
+              l_ij = (a_ij - sum_k l_ik w_jk) / d_j (k < j);
+      invert: L^-1 (unit lower: X_ij = -(l_ij + sum_{j<k<i} l_ik X_kj)), Y = D^-1 L^-1 below the
+              diagonal, and the lower triangle of D^-1 = L^-T Y, entry (i, j) summing k >= i."""
+    mul = add = div = 0
+    for j in range(n):
+        below = n - 1 - j
+        mul += 2 * j + below * (j + 1)                  # w_jk, the d_j sum, l_ij sums and / d_j
+        add += j + below * j
+        div += 1
+    for i in range(n):
+        for j in range(i):
+            mul += i - j - 1
+            add += i - j - 1                            # L^-1 (the -l_ij term: one addition less)
+    mul += n * (n - 1) // 2                             # Y = D^-1 L^-1 below the diagonal
+    for i in range(n):
+        mul += (i + 1) * (n - 1 - i)                    # (i + 1) entries of row i, X_ii = 1 free
+        add += (i + 1) * (n - 1 - i)
+    return mul, add, div
