@@ -36,6 +36,32 @@ def linear_cost(nz, unit, x_nz):
     return mul, add, terms > 0
 
 
+def product_cost(A_nz, A_unit, B_nz, B_unit, symmetric=False, mask=True):
+    """(mul, add, pattern) of A B for structural patterns (a product with a +-1 factor is free);
+    symmetric: the result is symmetric and only its upper triangle is computed; mask: the entries
+    needed (others known to be zero)."""
+    terms = A_nz[:, :, None] & B_nz[None, :, :]                       # (i, k, j)
+    free = A_unit[:, :, None] | B_unit[None, :, :]
+    keep = (np.triu(np.ones((A_nz.shape[0], B_nz.shape[1]), bool)) if symmetric else True) & mask
+    t = terms.sum(axis=1)
+    mul = int(((terms & ~free).sum(axis=1) * keep).sum())
+    add = int((np.maximum(t - 1, 0) * keep).sum())
+    return mul, add, t > 0
+
+
+def zero_axes_after_projection(P, S):
+    """Pattern of I^a = I^A - U D^-1 U^T from I^A's pattern P: I^a S = 0, so a unit column e_k of
+    S zeroes row and column k (seed 002, appendix: 15 entries for a revolute joint)."""
+    S = np.asarray(S, float)
+    out = P.copy()
+    for c in range(S.shape[1]):
+        nz = np.flatnonzero(S[:, c])
+        if nz.size == 1 and abs(S[nz[0], c]) == 1:
+            out[nz[0], :] = False
+            out[:, nz[0]] = False
+    return out
+
+
 def add_cost(p, q):
     """Additions of two vectors (or symmetric matrices' stored entries) of patterns p, q: only the
     entries nonzero in both cost anything."""

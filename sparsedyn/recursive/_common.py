@@ -8,8 +8,8 @@ from ..batch import as_batch
 from ..model.model import WORLD
 from ..opcount import charge, charge_matmul, counting
 from ..spatial import Transform, to_angular_first
-from ..spatial_costs import (FULL6, add_cost, linear_cost, rigid_inertia_cost, subspace_pattern,
-                             symmetric_matvec_cost)
+from ..spatial_costs import (FULL6, add_cost, linear_cost, product_cost, rigid_inertia_cost,
+                             subspace_pattern, symmetric_matvec_cost)
 
 
 def S_times(S, x):
@@ -55,6 +55,49 @@ def articulated_times(IA, m, IA_pattern=None, pattern=None):
         mul, add, _ = symmetric_matvec_cost(P, FULL6 if pattern is None else pattern)
         charge(mul, add, kind="I^A*m", written=(36, 30))
     return np.einsum("...ij,...j->...i", IA, m)
+
+
+def S_product(A, S, A_pattern=None):
+    """A S for (B, r, 6) blocks A (an articulated inertia, or U^T) and a constant S (6 x n). Paper
+    count: the products with S's non-unit entries (a unit-axis S selects columns: 0 flops)."""
+    r, n = A.shape[-2], S.shape[1]
+    if counting():
+        nz, unit = subspace_pattern(S)
+        P = np.ones((r, 6), bool) if A_pattern is None else A_pattern
+        mul, add, _ = product_cost(P, np.zeros_like(P), nz, unit)
+        charge(mul, add, kind="A S", written=(r * 6 * n, r * 5 * n))
+    return A @ S
+
+
+def symmetric_update(U, W, mask=None):
+    """U W (B, 6, 6) for U (B, 6, n), W = D^-1 U^T (B, n, 6): the symmetric update U D^-1 U^T.
+    Paper count: its upper triangle, on the entries of `mask` (I^a's pattern) only, with the
+    subtraction from I^A there; as written: a dense product."""
+    n = U.shape[-1]
+    if counting():
+        full = np.ones((6, n), bool)
+        keep = np.ones((6, 6), bool) if mask is None else mask
+        mul, add, _ = product_cost(full, ~full, full.T, ~full.T, symmetric=True, mask=keep)
+        charge(mul, add + int(np.triu(keep).sum()), kind="U D^-1 U^T", written=(36 * n, 36 * (n - 1)))
+    return U @ W
+
+
+def column_times(U, x):
+    """U x for U (B, 6, n), x (B, n) (paper count; uncharged as written)."""
+    n = U.shape[-1]
+    charge(6 * n, 6 * (n - 1), kind="U x", written=(0, 0))
+    return np.einsum("bij,bj->bi", U, x)
+
+
+def row_times(U, m, pattern=None):
+    """U^T m for U (B, 6, n), m (B, 6) of pattern `pattern` (paper count; uncharged as written)."""
+    n = U.shape[-1]
+    if counting():
+        P = FULL6 if pattern is None else pattern
+        mul, add, _ = linear_cost(np.ones((n, 6), bool)[:, P], np.zeros((n, 6), bool)[:, P],
+                                  np.ones(int(P.sum()), bool))
+        charge(mul, add, kind="U^T m", written=(0, 0))
+    return np.einsum("bji,bj->bi", U, m)
 
 
 def charge_sum(p, q, kind="+"):

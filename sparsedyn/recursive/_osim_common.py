@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..opcount import charge, charge_matmul
+from ..opcount import charge, charge_matmul, counting
 from ..spatial import cross3, inertia_to_parent, rows_times_transform
+from ..spatial_costs import ldlt_invert_cost, zero_axes_after_projection
+from ._common import S_product
 from .aba import check_articulated_pivots
 
 
 def transform_times_columns(X, C):
     """X C for motion-vector columns C (B, 6, c) (X m, 24 mul + 18 add per column)."""
     c = C.shape[-1]
-    charge(24 * c, 18 * c, kind="X C")
+    if counting():
+        mul, add, _ = X.structure_cost("X m", np.ones(6, bool))
+        charge(mul * c, add * c, kind="X C", written=(24 * c, 18 * c))
     w = X.E @ C[:, :3]
     v = X.E @ (C[:, 3:] - cross3(X.r[:, None, :], C[:, :3].swapaxes(1, 2)).swapaxes(1, 2))
     return np.concatenate((w, v), axis=1)
@@ -34,22 +38,23 @@ class Pivot:
     def __init__(self, model, IA, i):
         self.S = model.joints[i].S
         n = self.n = self.S.shape[1]
-        charge(36 * n, 30 * n, kind="U = H S")
-        self.U = IA @ self.S
-        charge(6 * n * n, 5 * n * n, kind="D = S^T U")
-        D = self.S.T @ self.U
+        self.U = S_product(IA, self.S)                           # U = H S (unit-axis S: a selection)
+        D = S_product(self.U.swapaxes(1, 2), self.S)              # D = S^T U
         check_articulated_pivots(model, D, i, IA)
         if n == 1:
             charge(div=1, kind="D^-1")
             self.Dinv = 1.0 / D
-        else:
-            charge(n ** 3, n ** 3, div=n, kind="D^-1")
+        else:                                                      # LDL^T factor and invert
+            charge(*ldlt_invert_cost(n), kind="D^-1", written=(n ** 3, n ** 3, n))
             self.Dinv = np.linalg.inv(D)
 
     def articulated_to_parent(self, X, IA):
         """X^T (I^A - U D^-1 U^T) X: the articulated inertia seen from the parent."""
-        charge(21 * self.n, 21 * self.n, kind="U D^-1 U^T")     # symmetric: 21 entries
-        return inertia_to_parent(X, IA - self.times_Dinv(self.U) @ self.U.swapaxes(1, 2))
+        PIa = zero_axes_after_projection(np.ones((6, 6), bool), self.S) if counting() else None
+        if PIa is not None:                                     # symmetric: 21 entries, fewer
+            k = int(np.triu(PIa).sum())                         # when S has unit axes (I^a S = 0)
+            charge(k * self.n, k * self.n, kind="U D^-1 U^T", written=(21 * self.n, 21 * self.n))
+        return inertia_to_parent(X, IA - self.times_Dinv(self.U) @ self.U.swapaxes(1, 2), PIa)
 
     def times_Dinv(self, A):
         """A D^-1 for a stack A (B, r, n)."""

@@ -1,0 +1,92 @@
+"""The operation counter's two conventions (sparsedyn/opcount.py): "paper" counts the recursive
+baselines with the structure Featherstone's and the seeds' closed forms exploit, "as_written" the
+straightforward dense forms. Oracles: Featherstone's closed forms (as cited by Nori, experiments/
+README.md), seed 002's appendix table, and compact formulas counted by hand here."""
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.models import serial_chain
+from sparsedyn.opcount import count_operations
+from sparsedyn.spatial import Transform
+from sparsedyn.spatial_costs import (Factor, TransformStructure, ldlt_invert_cost,
+                                     zero_axes_after_projection)
+
+
+def _counted(fn, model, convention):
+    # the chain and state of experiments/fig1_fd_chain_flops.py
+    rng = np.random.default_rng(0)
+    q = model.random_configuration(rng)
+    v, x = rng.normal(size=(2, model.nv))
+    with count_operations(convention) as ops:
+        out = fn(model, q, v, x)
+    return ops, out
+
+
+@pytest.mark.parametrize("n", [10, 50, 100])
+def test_rnea_aba_within_ten_percent_of_featherstone_closed_forms(n):
+    model = serial_chain(n)
+    rnea, tau = _counted(sd.rnea, model, "paper")
+    aba, qdd = _counted(sd.aba, model, "paper")
+    assert abs(rnea.flops / (174 * n - 208) - 1) < 0.10          # (93N-108) m + (81N-100) a
+    assert abs(aba.flops / (429 * n - 507) - 1) < 0.10           # (224N-259) m + (205N-248) a
+    # the straightforward forms stay available and cost more
+    rnea_w, tau_w = _counted(sd.rnea, model, "as_written")
+    aba_w, qdd_w = _counted(sd.aba, model, "as_written")
+    assert rnea_w.flops > 1.5 * rnea.flops and aba_w.flops > 1.5 * aba.flops
+    np.testing.assert_array_equal(tau, tau_w)                    # counting never changes numerics
+    np.testing.assert_array_equal(qdd, qdd_w)
+
+
+def test_unknown_convention_is_refused():
+    with pytest.raises(ValueError, match="convention"):
+        with count_operations("dense"):
+            pass
+
+
+def test_unit_axis_subspace_is_a_selection():
+    model = serial_chain(3)
+    S = model.joints[0].S
+    from sparsedyn.recursive._common import S_times, S_transpose_times
+    with count_operations() as ops, count_operations("as_written") as ref:
+        S_times(S, np.ones((1, 1)))
+        S_transpose_times(S, np.ones((1, 6)))
+    assert ops.flops == 0
+    assert (ref.mul, ref.add) == (12, 5)                         # 6 products each, 5 sums
+
+
+def _rotation_about_z():
+    E = np.zeros((3, 3), bool)
+    E[:2, :2] = True
+    E[2, 2] = True
+    U = np.zeros((3, 3), bool)
+    U[2, 2] = True
+    return Factor(E, U, np.zeros(3, bool))
+
+
+def test_privileged_child_rotation_costs_of_seed_002():
+    """Seed 002, appendix: X Lambda_p(i)k (6 columns) 48m + 24a; I^A_p + (...) 15a."""
+    st = TransformStructure((_rotation_about_z(),))
+    mul, add, _ = st.apply_cost("X m")
+    # by hand: [c s 0; -s c 0; 0 0 1] v costs 4 mul + 2 add, twice per spatial vector
+    assert (6 * mul, 6 * add) == (48, 24)
+    S = np.zeros((6, 1))
+    S[2, 0] = 1.0
+    P = zero_axes_after_projection(np.ones((6, 6), bool), S)
+    assert int(np.triu(P).sum()) == 15                           # 5x5 symmetric: 15 additions
+
+
+def test_floating_base_pivot_costs_231_flops():
+    """Seed 002, appendix: K_1 = (I^A_1)^-1 by an LDL^T factor and invert, 231 flops."""
+    assert sum(ldlt_invert_cost(6)) == 231
+    assert ldlt_invert_cost(1) == (0, 0, 1)
+
+
+def test_general_transform_keeps_featherstone_compact_cost():
+    """A transform without structure costs the compact form (E, r): 24m + 18a (Appendix A)."""
+    rng = np.random.default_rng(1)
+    E = np.linalg.qr(rng.normal(size=(3, 3)))[0][None]
+    X = Transform(E, rng.normal(size=(1, 3)))
+    with count_operations() as ops:
+        X.apply_motion(rng.normal(size=(1, 6)))
+    assert (ops.mul, ops.add) == (24, 18)
