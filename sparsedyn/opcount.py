@@ -97,6 +97,18 @@ def suspended():
         _active[:] = saved
 
 
+@contextlib.contextmanager
+def written_only():
+    """Charge what is inside to the "as_written" counters only (its paper cost is charged apart,
+    from the operands' structure)."""
+    saved = _active[:]
+    _active[:] = [c for c in saved if c.convention == "as_written"]
+    try:
+        yield
+    finally:
+        _active[:] = saved
+
+
 def charge_matmul(m, k, n, kind="matmul"):
     """Dense (m x k) @ (k x n)."""
     charge(m * k * n, m * (k - 1) * n, kind=kind)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .opcount import charge, charge_matmul, counting
-from .spatial_costs import FULL6, GENERAL, TransformStructure, cross_cost
+from .spatial_costs import FULL6, GENERAL, TransformStructure, cross_cost, product_cost, subspace_pattern
 
 # --------------------------------------------------------------------------------------------
 # 3D helpers
@@ -257,7 +257,7 @@ class Transform:
         return out
 
     def __getitem__(self, idx):
-        return Transform(self.E[idx], self.r[idx])
+        return Transform(self.E[idx], self.r[idx], self.structure)
 
 
 def transform_inertia(X, I):
@@ -336,3 +336,15 @@ def rows_times_transform(X, R):
     RlE = R[..., 3:] @ X.E
     Ra = R[..., :3] @ X.E - cross3(RlE, X.r[:, None, :])
     return np.concatenate((Ra, RlE), axis=-1)
+
+
+def S_product(A, S, A_pattern=None, kind="A S"):
+    """A S for (B, r, 6) blocks A (an articulated inertia, or U^T) and a constant S (6 x n). Paper
+    count: the products with S's non-unit entries (a unit-axis S selects columns: 0 flops)."""
+    r, n = A.shape[-2], S.shape[1]
+    if counting():
+        nz, unit = subspace_pattern(S)
+        P = np.ones((r, 6), bool) if A_pattern is None else A_pattern
+        mul, add, _ = product_cost(P, np.zeros_like(P), nz, unit)
+        charge(mul, add, kind=kind, written=(r * 6 * n, r * 5 * n))
+    return A @ S

@@ -190,14 +190,35 @@ def joint_factor(joint, samples=4, seed=0):
 _STRUCTURES = {}
 
 
+IDENTITY = Factor(np.eye(3, dtype=bool), np.eye(3, dtype=bool), np.zeros(3, dtype=bool))
+
+
+def privileged_children(model):
+    """{child: floating body}: for each body on a 6-DoF joint with S = 1 (a floating base), its
+    first child on a 1-DoF joint. Seed 002, appendix (after its ref. [23]): the floating base's
+    coordinate frame can be located at that child's joint frame, so the child's transform is a
+    pure rotation about a fixed axis; the floating body's inertia and its other children's tree
+    transforms are general either way, so the count is that of the same algorithm on the
+    equivalently placed model (the numerics here keep the model's own frame)."""
+    out = {}
+    for b, joint in enumerate(model.joints):
+        if joint.nv == 6 and np.array_equal(np.asarray(joint.S), np.eye(6)):
+            kids = [i for i in range(model.nbodies) if model.parents[i] == b and model.joints[i].nv == 1]
+            if kids:
+                out[kids[0]] = b
+    return out
+
+
 def model_structures(model):
     """TransformStructure of every iX_lambda(i) of the model (cached per model object)."""
     hit = _STRUCTURES.get(id(model))
     if hit is None or hit[0] is not model:
         out = []
+        privileged = privileged_children(model)
         for i, joint in enumerate(model.joints):
             T = np.asarray(model.joint_placements[i])
-            out.append(TransformStructure((factor_of(T[:3, :3].T, T[:3, 3]), joint_factor(joint))))
+            tree = IDENTITY if i in privileged else factor_of(T[:3, :3].T, T[:3, 3])
+            out.append(TransformStructure((tree, joint_factor(joint))))
         hit = (model, tuple(out))
         _STRUCTURES[id(model)] = hit
     return hit[1]

@@ -7,7 +7,7 @@ import numpy as np
 from ..batch import as_batch
 from ..model.model import WORLD
 from ..opcount import charge, charge_matmul, counting
-from ..spatial import Transform, to_angular_first
+from ..spatial import S_product, Transform, to_angular_first  # noqa: F401 (S_product re-exported)
 from ..spatial_costs import (FULL6, add_cost, linear_cost, product_cost, rigid_inertia_cost,
                              subspace_pattern, symmetric_matvec_cost)
 
@@ -55,18 +55,6 @@ def articulated_times(IA, m, IA_pattern=None, pattern=None):
         mul, add, _ = symmetric_matvec_cost(P, FULL6 if pattern is None else pattern)
         charge(mul, add, kind="I^A*m", written=(36, 30))
     return np.einsum("...ij,...j->...i", IA, m)
-
-
-def S_product(A, S, A_pattern=None):
-    """A S for (B, r, 6) blocks A (an articulated inertia, or U^T) and a constant S (6 x n). Paper
-    count: the products with S's non-unit entries (a unit-axis S selects columns: 0 flops)."""
-    r, n = A.shape[-2], S.shape[1]
-    if counting():
-        nz, unit = subspace_pattern(S)
-        P = np.ones((r, 6), bool) if A_pattern is None else A_pattern
-        mul, add, _ = product_cost(P, np.zeros_like(P), nz, unit)
-        charge(mul, add, kind="A S", written=(r * 6 * n, r * 5 * n))
-    return A @ S
 
 
 def symmetric_update(U, W, mask=None):

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..opcount import charge, charge_matmul, counting
 from ..spatial import cross3, inertia_to_parent, rows_times_transform
-from ..spatial_costs import ldlt_invert_cost, zero_axes_after_projection
+from ..spatial_costs import (ldlt_invert_cost, product_cost, subspace_pattern,
+                             zero_axes_after_projection)
 from ._common import S_product
 from .aba import check_articulated_pivots
 
@@ -38,8 +39,8 @@ class Pivot:
     def __init__(self, model, IA, i):
         self.S = model.joints[i].S
         n = self.n = self.S.shape[1]
-        self.U = S_product(IA, self.S)                           # U = H S (unit-axis S: a selection)
-        D = S_product(self.U.swapaxes(1, 2), self.S)              # D = S^T U
+        self.U = S_product(IA, self.S, kind="U = H S")          # unit-axis S: a selection
+        D = S_product(self.U.swapaxes(1, 2), self.S, kind="D = S^T U")
         check_articulated_pivots(model, D, i, IA)
         if n == 1:
             charge(div=1, kind="D^-1")
@@ -56,6 +57,16 @@ class Pivot:
             charge(k * self.n, k * self.n, kind="U D^-1 U^T", written=(21 * self.n, 21 * self.n))
         return inertia_to_parent(X, IA - self.times_Dinv(self.U) @ self.U.swapaxes(1, 2), PIa)
 
+    def S_times_columns(self, Y, kind="S Y"):
+        """S Y for columns Y (B, n, c) -> (B, 6, c): paper count, the products with S's non-unit
+        entries (a unit-axis S places rows: 0 flops)."""
+        c = Y.shape[-1]
+        if counting():
+            nz, unit = subspace_pattern(self.S)
+            mul, add, _ = product_cost(nz, unit, np.ones((self.n, c), bool), np.zeros((self.n, c), bool))
+            charge(mul, add, kind=kind, written=(6 * self.n * c, 6 * (self.n - 1) * c))
+        return self.S @ Y
+
     def times_Dinv(self, A):
         """A D^-1 for a stack A (B, r, n)."""
         if self.n == 1:
@@ -66,8 +77,7 @@ class Pivot:
 
     def project_rows(self, R):
         """(R S, R S D^-1) for rows R (B, r, 6)."""
-        charge(6 * self.n * R.shape[1], 5 * self.n * R.shape[1], kind="R S")
-        RS = R @ self.S
+        RS = S_product(R, self.S, kind="R S")
         return RS, self.times_Dinv(RS)
 
     def propagate_rows(self, X, R, RS_Dinv):

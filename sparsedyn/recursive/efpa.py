@@ -74,8 +74,7 @@ def efpa_sweeps(model, q, Xup, rc):
 def _K_times_rows_T(piv, rows):
     """K_i R^T = S D^-1 (R S)^T for R (B, r, 6) -> (B, 6, r)."""
     RS, RS_Dinv = piv.project_rows(rows)
-    charge(6 * piv.n * RS.shape[1], 6 * (piv.n - 1) * RS.shape[1], kind="S (D^-1 S^T R^T)")
-    return piv.S @ RS_Dinv.swapaxes(1, 2)
+    return piv.S_times_columns(RS_Dinv.swapaxes(1, 2), kind="S (D^-1 S^T R^T)")
 
 
 def _L_times(piv, C):
@@ -89,5 +88,7 @@ def _L_times(piv, C):
     else:
         charge_matmul(piv.n, piv.n, c, kind="D^-1 U^T C")
         DUC = piv.Dinv @ UtC
-    charge(6 * piv.n * c, 6 * piv.n * c, kind="C - S (.)")
-    return C - piv.S @ DUC
+    SDUC = piv.S_times_columns(DUC, kind="C - S (.)")
+    rows = int(np.any(piv.S != 0, axis=1).sum())               # the subtraction touches S's rows
+    charge(add=rows * c, kind="C - S (.)", written=(0, 6 * c))
+    return C - SDUC

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.model import WORLD
-from ..opcount import charge_matmul
+from ..opcount import charge, charge_matmul, written_only
+from ..spatial_costs import product_cost, subspace_pattern
 from ..spatial import rows_times_transform
 from ._osim_common import Pivot, initial_inertias
 
@@ -121,10 +122,12 @@ def pv_osimr_sweeps(model, q, Xup, rc):
             continue
         if i in branching:                                         # line 7: iP_i = 1, iOm_i = 0,
             S = np.broadcast_to(piv.S, (B,) + piv.S.shape)         # so R S = S costs nothing
-            S_Dinv = piv.times_Dinv(S)
-            Om[d] = piv.rank_update(None, S, S_Dinv)               # line 15: S D^-1 S^T
+            with written_only():                                   # paper: S's structure below
+                S_Dinv = piv.times_Dinv(S)
+                Om[d] = piv.rank_update(None, S, S_Dinv)           # line 15: S D^-1 S^T
+            SD = _charge_subspace_products(piv)
             if p != WORLD:                                         # line 13: (1 - S D^-1 U^T) X
-                charge_matmul(6, piv.n, 6, kind="1 - S D^-1 U^T")
+                _charge_identity_update(piv, SD)
                 R[d] = rows_times_transform(Xup[i], np.eye(6) - S_Dinv @ piv.U.swapaxes(1, 2))
             continue
         RS, RS_Dinv = piv.project_rows(R[d])
@@ -166,6 +169,26 @@ def pv_osimr_sweeps(model, q, Xup, rc):
             out[:, r1, rc.rows(k2)] = blk
             out[:, rc.rows(k2), r1] = blk.swapaxes(1, 2)           # line 26
     return out
+
+
+def _charge_subspace_products(piv):
+    """Paper count of S D^-1 and S D^-1 S^T (a unit-axis S places D^-1's entries: 0 flops);
+    returns the pattern of S D^-1."""
+    nz, unit = subspace_pattern(piv.S)
+    full = np.ones((piv.n, piv.n), bool)
+    m1, a1, SD = product_cost(nz, unit, full, ~full)
+    m2, a2, _ = product_cost(SD, np.zeros_like(SD), nz.T, unit.T, symmetric=True)
+    charge(m1 + m2, a1 + a2, kind="S D^-1 S^T", written=(0, 0))
+    return SD
+
+
+def _charge_identity_update(piv, SD):
+    """1 - (S D^-1) U^T: the products on S D^-1's nonzero rows, one subtraction per diagonal entry
+    (off the diagonal the entries are negated products); as written a dense 6 x n x 6 product."""
+    n = piv.n
+    full = np.ones((n, 6), bool)
+    mul, add, P = product_cost(SD, np.zeros_like(SD), full, ~full)
+    charge(mul, add + int(np.trace(P)), kind="1 - S D^-1 U^T", written=(36 * n, 36 * (n - 1)))
 
 
 def _matmul(A, Bm, symmetric=False):
