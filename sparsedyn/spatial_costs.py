@@ -194,7 +194,8 @@ IDENTITY = Factor(np.eye(3, dtype=bool), np.eye(3, dtype=bool), np.zeros(3, dtyp
 
 
 def privileged_children(model):
-    """{child: floating body}: for each body on a 6-DoF joint with S = 1 (a floating base), its
+    """{child: floating body}: for each body on a 6-DoF joint whose S permutes the unit axes (a
+    floating base), its
     first child on a 1-DoF joint. Seed 002, appendix (after its ref. [23]): the floating base's
     coordinate frame can be located at that child's joint frame, so the child's transform is a
     pure rotation about a fixed axis; the floating body's inertia and its other children's tree
@@ -202,7 +203,8 @@ def privileged_children(model):
     equivalently placed model (the numerics here keep the model's own frame)."""
     out = {}
     for b, joint in enumerate(model.joints):
-        if joint.nv == 6 and np.array_equal(np.asarray(joint.S), np.eye(6)):
+        S = np.abs(np.asarray(joint.S))
+        if joint.nv == 6 and np.array_equal(S @ S.T, np.eye(6)) and set(S.ravel()) <= {0.0, 1.0}:
             kids = [i for i in range(model.nbodies) if model.parents[i] == b and model.joints[i].nv == 1]
             if kids:
                 out[kids[0]] = b

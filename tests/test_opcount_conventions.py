@@ -90,3 +90,43 @@ def test_general_transform_keeps_featherstone_compact_cost():
     with count_operations() as ops:
         X.apply_motion(rng.normal(size=(1, 6)))
     assert (ops.mul, ops.add) == (24, 18)
+
+
+def test_floating_base_pivots_in_efpa_charge_231_flops_and_one_division_per_revolute():
+    """EFPA on the floating humanoid: the 6-DoF pivot by LDL^T factor and invert (231 flops, seed
+    002's appendix), every 1-DoF pivot by one division."""
+    import sparsedyn.models as sm
+    from sparsedyn.contacts import Contact
+    from sparsedyn.delassus import delassus
+    hum = sm.humanoid()
+    q = hum.random_configuration(np.random.default_rng(0))
+    feet = [f for f in hum.frames if f.endswith("foot")][:2]
+    with count_operations() as ops:
+        delassus(hum, q, [Contact(f) for f in feet], method="efpa")
+    ones = sum(j.nv == 1 for j in hum.joints)
+    assert sum(j.nv == 6 for j in hum.joints) == 1 and ones == hum.nbodies - 1
+    assert ops.by_kind["D^-1"] == 231 + ones
+
+
+def test_privileged_child_is_counted_as_a_pure_rotation():
+    """Seed 002, appendix: the floating base's frame placed at its first child's joint makes that
+    child's transform a rotation about its (coordinate) axis: X m = 2 x (4m + 2a), X^T f the same."""
+    import sparsedyn.models as sm
+    from sparsedyn.spatial_costs import model_structures, privileged_children
+    hum = sm.humanoid()
+    (child, base), = privileged_children(hum).items()
+    assert base == 0 and hum.parents[child] == 0
+    st = model_structures(hum)[child]
+    assert st.apply_cost("X m")[:2] == (8, 4) and st.apply_cost("X^T f")[:2] == (8, 4)
+    other = next(i for i in range(hum.nbodies) if hum.parents[i] == 0 and i != child)
+    assert sum(model_structures(hum)[other].apply_cost("X m")[:2]) > 12     # a translation too
+
+
+def test_chain_transform_costs_by_hand():
+    """serial_chain: link i's tree transform is a translation along x (r = (l, 0, 0)), its joint a
+    rotation about z, y or x. By hand, X m = rot (v - r x w): r x w = (0, -l w_z, l w_y) is 2 mul,
+    its subtraction 2 add, the rotation 2 x (4m + 2a): 10m + 6a."""
+    from sparsedyn.spatial_costs import model_structures
+    model = serial_chain(4)
+    for i in range(1, 4):
+        assert model_structures(model)[i].apply_cost("X m")[:2] == (10, 6)
