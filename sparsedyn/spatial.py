@@ -338,13 +338,13 @@ def rows_times_transform(X, R):
     return np.concatenate((Ra, RlE), axis=-1)
 
 
-def S_product(A, S, A_pattern=None, kind="A S"):
+def S_product(A, S, A_pattern=None, kind="A S", A_unit=None):
     """A S for (B, r, 6) blocks A (an articulated inertia, or U^T) and a constant S (6 x n). Paper
     count: the products with S's non-unit entries (a unit-axis S selects columns: 0 flops)."""
     r, n = A.shape[-2], S.shape[1]
     if counting():
         nz, unit = subspace_pattern(S)
         P = np.ones((r, 6), bool) if A_pattern is None else A_pattern
-        mul, add, _ = product_cost(P, np.zeros_like(P), nz, unit)
+        mul, add, _ = product_cost(P, np.zeros_like(P) if A_unit is None else A_unit, nz, unit)
         charge(mul, add, kind=kind, written=(r * 6 * n, r * 5 * n))
     return A @ S

@@ -75,15 +75,18 @@ class Pivot:
         charge_matmul(A.shape[1], self.n, self.n, kind="A D^-1")
         return A @ self.Dinv
 
-    def project_rows(self, R):
-        """(R S, R S D^-1) for rows R (B, r, 6)."""
-        RS = S_product(R, self.S, kind="R S")
+    def project_rows(self, R, pattern=None):
+        """(R S, R S D^-1) for rows R (B, r, 6) (pattern: R's constant (nz, unit), rows_pattern)."""
+        nz, unit = pattern if pattern is not None else (None, None)
+        RS = S_product(R, self.S, A_pattern=nz, kind="R S", A_unit=unit)
         return RS, self.times_Dinv(RS)
 
-    def propagate_rows(self, X, R, RS_Dinv):
-        """(R - R S D^-1 U^T) X: rows carried across joint i into parent coordinates (eq. 12)."""
+    def propagate_rows(self, X, R, RS_Dinv, pattern=None):
+        """(R - R S D^-1 U^T) X: rows carried across joint i into parent coordinates (eq. 12);
+        paper count: subtracting from R's structural zeros is free (pattern: rows_pattern)."""
         charge_matmul(R.shape[1], self.n, 6, kind="R - RS D^-1 U^T")
-        charge(add=R.shape[1] * 6)
+        sub = R.shape[1] * 6 if pattern is None else int(pattern[0].sum())
+        charge(add=sub, written=(0, R.shape[1] * 6))
         return rows_times_transform(X, R - RS_Dinv @ self.U.swapaxes(1, 2))
 
     def rank_update(self, Om, RS, RS_Dinv):
@@ -92,6 +95,21 @@ class Pivot:
         charge(self.n * r * (r + 1) // 2, self.n * r * (r + 1) // 2, kind="Om + RS D^-1 SR^T")
         update = RS_Dinv @ RS.swapaxes(1, 2)
         return update if Om is None else Om + update
+
+
+def rows_pattern(K):
+    """(nz, unit) of a constant stack of rows K (a contact's selection, seed 000's K_i): its
+    structural zeros and +-1 entries, which the paper count exploits where K enters unchanged."""
+    K = np.asarray(K, float)
+    return K != 0, np.abs(K) == 1
+
+
+def stacked_pattern(patterns, blocks):
+    """rows_pattern of a vertical stack of `blocks` whose constant ones have `patterns` (None:
+    general rows)."""
+    nz = [p[0] if p is not None else np.ones(b.shape[-2:], bool) for p, b in zip(patterns, blocks)]
+    unit = [p[1] if p is not None else np.zeros(b.shape[-2:], bool) for p, b in zip(patterns, blocks)]
+    return np.concatenate(nz), np.concatenate(unit)
 
 
 def inertia_scale(model):
