@@ -17,7 +17,7 @@ import numpy as np
 from .batch import check_configuration, state, unbatch
 from .errors import ModelError, check_finite
 from .model.model import WORLD
-from .spatial_costs import model_structures
+from .transform_costs import model_structures
 from .spatial import Transform, inertia_to_parent, rows_to_linear_first, to_linear_first
 
 

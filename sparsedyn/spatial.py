@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from .opcount import charge, charge_matmul, counting
-from .spatial_costs import FULL6, GENERAL, TransformStructure, cross_cost, product_cost, subspace_pattern
+from .spatial_costs import FULL6, cross_cost, product_cost, subspace_pattern
+from .transform_costs import GENERAL, TransformStructure
 
 # --------------------------------------------------------------------------------------------
 # 3D helpers

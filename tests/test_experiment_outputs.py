@@ -384,7 +384,8 @@ def chain_ratio_range(algorithm, convention="paper", ns=(10, 50, 100)):
 def seed002_congruences():
     """Our counts of seed 002's two privileged-child congruences (rotation about z): X^T I^a X on
     I^a's 15 entries and X Lambda X^T on a dense symmetric 6x6."""
-    from sparsedyn.spatial_costs import Factor, TransformStructure, zero_axes_after_projection
+    from sparsedyn.spatial_costs import zero_axes_after_projection
+    from sparsedyn.transform_costs import Factor, TransformStructure
     E = np.zeros((3, 3), bool)
     E[:2, :2] = E[2, 2] = True
     st = TransformStructure((Factor(E, np.diag([False, False, True]), np.zeros(3, bool)),))

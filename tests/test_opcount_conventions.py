@@ -9,8 +9,8 @@ import sparsedyn as sd
 from sparsedyn.models import serial_chain
 from sparsedyn.opcount import count_operations
 from sparsedyn.spatial import Transform
-from sparsedyn.spatial_costs import (Factor, TransformStructure, ldlt_invert_cost,
-                                     zero_axes_after_projection)
+from sparsedyn.spatial_costs import ldlt_invert_cost, zero_axes_after_projection
+from sparsedyn.transform_costs import Factor, TransformStructure
 
 
 def _counted(fn, model, convention):
@@ -112,7 +112,7 @@ def test_privileged_child_is_counted_as_a_pure_rotation():
     """Seed 002, appendix: the floating base's frame placed at its first child's joint makes that
     child's transform a rotation about its (coordinate) axis: X m = 2 x (4m + 2a), X^T f the same."""
     import sparsedyn.models as sm
-    from sparsedyn.spatial_costs import model_structures, privileged_children
+    from sparsedyn.transform_costs import model_structures, privileged_children
     hum = sm.humanoid()
     (child, base), = privileged_children(hum).items()
     assert base == 0 and hum.parents[child] == 0
@@ -126,7 +126,7 @@ def test_chain_transform_costs_by_hand():
     """serial_chain: link i's tree transform is a translation along x (r = (l, 0, 0)), its joint a
     rotation about z, y or x. By hand, X m = rot (v - r x w): r x w = (0, -l w_z, l w_y) is 2 mul,
     its subtraction 2 add, the rotation 2 x (4m + 2a): 10m + 6a."""
-    from sparsedyn.spatial_costs import model_structures
+    from sparsedyn.transform_costs import model_structures
     model = serial_chain(4)
     for i in range(1, 4):
         assert model_structures(model)[i].apply_cost("X m")[:2] == (10, 6)
