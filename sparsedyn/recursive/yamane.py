@@ -34,7 +34,7 @@ from ..opcount import charge, counting
 from ..spatial_costs import linear_cost
 from ..spatial import cross_force, cross_motion, to_linear_first
 from ._common import S_times, S_transpose_times, external_forces, gravity_acceleration, inertia_times, matmul
-from .aba import _solve_small
+from .aba import _solve_small, charge_pivot_inverse
 
 
 @dataclass
@@ -239,6 +239,7 @@ def yamane_sweeps(model, plan, q, qd, tau, f_ext_body, Xup=None):
         if KX[x] is None:
             continue
         Pjj = Phi[(x, x)]
+        charge_pivot_inverse(Pjj.shape[-1])                        # paper count: M_j once, then products
         n_prime[x] = _solve_small(Pjj, alpha[x], "M_j alpha_j")   # n'_j = M_j alpha_j (eq. 40)
         R = [r for r in plan.joints[x].remaining if KX[r] is not None and block(x, r) is not None]
         for r in R:

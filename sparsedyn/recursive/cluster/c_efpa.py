@@ -25,7 +25,7 @@ from ...kinematics import joint_transforms
 from ...model.model import WORLD
 from ...spatial import Transform
 from .._common import matmul
-from ..aba import _solve_small
+from ..aba import _solve_small, charge_pivot_inverse
 from ._cluster_common import (apply_motion_columns, check_cluster_pivots, cluster_congruence, cluster_inertia,
                               forward_pass)
 
@@ -80,6 +80,7 @@ def c_efpa_sweeps(cm, q, frames, Xup=None):
         U[k] = matmul(IA[k], S, kind="U = IA S")
         D[k] = matmul(np.swapaxes(S, 1, 2), U[k], kind="D = S^T U")
         check_cluster_pivots(cm, k, D[k], IA[k], S)
+        charge_pivot_inverse(D[k].shape[-1])                   # paper count: D^-1 once, then products
         p = cm.parents[k]
         if p < 0:
             continue
