@@ -130,3 +130,21 @@ def test_chain_transform_costs_by_hand():
     model = serial_chain(4)
     for i in range(1, 4):
         assert model_structures(model)[i].apply_cost("X m")[:2] == (10, 6)
+
+
+def test_every_pivot_is_inverted_once_under_the_paper_convention():
+    """Where a solve with a pivot is counted as a product with its inverse, the inverse itself is
+    charged once per pivot (LDL^T factor and invert: 1 division for 1 DoF, 231 flops for 6): on a
+    tree without loops C-ABA's clusters are single bodies, so its pivot inversions equal ABA's."""
+    from sparsedyn.loops import ClusterModel
+    from sparsedyn.models import random_tree
+    from sparsedyn.recursive.cluster import c_aba
+    model = random_tree(7, seed=3, joint_types=("revolute", "prismatic", "spherical"))
+    rng = np.random.default_rng(0)
+    q = model.random_configuration(rng)
+    v, tau = rng.normal(size=(2, model.nv))
+    expected = sum(sum(ldlt_invert_cost(j.nv)) for j in model.joints)
+    for fn, args in ((sd.aba, (model, q, v, tau)), (c_aba, (ClusterModel(model), q, v, tau))):
+        with count_operations() as ops:
+            fn(*args)
+        assert ops.by_kind["D^-1"] == expected, fn.__name__
