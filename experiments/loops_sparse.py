@@ -156,7 +156,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     lines = ["# Forward dynamics with loops: sparse block system vs C-ABA and Lagrange", "",
              f"Command: `python experiments/loops_sparse.py{' --quick' if args.quick else ''}`", "",
-             "Operations per state (mul+add+div+sqrt, sparsedyn.opcount). `sparse loop plan` = "
+             "Operations per state (mul+add+div+sqrt, sparsedyn.opcount, paper convention). `sparse loop plan` = "
              "assembly of D, b with the loop rows + the static-pivot LU and substitutions of the "
              "planner's pick among sparsedyn's own orderings (= the counted `plan.solve`); `tree FD plan` = the same "
              "spanning tree without loop rows (not a solution of the looped system, for scale); "

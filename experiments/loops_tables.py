@@ -263,7 +263,7 @@ def write(rows, scaling, args, osim=()):
              f"Command: `python experiments/loops_tables.py --batch {args.batch} --repeat {args.repeat}"
              f"{' --quick' if args.quick else ''}`", "",
              "Change relative to the cluster algorithm of the same table (C-RNEA / C-ABA / C-EFPA), in %:",
-             "`ops` = operation count (mul+add+div+sqrt, one state), `time` = Python time per state of a "
+             "`ops` = operation count (mul+add+div+sqrt, one state, sparsedyn.opcount's paper convention), `time` = Python time per state of a "
              f"batch of {args.batch} (best of {args.repeat}), `published` = seed 003's C++ timing (Apple M1).",
              "Python timings are dominated by per-call NumPy overhead; the op counts are the fairer "
              "comparison with the published C++ times. Systems use representative (not identified) "

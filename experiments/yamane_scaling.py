@@ -146,7 +146,7 @@ def main(argv=None):
     results = run(batch=args.batch, repeat=args.repeat)
     lines = ["# Seed 004 Fig. 6 / Fig. 7 analogue: Yamane-Nakamura forward dynamics", "",
              f"Command: `python experiments/yamane_scaling.py --batch {args.batch} --repeat {args.repeat}`", "",
-             "ops = operation count for one state; us = Python time per state (batch "
+             "ops = operation count for one state (sparsedyn.opcount, paper convention); us = Python time per state (batch "
              f"{args.batch}, best of {args.repeat}); ratios are Yamane / peer from the same run. "
              "Published (C++, no op counts): Fig. 6 faster than the unit-vector method above 15 DoF; "
              "Fig. 7 linear only with splitting, faster than unit-vector above ~30 DoF.", ""]

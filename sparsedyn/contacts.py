@@ -21,8 +21,7 @@ from .batch import check_configuration, unbatch
 from .errors import check_finite
 from .kinematics import joint_transforms
 from .model.model import WORLD
-from .opcount import charge
-from .spatial import Transform, rows_times_transform
+from .spatial import S_product, Transform, rows_times_transform
 
 KINDS = {"6d": 6, "3d": 3}
 
@@ -106,8 +105,7 @@ def contact_jacobian_sweeps(model, Xup, rc):
         j = b
         while j != WORLD:
             S = model.joints[j].S
-            charge(rows.shape[1] * 6 * S.shape[1], rows.shape[1] * 5 * S.shape[1], kind="K S")
-            J[:, rc.rows(k), model.v_slice(j)] = rows @ S
+            J[:, rc.rows(k), model.v_slice(j)] = S_product(rows, S)     # paper: unit S selects
             p = int(model.parents[j])
             if p != WORLD:
                 rows = rows_times_transform(Xup[j], rows)

@@ -17,18 +17,22 @@ import numpy as np
 from .batch import check_configuration, state, unbatch
 from .errors import ModelError, check_finite
 from .model.model import WORLD
+from .transform_costs import model_structures
 from .spatial import Transform, inertia_to_parent, rows_to_linear_first, to_linear_first
 
 
 def joint_transforms(model, q):
     """Parent-to-body motion transforms iX_lambda(i) (Transform with batch axis B) for q (B, nq)."""
     out = []
+    structures = model_structures(model)
     for i, joint in enumerate(model.joints):
         RJ, pJ = joint.placement(q[:, model.q_slice(i)])
         T = model.joint_placements[i]
         R = T[:3, :3] @ RJ                      # placement of body i in its parent: X_T then X_J
         p = T[:3, 3] + pJ @ T[:3, :3].T
-        out.append(Transform.from_placement(R, p))
+        X = Transform.from_placement(R, p)
+        X.structure = structures[i]             # X_J(q) X_T's patterns, for the paper count
+        out.append(X)
     return out
 
 

@@ -2,9 +2,14 @@
 
 Counts are per state (a batch of B states costs B times as much) and split into multiplications
 (divisions and square roots are counted apart) and additions (subtractions included), the way
-Featherstone's and Nori's tables count them. Spatial primitives charge the cost of the compact
-form they evaluate (Featherstone, Appendix A); the sparse kernels charge the exact flops of their
-symbolic factorization.
+Featherstone's and Nori's tables count them. The sparse kernels charge the exact flops of their
+symbolic factorization. The recursive baselines are counted under one of two conventions:
+
+  "paper" (default)  as the papers count them: compact spatial forms (Featherstone, Appendix A)
+                     with the structure of the model at hand exploited (unit-axis motion
+                     subspaces, joint rotations about coordinate axes, symmetric inertias, the
+                     structural zeros of vectors), see sparsedyn/spatial_costs.py;
+  "as_written"       the straightforward dense form each primitive evaluates (the reference).
 
     with count_operations() as ops:
         sparsedyn.rnea(model, q, v, a)
@@ -23,6 +28,7 @@ class OpCount:
     div: int = 0
     sqrt: int = 0
     by_kind: dict = field(default_factory=dict)
+    convention: str = "paper"
 
     @property
     def flops(self):
@@ -43,10 +49,23 @@ class OpCount:
 _active: list[OpCount] = []
 
 
-def charge(mul=0, add=0, div=0, sqrt=0, kind=None):
-    """Add a per-state cost to every active counter (no-op when none is active)."""
+CONVENTIONS = ("paper", "as_written")
+
+
+def charge(mul=0, add=0, div=0, sqrt=0, kind=None, written=None):
+    """Add a per-state cost to every active counter (no-op when none is active). `written`:
+    (mul, add[, div[, sqrt]]) charged instead to counters of the "as_written" convention, when the
+    straightforward form costs otherwise."""
     for c in _active:
-        c.charge(mul, add, div, sqrt, kind)
+        if written is not None and c.convention == "as_written":
+            c.charge(*written, kind=kind)
+        else:
+            c.charge(mul, add, div, sqrt, kind)
+
+
+def convention_active(name):
+    """True if some active counter uses the convention `name` (to skip structure analysis)."""
+    return any(c.convention == name for c in _active)
 
 
 def counting():
@@ -54,8 +73,10 @@ def counting():
 
 
 @contextlib.contextmanager
-def count_operations():
-    c = OpCount()
+def count_operations(convention="paper"):
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention: expected one of {CONVENTIONS}, got {convention!r}")
+    c = OpCount(convention=convention)
     _active.append(c)
     try:
         yield c
@@ -70,6 +91,18 @@ def suspended():
     """Charge nothing inside (for batch work whose per-state cost was charged already)."""
     saved = _active[:]
     _active.clear()
+    try:
+        yield
+    finally:
+        _active[:] = saved
+
+
+@contextlib.contextmanager
+def written_only():
+    """Charge what is inside to the "as_written" counters only (its paper cost is charged apart,
+    from the operands' structure)."""
+    saved = _active[:]
+    _active[:] = [c for c in saved if c.convention == "as_written"]
     try:
         yield
     finally:

@@ -9,14 +9,20 @@ E rotates A-coordinates into B-coordinates, r is the origin of B expressed in A-
 
     BX_A = [[E, 0], [-E rx, E]],     BX_A^* = [[E, -E rx], [0, E]].
 
-Costs of the compact forms (book, Table 2.2 / Appendix A) are what the operation counter charges.
+Costs of the compact forms (book, Table 2.2 / Appendix A) are what the operation counter charges
+under its "as_written" convention; under the default "paper" convention the primitives charge the
+same compact forms with the structure of the operands exploited (spatial_costs.py): the transform's
+structural patterns (Transform.structure, set by kinematics.joint_transforms) and the optional
+`pattern` (structurally nonzero entries) of the vector operand.
 All functions accept arrays with any number of leading batch axes.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .opcount import charge, charge_matmul
+from .opcount import charge, charge_matmul, counting
+from .spatial_costs import FULL6, cross_cost, product_cost, subspace_pattern
+from .transform_costs import GENERAL, TransformStructure
 
 # --------------------------------------------------------------------------------------------
 # 3D helpers
@@ -165,17 +171,24 @@ def operator_to_linear_first(M):
 # Spatial cross products (book eq. 2.31-2.33)
 
 
-def cross_motion(v, m):
-    """v x m for motion vectors (...,6)."""
-    charge(18, 15, kind="v x m")
+def _charge_cross(kind, v_pattern, m_pattern, force):
+    if counting():
+        mul, add, _ = cross_cost(FULL6 if v_pattern is None else v_pattern,
+                                 FULL6 if m_pattern is None else m_pattern, force)
+        charge(mul, add, kind=kind, written=(18, 15))
+
+
+def cross_motion(v, m, v_pattern=None, m_pattern=None):
+    """v x m for motion vectors (...,6) (patterns: their structurally nonzero entries)."""
+    _charge_cross("v x m", v_pattern, m_pattern, False)
     w, vl = v[..., :3], v[..., 3:]
     mw, mv = m[..., :3], m[..., 3:]
     return np.concatenate((cross3(w, mw), cross3(w, mv) + cross3(vl, mw)), axis=-1)
 
 
-def cross_force(v, f):
+def cross_force(v, f, v_pattern=None, f_pattern=None):
     """v x* f for a motion vector v and force vector f (...,6)."""
-    charge(18, 15, kind="v x* f")
+    _charge_cross("v x* f", v_pattern, f_pattern, True)
     w, vl = v[..., :3], v[..., 3:]
     n, fl = f[..., :3], f[..., 3:]
     return np.concatenate((cross3(w, n) + cross3(vl, fl), cross3(w, fl)), axis=-1)
@@ -203,11 +216,24 @@ def crf(v):
 class Transform:
     """Batched Plucker transform BX_A = (E, r). E: (...,3,3), r: (...,3)."""
 
-    __slots__ = ("E", "r")
+    __slots__ = ("E", "r", "structure")
 
-    def __init__(self, E, r):
+    def __init__(self, E, r, structure=None):
         self.E = E
         self.r = r
+        self.structure = structure          # TransformStructure (patterns) or None: general
+
+    def _charge(self, op, pattern, kind):
+        if counting():
+            st = self.structure if self.structure is not None else TransformStructure((GENERAL,))
+            mul, add, _ = st.apply_cost(op, FULL6 if pattern is None else pattern)
+            charge(mul, add, kind=kind, written=(24, 18))
+
+    def structure_cost(self, op, pattern):
+        """(mul, add, result pattern) of `op` ('X m', 'X* f', 'X^-1 m', 'X^T f') on a vector of
+        structural pattern `pattern` (spatial_costs.TransformStructure.apply_cost)."""
+        st = self.structure if self.structure is not None else TransformStructure((GENERAL,))
+        return st.apply_cost(op, pattern)
 
     @classmethod
     def from_placement(cls, R, p):
@@ -219,30 +245,30 @@ class Transform:
     def identity(cls, batch_shape=()):
         return cls(np.broadcast_to(np.eye(3), batch_shape + (3, 3)).copy(), np.zeros(batch_shape + (3,)))
 
-    def apply_motion(self, m):
+    def apply_motion(self, m, pattern=None):
         """BX_A m (24 mul, 18 add per state)."""
-        charge(24, 18, kind="X*m")
+        self._charge("X m", pattern, "X*m")
         w = matvec3(self.E, m[..., :3])
         v = matvec3(self.E, m[..., 3:] - cross3(self.r, m[..., :3]))
         return np.concatenate((w, v), axis=-1)
 
-    def apply_force(self, f):
+    def apply_force(self, f, pattern=None):
         """BX_A^* f: force from A-coordinates to B-coordinates."""
-        charge(24, 18, kind="X*f")
+        self._charge("X* f", pattern, "X*f")
         n = matvec3(self.E, f[..., :3] - cross3(self.r, f[..., 3:]))
         fl = matvec3(self.E, f[..., 3:])
         return np.concatenate((n, fl), axis=-1)
 
-    def inverse_apply_motion(self, m):
+    def inverse_apply_motion(self, m, pattern=None):
         """AX_B m = (BX_A)^-1 m."""
-        charge(24, 18, kind="X^-1*m")
+        self._charge("X^-1 m", pattern, "X^-1*m")
         w = mat_t_vec3(self.E, m[..., :3])
         v = mat_t_vec3(self.E, m[..., 3:]) + cross3(self.r, w)
         return np.concatenate((w, v), axis=-1)
 
-    def transpose_apply_force(self, f):
+    def transpose_apply_force(self, f, pattern=None):
         """(BX_A)^T f = AX_B^* f: a force in B-coordinates expressed in A-coordinates."""
-        charge(24, 18, kind="X^T*f")
+        self._charge("X^T f", pattern, "X^T*f")
         fl = mat_t_vec3(self.E, f[..., 3:])
         n = mat_t_vec3(self.E, f[..., :3]) + cross3(self.r, fl)
         return np.concatenate((n, fl), axis=-1)
@@ -275,7 +301,7 @@ class Transform:
         return out
 
     def __getitem__(self, idx):
-        return Transform(self.E[idx], self.r[idx])
+        return Transform(self.E[idx], self.r[idx], self.structure)
 
 
 def transform_inertia(X, I):
@@ -287,14 +313,18 @@ def transform_inertia(X, I):
     return np.swapaxes(Xinv, -1, -2) @ I @ Xinv
 
 
-def inertia_to_parent(X, I):
+def inertia_to_parent(X, I, pattern=None):
     """X^T I X: a symmetric spatial (or articulated) inertia (...,6,6) in child (B) coordinates
     expressed in parent (A) coordinates, X = BX_A = (E, r) (book eq. 2.66, frames swapped).
 
     Compact form: with the blocks of I = [[A, B], [B^T, C]] rotated into parent axes
     (A1 = E^T A E, ...), X^T I X = [[A1 + rx B1^T - B2 rx, B2], [B2^T, C1]], B2 = B1 + rx C1
-    (198 mul + 144 add instead of two dense 6x6 products)."""
-    charge(198, 144, kind="X^T I X")
+    (198 mul + 144 add instead of two dense 6x6 products). pattern: I's structural pattern (6x6
+    bool, symmetric), for the "paper" convention's count."""
+    if counting():
+        st = X.structure if X.structure is not None else TransformStructure((GENERAL,))
+        mul, add, _ = st.congruence_cost(np.ones((6, 6), bool) if pattern is None else pattern)
+        charge(mul, add, kind="X^T I X", written=(198, 144))
     E = X.E
     Et = np.swapaxes(E, -1, -2)
     A1 = Et @ I[..., :3, :3] @ E
@@ -343,7 +373,22 @@ def rows_times_transform(X, R):
     """R X for rows R (B, r, 6) and the motion transform X = (E, r) (compact form, Featherstone
     Table 2.2: each row costs what X^T f costs, 24 mul + 18 add)."""
     r = R.shape[-2]
-    charge(24 * r, 18 * r, kind="R X")
+    if counting():
+        st = X.structure if X.structure is not None else TransformStructure((GENERAL,))
+        mul, add, _ = st.apply_cost("X^T f")
+        charge(mul * r, add * r, kind="R X", written=(24 * r, 18 * r))
     RlE = R[..., 3:] @ X.E
     Ra = R[..., :3] @ X.E - cross3(RlE, X.r[:, None, :])
     return np.concatenate((Ra, RlE), axis=-1)
+
+
+def S_product(A, S, A_pattern=None, kind="A S", A_unit=None):
+    """A S for (B, r, 6) blocks A (an articulated inertia, or U^T) and a constant S (6 x n). Paper
+    count: the products with S's non-unit entries (a unit-axis S selects columns: 0 flops)."""
+    r, n = A.shape[-2], S.shape[1]
+    if counting():
+        nz, unit = subspace_pattern(S)
+        P = np.ones((r, 6), bool) if A_pattern is None else A_pattern
+        mul, add, _ = product_cost(P, np.zeros_like(P) if A_unit is None else A_unit, nz, unit)
+        charge(mul, add, kind=kind, written=(r * 6 * n, r * 5 * n))
+    return A @ S

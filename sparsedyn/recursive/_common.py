@@ -6,28 +6,122 @@ import numpy as np
 
 from ..batch import as_batch
 from ..model.model import WORLD
-from ..opcount import charge, charge_matmul
-from ..spatial import Transform, to_angular_first
+from ..opcount import charge, charge_matmul, counting
+from ..spatial import S_product, Transform, to_angular_first  # noqa: F401 (S_product re-exported)
+from ..spatial_costs import (FULL6, add_cost, linear_cost, product_cost, rigid_inertia_cost,
+                             subspace_pattern, symmetric_matvec_cost)
 
 
 def S_times(S, x):
-    """S x: joint-space (B, n) -> motion (B, 6)."""
+    """S x: joint-space (B, n) -> motion (B, 6). Paper count: the nonzero, non-unit products of S
+    (a unit-axis S is a selection, 0 flops: Featherstone Sec. 10)."""
     n = S.shape[1]
-    charge(6 * n, 6 * (n - 1), kind="S*x")
+    if counting():
+        nz, unit = subspace_pattern(S)
+        mul, add, _ = linear_cost(nz, unit, np.ones(n, bool))
+        charge(mul, add, kind="S*x", written=(6 * n, 6 * (n - 1)))
     return x @ S.T
 
 
-def S_transpose_times(S, f):
+def S_transpose_times(S, f, pattern=None):
     """S^T f: force (B, 6) -> joint space (B, n)."""
     n = S.shape[1]
-    charge(6 * n, 5 * n, kind="S^T*f")
+    if counting():
+        nz, unit = subspace_pattern(S)
+        mul, add, _ = linear_cost(nz.T, unit.T, FULL6 if pattern is None else pattern)
+        charge(mul, add, kind="S^T*f", written=(6 * n, 5 * n))
     return f @ S
 
 
-def inertia_times(I, m):
-    """I m for a spatial inertia (6,6) or (B,6,6) and motion (B,6)."""
-    charge(36, 30, kind="I*m")
+def subspace_out_pattern(S):
+    """Structural pattern of S x (the rows of S that are not zero)."""
+    return np.any(np.asarray(S) != 0, axis=1)
+
+
+def inertia_times(I, m, pattern=None):
+    """I m for a rigid-body spatial inertia (6,6) or (B,6,6) and motion (B,6): paper count, the
+    compact form (m, h, Ibar) of Featherstone's Appendix A (24m + 18a dense) on m's pattern."""
+    if counting():
+        mul, add, _ = rigid_inertia_cost(FULL6 if pattern is None else pattern)
+        charge(mul, add, kind="I*m", written=(36, 30))
     return np.einsum("...ij,...j->...i", I, m)
+
+
+def articulated_times(IA, m, IA_pattern=None, pattern=None):
+    """I^A m for a symmetric articulated inertia (B,6,6): paper count, the products of its
+    structurally nonzero entries with m's."""
+    if counting():
+        P = np.ones((6, 6), bool) if IA_pattern is None else IA_pattern
+        mul, add, _ = symmetric_matvec_cost(P, FULL6 if pattern is None else pattern)
+        charge(mul, add, kind="I^A*m", written=(36, 30))
+    return np.einsum("...ij,...j->...i", IA, m)
+
+
+def symmetric_update(U, W, mask=None):
+    """U W (B, 6, 6) for U (B, 6, n), W = D^-1 U^T (B, n, 6): the symmetric update U D^-1 U^T.
+    Paper count: its upper triangle, on the entries of `mask` (I^a's pattern) only, with the
+    subtraction from I^A there; as written: a dense product."""
+    n = U.shape[-1]
+    if counting():
+        full = np.ones((6, n), bool)
+        keep = np.ones((6, 6), bool) if mask is None else mask
+        mul, add, _ = product_cost(full, ~full, full.T, ~full.T, symmetric=True, mask=keep)
+        charge(mul, add + int(np.triu(keep).sum()), kind="U D^-1 U^T", written=(36 * n, 36 * (n - 1)))
+    return U @ W
+
+
+def column_times(U, x):
+    """U x for U (B, 6, n), x (B, n) (paper count; uncharged as written)."""
+    n = U.shape[-1]
+    charge(6 * n, 6 * (n - 1), kind="U x", written=(0, 0))
+    return np.einsum("bij,bj->bi", U, x)
+
+
+def row_times(U, m, pattern=None):
+    """U^T m for U (B, 6, n), m (B, 6) of pattern `pattern` (paper count; uncharged as written)."""
+    n = U.shape[-1]
+    if counting():
+        P = FULL6 if pattern is None else pattern
+        mul, add, _ = linear_cost(np.ones((n, 6), bool)[:, P], np.zeros((n, 6), bool)[:, P],
+                                  np.ones(int(P.sum()), bool))
+        charge(mul, add, kind="U^T m", written=(0, 0))
+    return np.einsum("bji,bj->bi", U, m)
+
+
+def charge_sum(p, q, kind="+"):
+    """Paper count of adding two vectors of patterns p, q (the as-written count leaves vector
+    additions out); returns the sum's pattern (None when not counting)."""
+    if p is None or q is None:
+        return None
+    charge(add=add_cost(p, q), kind=kind, written=(0, 0))
+    return p | q
+
+
+def tracked(pattern):
+    """The structural pattern to carry through a sweep: `pattern` when counting, else None (the
+    primitives then skip all structure analysis)."""
+    return pattern if counting() else None
+
+
+def out_pattern(cost, *patterns, **kw):
+    """Pattern of a primitive's result from its cost function (spatial_costs) and its operands'
+    patterns; None when they are not tracked."""
+    if any(p is None for p in patterns):
+        return None
+    return cost(*patterns, **kw)[2]
+
+
+def charge_external(f_ext_body, i, pattern):
+    """Paper count of subtracting body i's external wrench (6 additions when it has one)."""
+    if pattern is not None and f_ext_body[:, i].any():
+        charge(add=add_cost(pattern, FULL6), kind="- f_ext", written=(0, 0))
+        return FULL6
+    return pattern
+
+
+def gravity_pattern(model):
+    """Structural pattern of a_0 = -a_g (angular-first)."""
+    return tracked(np.r_[np.zeros(3, bool), np.asarray(model.gravity) != 0])
 
 
 def matmul(A, B, kind="matmul"):

@@ -14,10 +14,13 @@ from ..errors import NonFiniteError, SingularModelError, check_finite
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
 from ..opcount import charge
-from ..spatial import cross_force, cross_motion
-from ._common import (S_times, S_transpose_times, external_forces, gravity_acceleration,
-                      inertia_times, matmul)
-from ..spatial import inertia_to_parent
+from ..spatial import cross_force, cross_motion, inertia_to_parent
+from ..spatial_costs import (FULL6, cross_cost, ldlt_invert_cost, rigid_inertia_cost,
+                             symmetric_matvec_cost, zero_axes_after_projection)
+from ._common import (S_product, S_times, S_transpose_times, articulated_times, charge_external,
+                      charge_sum, column_times, external_forces, gravity_acceleration,
+                      gravity_pattern, inertia_times, out_pattern, row_times, subspace_out_pattern,
+                      symmetric_update, tracked)
 
 #: relative size below which D_i = S_i^T I^A_i S_i counts as singular, against the size of the
 #: articulated inertia I^A_i it is taken from (articulated_scale): relative to the bodies joint i
@@ -26,12 +29,21 @@ SINGULAR_TOLERANCE = 1e-12
 
 
 def _solve_small(D, rhs, kind):
-    """D^-1 rhs for (B, n, n) SPD blocks (n <= 6); rhs (B, n) or (B, n, k)."""
+    """D^-1 rhs for (B, n, n) SPD blocks (n <= 6); rhs (B, n) or (B, n, k). As written: a solve per
+    call; paper count: a product with D^-1, inverted once per joint (charge_pivot_inverse)."""
     n = D.shape[-1]
-    charge(n ** 3 // 3 + n * n, n ** 3 // 3, div=n, kind=kind)
+    k = 1 if rhs.ndim == 2 else rhs.shape[-1]
+    charge(n * n * k, n * (n - 1) * k, kind=kind, written=(n ** 3 // 3 + n * n, n ** 3 // 3, n))
     if n == 1:
         return rhs / (D[:, 0, 0][:, None] if rhs.ndim == 2 else D[:, :, :1])
     return np.linalg.solve(D, rhs[..., None])[..., 0] if rhs.ndim == 2 else np.linalg.solve(D, rhs)
+
+
+def charge_pivot_inverse(n):
+    """Paper count of inverting the n x n pivot D_i once: 1 division for n = 1, an LDL^T factor
+    and invert otherwise (231 flops for a 6-DoF joint: seed 002, appendix)."""
+    mul, add, div = ldlt_invert_cost(n)
+    charge(mul, add, div, kind="D^-1", written=(0, 0))
 
 
 def articulated_scale(IA, S):
@@ -136,40 +148,64 @@ def aba_sweeps(model, q, qd, tau, f_ext_body, Xup=None):
     c = np.zeros((B, N, 6))
     IA = [np.broadcast_to(I, (B, 6, 6)).copy() for I in model.inertias]
     pA = np.zeros((B, N, 6))
+    pv, pc, ppA = [None] * N, [None] * N, [None] * N              # structural patterns (counting)
+    PIA = [tracked(np.ones((6, 6), bool))] * N                     # I^A_i: symmetric, general
     for i, joint in enumerate(model.joints):                       # pass 1: velocities, biases
         vJ = S_times(joint.S, qd[:, model.v_slice(i)])
+        pJ = tracked(subspace_out_pattern(joint.S))
         p = model.parents[i]
         if p == WORLD:
-            v[:, i] = vJ
+            v[:, i], pv[i], pc[i] = vJ, pJ, tracked(np.zeros(6, bool))
         else:
-            v[:, i] = Xup[i].apply_motion(v[:, p]) + vJ
-            c[:, i] = cross_motion(v[:, i], vJ)                     # c_i = v_i x S_i qd_i
-        pA[:, i] = cross_force(v[:, i], inertia_times(model.inertias[i], v[:, i])) - f_ext_body[:, i]
+            v[:, i] = Xup[i].apply_motion(v[:, p], pv[p]) + vJ
+            pv[i] = charge_sum(out_pattern(Xup[i].structure_cost, "X m", pv[p]), pJ)
+            c[:, i] = cross_motion(v[:, i], vJ, pv[i], pJ)         # c_i = v_i x S_i qd_i
+            pc[i] = out_pattern(cross_cost, pv[i], pJ)
+        pIv = out_pattern(rigid_inertia_cost, pv[i])
+        pA[:, i] = cross_force(v[:, i], inertia_times(model.inertias[i], v[:, i], pv[i]),
+                               pv[i], pIv) - f_ext_body[:, i]
+        ppA[i] = charge_external(f_ext_body, i, out_pattern(cross_cost, pv[i], pIv, force=True))
     U, Dinv_u, D = [None] * N, [None] * N, [None] * N
     for i in range(N - 1, -1, -1):                                  # pass 2: articulated inertias
         S = model.joints[i].S
-        U[i] = matmul(IA[i], np.broadcast_to(S, (B, 6, S.shape[1])))          # U_i = I^A_i S_i
-        D[i] = matmul(np.broadcast_to(S.T, (B, S.shape[1], 6)), U[i])         # D_i = S_i^T U_i
+        n = S.shape[1]
+        U[i] = S_product(IA[i], S, PIA[i])                         # U_i = I^A_i S_i
+        D[i] = S_product(np.swapaxes(U[i], -1, -2), S)             # D_i = S_i^T U_i
         check_articulated_pivots(model, D[i], i, IA[i])
-        u = tau[:, model.v_slice(i)] - S_transpose_times(S, pA[:, i])         # u_i = tau_i - S^T p^A
+        charge_pivot_inverse(n)
+        u = tau[:, model.v_slice(i)] - S_transpose_times(S, pA[:, i], ppA[i])   # u_i = tau_i - S^T p^A
+        charge(add=n, kind="tau - S^T p", written=(0, 0))
         Dinv_u[i] = _solve_small(D[i], u, "D^-1 u")
         p = model.parents[i]
         if p != WORLD:
             Dinv_Ut = _solve_small(D[i], np.swapaxes(U[i], -1, -2), "D^-1 U^T")
-            Ia = IA[i] - matmul(U[i], Dinv_Ut)                     # I^a = I^A - U D^-1 U^T
-            pa = (pA[:, i] + inertia_times(Ia, c[:, i])
-                  + np.einsum("bij,bj->bi", U[i], Dinv_u[i]))      # p^a = p^A + I^a c + U D^-1 u
-            IA[p] += inertia_to_parent(Xup[i], Ia)
-            pA[:, p] += Xup[i].transpose_apply_force(pa)
+            PIa = tracked(zero_axes_after_projection(PIA[i], S) if PIA[i] is not None else None)
+            Ia = IA[i] - symmetric_update(U[i], Dinv_Ut, PIa)       # I^a = I^A - U D^-1 U^T
+            pa = (pA[:, i] + articulated_times(Ia, c[:, i], PIa, pc[i])
+                  + column_times(U[i], Dinv_u[i]))                  # p^a = p^A + I^a c + U D^-1 u
+            ppa = charge_sum(charge_sum(ppA[i], out_pattern(symmetric_matvec_cost, PIa, pc[i])),
+                             tracked(FULL6))
+            IA[p] += inertia_to_parent(Xup[i], Ia, PIa)
+            if PIa is not None:
+                Pc = Xup[i].structure.congruence_cost(PIa)[2] if Xup[i].structure else np.ones((6, 6), bool)
+                charge(add=int(np.triu(PIA[p] & Pc).sum()), kind="I^A_p +", written=(0, 0))
+                PIA[p] = PIA[p] | Pc
+            pA[:, p] += Xup[i].transpose_apply_force(pa, ppa)
+            ppA[p] = charge_sum(ppA[p], out_pattern(Xup[i].structure_cost, "X^T f", ppa))
     a0 = gravity_acceleration(model, B)
     a = np.zeros((B, N, 6))
+    pa_ = [None] * N
     qdd = np.zeros((B, model.nv))
     for i, joint in enumerate(model.joints):                        # pass 3: accelerations
         p = model.parents[i]
-        a_prime = Xup[i].apply_motion(a0 if p == WORLD else a[:, p]) + c[:, i]
+        pin = gravity_pattern(model) if p == WORLD else pa_[p]
+        a_prime = Xup[i].apply_motion(a0 if p == WORLD else a[:, p], pin) + c[:, i]
+        ppr = charge_sum(out_pattern(Xup[i].structure_cost, "X m", pin), pc[i])
         s = model.v_slice(i)
-        qdd[:, s] = Dinv_u[i] - _solve_small(D[i], np.einsum("bji,bj->bi", U[i], a_prime), "D^-1 U^T a")
+        qdd[:, s] = Dinv_u[i] - _solve_small(D[i], row_times(U[i], a_prime, ppr), "D^-1 U^T a")
+        charge(add=joint.nv, kind="D^-1 u - (.)", written=(0, 0))
         a[:, i] = a_prime + S_times(joint.S, qdd[:, s])
+        pa_[i] = charge_sum(ppr, tracked(subspace_out_pattern(joint.S)))
     return qdd, a
 
 

@@ -12,7 +12,7 @@ from ..errors import check_finite
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
 from ..spatial import inertia_to_parent
-from ._common import matmul
+from ._common import S_product
 
 
 def crba_sweeps(model, q, Xup=None):
@@ -26,14 +26,14 @@ def crba_sweeps(model, q, Xup=None):
     M = np.zeros((B, model.nv, model.nv))
     for i, joint in enumerate(model.joints):
         si = model.v_slice(i)
-        F = matmul(IC[i], np.broadcast_to(joint.S, (B, 6, joint.nv)))   # F = I^c_i S_i
-        M[:, si, si] = matmul(np.broadcast_to(joint.S.T, (B, joint.nv, 6)), F)   # H_ii = S_i^T F
+        F = S_product(IC[i], joint.S)                              # F = I^c_i S_i
+        M[:, si, si] = S_product(np.swapaxes(F, -1, -2), joint.S)  # H_ii = S_i^T F (= F^T S_i)
         j = i
         while model.parents[j] != WORLD:
             F = np.stack([Xup[j].transpose_apply_force(F[:, :, c]) for c in range(joint.nv)], -1)
             j = int(model.parents[j])                              # F = jX_i^T F up the support
             sj = model.v_slice(j)
-            Hji = matmul(np.broadcast_to(model.joints[j].S.T, (B, model.joints[j].nv, 6)), F)
+            Hji = np.swapaxes(S_product(np.swapaxes(F, -1, -2), model.joints[j].S), -1, -2)
             M[:, sj, si] = Hji
             M[:, si, sj] = np.swapaxes(Hji, -1, -2)
     return M

@@ -18,7 +18,8 @@ import numpy as np
 
 from ..model.model import WORLD
 from ..opcount import charge, charge_matmul
-from ._osim_common import Pivot, initial_inertias, transform_times_columns
+from ..spatial_costs import product_cost
+from ._osim_common import Pivot, initial_inertias, rows_pattern, transform_times_columns
 from .pv_osimr import _topology
 
 
@@ -31,6 +32,7 @@ def efpa_sweeps(model, q, Xup, rc):
     chi = [{} for _ in range(ne)]                                  # chi[k][i] = kX_i (B, m_k, 6)
     for k, b in enumerate(rc.bodies):                              # kX_p(k) = kX_p(k) (= K_k)
         chi[k][b] = np.broadcast_to(rc.K[k], (B,) + rc.K[k].shape)
+    Kpat = {(k, b): rows_pattern(rc.K[k]) for k, b in enumerate(rc.bodies)}   # chi while constant
     pivots = [None] * model.nbodies
     ES = [sorted(e - top.nlinks for e in top.supported[i]) for i in range(model.nbodies)]
     for i in range(model.nbodies - 1, -1, -1):                     # inward, i = N..1
@@ -40,8 +42,8 @@ def efpa_sweeps(model, q, Xup, rc):
             continue
         IA[p] += piv.articulated_to_parent(Xup[i], IA[i])          # I^A_p += X^T L^T I^A X
         for k in ES[i]:                                            # kX_p(i) = kX_i L_i X_i
-            _, RS_Dinv = piv.project_rows(chi[k][i])
-            chi[k][p] = piv.propagate_rows(Xup[i], chi[k][i], RS_Dinv)
+            _, RS_Dinv = piv.project_rows(chi[k][i], Kpat.get((k, i)))
+            chi[k][p] = piv.propagate_rows(Xup[i], chi[k][i], RS_Dinv, Kpat.get((k, i)))
     gca = {}                                                       # GCA(i) = {(k1<k2): ancest = i}
     for k1 in range(ne):
         for k2 in range(k1 + 1, ne):
@@ -53,29 +55,39 @@ def efpa_sweeps(model, q, Xup, rc):
     for i in range(model.nbodies):                                 # outward, i = 1..N
         piv, p = pivots[i], int(model.parents[i])
         for k in ES[i]:
-            KiT = _K_times_rows_T(piv, chi[k][i])                  # K_i kX_i^T
+            KiT = _K_times_rows_T(piv, chi[k][i], Kpat.get((k, i)))   # K_i kX_i^T
             if p == WORLD:                                         # Lam_0k = 0
                 Lam[k][i] = KiT
             else:
                 Lam[k][i] = _L_times(piv, transform_times_columns(Xup[i], Lam[k][p])) + KiT
-                charge(add=6 * KiT.shape[2], kind="Lam + K X^T")
+                rows = int(np.any(piv.S != 0, axis=1).sum())       # K_i X^T lives on S's rows
+                charge(add=rows * KiT.shape[2], kind="Lam + K X^T", written=(0, 6 * KiT.shape[2]))
         for k1, k2 in gca.get(i, ()):                              # Lam_k1k2 = k1X_i Lam_ik2
-            charge_matmul(rc.K[k1].shape[0], 6, rc.K[k2].shape[0], kind="X Lam")
+            _charge_rows_times(Kpat.get((k1, i)), rc.K[k1].shape[0], rc.K[k2].shape[0])
             blk = chi[k1][i] @ Lam[k2][i]
             out[:, rc.rows(k1), rc.rows(k2)] = blk
             out[:, rc.rows(k2), rc.rows(k1)] = blk.swapaxes(1, 2)
     for k, b in enumerate(rc.bodies):                              # Lam_kk = kX_p(k) Lam_p(k)k
         mk = rc.K[k].shape[0]
-        charge_matmul(mk, 6, mk, kind="X Lam")
+        _charge_rows_times(Kpat.get((k, b)), mk, mk, symmetric=True)   # Lam_kk is symmetric
         out[:, rc.rows(k), rc.rows(k)] = chi[k][b] @ Lam[k][b]
     return out
 
 
-def _K_times_rows_T(piv, rows):
+def _charge_rows_times(pattern, r, c, symmetric=False):
+    """kX_i Lam_ik2 (r x 6 times 6 x c, seed 002's 216m + 180a for 6 x 6): as written dense; paper
+    count with kX_i's constant pattern while it is the contact's K, the upper triangle of a
+    symmetric Lam_kk only."""
+    nz, unit = pattern if pattern is not None else (np.ones((r, 6), bool), np.zeros((r, 6), bool))
+    full = np.ones((6, c), bool)
+    mul, add, _ = product_cost(nz, unit, full, ~full, symmetric=symmetric)
+    charge(mul, add, kind="X Lam", written=(r * 6 * c, r * 5 * c))
+
+
+def _K_times_rows_T(piv, rows, pattern=None):
     """K_i R^T = S D^-1 (R S)^T for R (B, r, 6) -> (B, 6, r)."""
-    RS, RS_Dinv = piv.project_rows(rows)
-    charge(6 * piv.n * RS.shape[1], 6 * (piv.n - 1) * RS.shape[1], kind="S (D^-1 S^T R^T)")
-    return piv.S @ RS_Dinv.swapaxes(1, 2)
+    RS, RS_Dinv = piv.project_rows(rows, pattern)
+    return piv.S_times_columns(RS_Dinv.swapaxes(1, 2), kind="S (D^-1 S^T R^T)")
 
 
 def _L_times(piv, C):
@@ -89,5 +101,7 @@ def _L_times(piv, C):
     else:
         charge_matmul(piv.n, piv.n, c, kind="D^-1 U^T C")
         DUC = piv.Dinv @ UtC
-    charge(6 * piv.n * c, 6 * piv.n * c, kind="C - S (.)")
-    return C - piv.S @ DUC
+    SDUC = piv.S_times_columns(DUC, kind="C - S (.)")
+    rows = int(np.any(piv.S != 0, axis=1).sum())               # the subtraction touches S's rows
+    charge(add=rows * c, kind="C - S (.)", written=(0, 6 * c))
+    return C - SDUC

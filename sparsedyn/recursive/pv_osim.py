@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.model import WORLD
-from ._osim_common import Pivot, initial_inertias
+from ._osim_common import Pivot, initial_inertias, rows_pattern, stacked_pattern
 
 
 def pv_osim_sweeps(model, q, Xup, rc):
@@ -19,11 +19,13 @@ def pv_osim_sweeps(model, q, Xup, rc):
     B = q.shape[0]
     IA = initial_inertias(model, B)                                # line 2: H^A_i = H_i
     KA = [[] for _ in range(model.nbodies)]                        # blocks of K^A_i, in order
+    KP = [[] for _ in range(model.nbodies)]                        # their constant patterns
     LA = [[] for _ in range(model.nbodies + 1)]                    # diagonal blocks of L^A_i
     order = [[] for _ in range(model.nbodies + 1)]                 # contacts behind each row block
     for k in range(len(rc.bodies) - 1, -1, -1):                    # line 3: i in E_r
         b = rc.bodies[k]
         KA[b].append(np.broadcast_to(rc.K[k], (B,) + rc.K[k].shape))   # line 4: K^A_p = [K^A_p; K_i]
+        KP[b].append(rows_pattern(rc.K[k]))
         LA[b].append(np.zeros((B, rc.K[k].shape[0], rc.K[k].shape[0])))  # line 5: blkdiag(L, 0)
         order[b].append([k])
     for i in range(model.nbodies - 1, -1, -1):                     # line 6: i in S_r
@@ -35,11 +37,13 @@ def pv_osim_sweeps(model, q, Xup, rc):
             continue
         K = np.concatenate(KA[i], axis=1) if len(KA[i]) > 1 else KA[i][0]
         L = _block_diagonal(LA[i])
-        KS, KS_Dinv = piv.project_rows(K)
+        pat = stacked_pattern(KP[i], KA[i])
+        KS, KS_Dinv = piv.project_rows(K, pat)
         L = piv.rank_update(L, KS, KS_Dinv)                        # line 14: L^A_i + K^A Om_i K^A^T
         slot = p if p != WORLD else model.nbodies                  # L^A_0 lives in the last slot
         if p != WORLD:
-            KA[p].append(piv.propagate_rows(Xup[i], K, KS_Dinv))   # line 13: K^A_i lambda(i)P_i^T
+            KA[p].append(piv.propagate_rows(Xup[i], K, KS_Dinv, pat))   # line 13: K^A_i lambda(i)P_i^T
+            KP[p].append(None)
         LA[slot].append(L)                                         # line 14: blkdiag(L^A_p, ...)
         order[slot].append([k for blk in order[i] for k in blk])
     rows = [k for blk in order[model.nbodies] for k in blk]        # line 15: Lambda^-1 = L^A_0

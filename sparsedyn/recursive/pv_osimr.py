@@ -21,9 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.model import WORLD
-from ..opcount import charge_matmul
+from ..opcount import charge, written_only
+from ..spatial_costs import product_cost, subspace_pattern
 from ..spatial import rows_times_transform
-from ._osim_common import Pivot, initial_inertias
+from ._osim_common import Pivot, initial_inertias, rows_pattern
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,10 @@ def pv_osimr_sweeps(model, q, Xup, rc):
     IA = initial_inertias(model, B)                                # line 2: H^A_i = H_i
     R = {}                                                         # span state per node d:
     Om = {}                                                        # R[d] = kP_d^T, Om[d] = kOm_d
+    Rpat = {}                                                      # R[d]'s pattern while constant
     for k, e in enumerate(E):                                      # line 4: lambda(i)P_i = K_i^T,
         R[e] = np.broadcast_to(rc.K[k], (B,) + rc.K[k].shape)      #         lambda(i)Om_i = 0
+        Rpat[e] = rows_pattern(rc.K[k])                            # constant until propagated
         Om[e] = None
     branching = set(top.branching)
     for i in range(nl - 1, -1, -1):                                # line 5: i in S_r
@@ -121,16 +124,18 @@ def pv_osimr_sweeps(model, q, Xup, rc):
             continue
         if i in branching:                                         # line 7: iP_i = 1, iOm_i = 0,
             S = np.broadcast_to(piv.S, (B,) + piv.S.shape)         # so R S = S costs nothing
-            S_Dinv = piv.times_Dinv(S)
-            Om[d] = piv.rank_update(None, S, S_Dinv)               # line 15: S D^-1 S^T
+            with written_only():                                   # paper: S's structure below
+                S_Dinv = piv.times_Dinv(S)
+                Om[d] = piv.rank_update(None, S, S_Dinv)           # line 15: S D^-1 S^T
+            SD = _charge_subspace_products(piv)
             if p != WORLD:                                         # line 13: (1 - S D^-1 U^T) X
-                charge_matmul(6, piv.n, 6, kind="1 - S D^-1 U^T")
+                _charge_identity_update(piv, SD)
                 R[d] = rows_times_transform(Xup[i], np.eye(6) - S_Dinv @ piv.U.swapaxes(1, 2))
             continue
-        RS, RS_Dinv = piv.project_rows(R[d])
+        RS, RS_Dinv = piv.project_rows(R[d], Rpat.get(d))
         Om[d] = piv.rank_update(Om[d], RS, RS_Dinv)                # line 15 (eq. 16)
         if p != WORLD:
-            R[d] = piv.propagate_rows(Xup[i], R[d], RS_Dinv)       # line 13 (eq. 17)
+            R[d] = piv.propagate_rows(Xup[i], R[d], RS_Dinv, Rpat.pop(d, None))   # line 13 (eq. 17)
     # R[d], Om[d] now hold A(d)P_d^T and A(d)Om_d for every d in N (Om None: zero, EE on a branching link)
     Om0 = {}
     for d in top.branching:                                        # lines 16-17 (eq. 18), forward
@@ -139,16 +144,18 @@ def pv_osimr_sweeps(model, q, Xup, rc):
         if a == WORLD:
             Om0[d] = OmA
         else:
-            T = _matmul(R[d], Om0[a])
-            Om0[d] = OmA + _matmul(T, R[d].swapaxes(1, 2), symmetric=True)
+            T = _matmul(R[d], Om0[a], pa=Rpat.get(d))
+            Om0[d] = OmA + _matmul(T, R[d].swapaxes(1, 2), symmetric=True, pb=_T(Rpat.get(d)))
     K = {}                                                         # K[(c, e)] = cK_e
+    Kpat = {}
     for e in E:                                                    # lines 18-22 (eq. 19)
         c = top.A[e]
         if c == WORLD:
             continue
         K[(c, e)] = R[e]                                           # line 20
+        Kpat[(c, e)] = Rpat.get(e)
         while top.A[c] != WORLD:
-            K[(top.A[c], e)] = _matmul(K[(c, e)], R[c])            # line 22
+            K[(top.A[c], e)] = _matmul(K[(c, e)], R[c], pa=Kpat.get((c, e)), pb=Rpat.get(c))   # line 22
             c = top.A[c]
     out = np.zeros((B, rc.m, rc.m))
     W = {}
@@ -161,17 +168,48 @@ def pv_osimr_sweeps(model, q, Xup, rc):
             if c == WORLD:                                         # grounded common ancestor
                 continue
             if (c, e2) not in W:                                   # 0Om_c cK_e2^T, once per (c, e2)
-                W[(c, e2)] = _matmul(Om0[c], K[(c, e2)].swapaxes(1, 2))
-            blk = _matmul(K[(c, e1)], W[(c, e2)])                  # line 25
+                W[(c, e2)] = _matmul(Om0[c], K[(c, e2)].swapaxes(1, 2), pb=_T(Kpat.get((c, e2))))
+            blk = _matmul(K[(c, e1)], W[(c, e2)], pa=Kpat.get((c, e1)))   # line 25
             out[:, r1, rc.rows(k2)] = blk
             out[:, rc.rows(k2), r1] = blk.swapaxes(1, 2)           # line 26
     return out
 
 
-def _matmul(A, Bm, symmetric=False):
+def _charge_subspace_products(piv):
+    """Paper count of S D^-1 and S D^-1 S^T (a unit-axis S places D^-1's entries: 0 flops);
+    returns the pattern of S D^-1."""
+    nz, unit = subspace_pattern(piv.S)
+    full = np.ones((piv.n, piv.n), bool)
+    m1, a1, SD = product_cost(nz, unit, full, ~full)
+    m2, a2, _ = product_cost(SD, np.zeros_like(SD), nz.T, unit.T, symmetric=True)
+    charge(m1 + m2, a1 + a2, kind="S D^-1 S^T", written=(0, 0))
+    return SD
+
+
+def _charge_identity_update(piv, SD):
+    """1 - (S D^-1) U^T: the products on S D^-1's nonzero rows, one subtraction per diagonal entry
+    (off the diagonal the entries are negated products); as written a dense 6 x n x 6 product."""
+    n = piv.n
+    full = np.ones((n, 6), bool)
+    mul, add, P = product_cost(SD, np.zeros_like(SD), full, ~full)
+    charge(mul, add + int(np.trace(P)), kind="1 - S D^-1 U^T", written=(36 * n, 36 * (n - 1)))
+
+
+def _T(pattern):
+    return None if pattern is None else (pattern[0].T, pattern[1].T)
+
+
+def _matmul(A, Bm, symmetric=False, pa=None, pb=None):
+    """A Bm; pa, pb: constant (nz, unit) patterns of a contact's rows K, which the paper count
+    exploits (the others are general)."""
     r, k, c = A.shape[1], A.shape[2], Bm.shape[2]
-    if symmetric:
-        charge_matmul(1, k, r * (r + 1) // 2, kind="R Om R^T")
+    kind = "R Om R^T" if symmetric else "K Om K^T"
+    written = (r * (r + 1) // 2 * k, r * (r + 1) // 2 * (k - 1)) if symmetric else (r * k * c, r * (k - 1) * c)
+    if pa is None and pb is None:
+        charge(*written, kind=kind)
     else:
-        charge_matmul(r, k, c, kind="K Om K^T")
+        full = lambda m, n: (np.ones((m, n), bool), np.zeros((m, n), bool))   # noqa: E731
+        (an, au), (bn, bu) = pa or full(r, k), pb or full(k, c)
+        mul, add, _ = product_cost(an, au, bn, bu, symmetric=symmetric)
+        charge(mul, add, kind=kind, written=written)
     return A @ Bm

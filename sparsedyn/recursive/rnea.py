@@ -13,7 +13,10 @@ from ..errors import check_finite
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
 from ..spatial import cross_force, cross_motion
-from ._common import S_times, S_transpose_times, external_forces, gravity_acceleration, inertia_times
+from ..spatial_costs import cross_cost, rigid_inertia_cost
+from ._common import (S_times, S_transpose_times, charge_external, charge_sum, external_forces,
+                      gravity_acceleration, gravity_pattern, inertia_times, out_pattern,
+                      subspace_out_pattern, tracked)
 
 
 def rnea_sweeps(model, q, qd, qdd, f_ext_body, Xup=None):
@@ -25,26 +28,38 @@ def rnea_sweeps(model, q, qd, qdd, f_ext_body, Xup=None):
     v = np.zeros((B, N, 6))
     a = np.zeros((B, N, 6))
     f = np.zeros((B, N, 6))
+    pv, pa, pf = [None] * N, [None] * N, [None] * N                # structural patterns (counting)
     for i, joint in enumerate(model.joints):                       # outward sweep
         s = model.v_slice(i)
         vJ = S_times(joint.S, qd[:, s])
+        pJ = tracked(subspace_out_pattern(joint.S))
         p = model.parents[i]
         if p == WORLD:
-            v[:, i] = vJ                                            # eq. (2), v_0 = 0
-            a[:, i] = Xup[i].apply_motion(a0) + S_times(joint.S, qdd[:, s])
+            v[:, i], pv[i] = vJ, pJ                                 # eq. (2), v_0 = 0
+            pg = gravity_pattern(model)
+            a[:, i] = Xup[i].apply_motion(a0, pg) + S_times(joint.S, qdd[:, s])
+            pa[i] = charge_sum(out_pattern(Xup[i].structure_cost, "X m", pg), pJ)
         else:
-            v[:, i] = Xup[i].apply_motion(v[:, p]) + vJ              # eq. (2)
-            a[:, i] = (Xup[i].apply_motion(a[:, p]) + S_times(joint.S, qdd[:, s])
-                       + cross_motion(v[:, i], vJ))                 # eq. (3a_i), c_i = v_i x S_i qd_i
+            v[:, i] = Xup[i].apply_motion(v[:, p], pv[p]) + vJ          # eq. (2)
+            pv[i] = charge_sum(out_pattern(Xup[i].structure_cost, "X m", pv[p]), pJ)
+            a[:, i] = (Xup[i].apply_motion(a[:, p], pa[p]) + S_times(joint.S, qdd[:, s])
+                       + cross_motion(v[:, i], vJ, pv[i], pJ))      # eq. (3a_i), c_i = v_i x S_i qd_i
+            pa[i] = charge_sum(charge_sum(out_pattern(Xup[i].structure_cost, "X m", pa[p]), pJ),
+                               out_pattern(cross_cost, pv[i], pJ))
         I = model.inertias[i]
-        f[:, i] = (inertia_times(I, a[:, i]) + cross_force(v[:, i], inertia_times(I, v[:, i]))
+        pIv = out_pattern(rigid_inertia_cost, pv[i])
+        f[:, i] = (inertia_times(I, a[:, i], pa[i]) + cross_force(v[:, i], inertia_times(I, v[:, i], pv[i]),
+                                                                   pv[i], pIv)
                    - f_ext_body[:, i])                              # eq. (3f_i) before children
+        pf[i] = charge_sum(out_pattern(rigid_inertia_cost, pa[i]), out_pattern(cross_cost, pv[i], pIv, force=True))
+        pf[i] = charge_external(f_ext_body, i, pf[i])
     tau = np.zeros((B, model.nv))
     for i in range(N - 1, -1, -1):                                  # inward sweep
-        tau[:, model.v_slice(i)] = S_transpose_times(model.joints[i].S, f[:, i])   # eq. (3tau_i)
+        tau[:, model.v_slice(i)] = S_transpose_times(model.joints[i].S, f[:, i], pf[i])  # eq. (3tau_i)
         p = model.parents[i]
         if p != WORLD:
-            f[:, p] += Xup[i].transpose_apply_force(f[:, i])          # eq. (3f_i): sum over mu(i)
+            f[:, p] += Xup[i].transpose_apply_force(f[:, i], pf[i])   # eq. (3f_i): sum over mu(i)
+            pf[p] = charge_sum(pf[p], out_pattern(Xup[i].structure_cost, "X^T f", pf[i]))
     return tau, v, a, f
 
 

@@ -30,10 +30,11 @@ from ..batch import state, unbatch
 from ..errors import SingularModelError, check_finite
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
-from ..opcount import charge
+from ..opcount import charge, counting
+from ..spatial_costs import linear_cost
 from ..spatial import cross_force, cross_motion, to_linear_first
 from ._common import S_times, S_transpose_times, external_forces, gravity_acceleration, inertia_times, matmul
-from .aba import _solve_small
+from .aba import _solve_small, charge_pivot_inverse
 
 
 @dataclass
@@ -149,13 +150,26 @@ def _rows_times(K, X):
     return np.stack([X.transpose_apply_force(np.broadcast_to(K[r], (X.E.shape[0], 6))) for r in range(nc)], 1)
 
 
+def _charge_mv(A, kind, transpose):
+    """A x (or A^T x): as written dense; paper count with a constant A's (2-D: the plan's K,
+    K A^-1, A^-1) structural zeros and +-1 entries, a state-dependent A general."""
+    r, c = A.shape[-2:]
+    written = (r * c, (c - 1 if not transpose else 0) * r + (0 if not transpose else (r - 1) * c))
+    if A.ndim == 2 and counting():
+        M = A.T if transpose else A
+        mul, add, _ = linear_cost(M != 0, np.abs(M) == 1, np.ones(M.shape[1], bool))
+        charge(mul, add, kind=kind, written=written)
+    else:
+        charge(*written, kind=kind)
+
+
 def _mv(A, x, kind):
-    charge(A.shape[-2] * A.shape[-1], A.shape[-2] * max(A.shape[-1] - 1, 0), kind=kind)
+    _charge_mv(A, kind, False)
     return np.einsum("...ij,...j->...i", A, x)
 
 
 def _mtv(A, x, kind):
-    charge(A.shape[-2] * A.shape[-1], max(A.shape[-2] - 1, 0) * A.shape[-1], kind=kind)
+    _charge_mv(A, kind, True)
     return np.einsum("...ji,...j->...i", A, x)
 
 
@@ -225,6 +239,7 @@ def yamane_sweeps(model, plan, q, qd, tau, f_ext_body, Xup=None):
         if KX[x] is None:
             continue
         Pjj = Phi[(x, x)]
+        charge_pivot_inverse(Pjj.shape[-1])                        # paper count: M_j once, then products
         n_prime[x] = _solve_small(Pjj, alpha[x], "M_j alpha_j")   # n'_j = M_j alpha_j (eq. 40)
         R = [r for r in plan.joints[x].remaining if KX[r] is not None and block(x, r) is not None]
         for r in R:

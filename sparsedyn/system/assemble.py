@@ -112,15 +112,19 @@ class NewtonEulerSystem:
         self._rhs_gather[parts] = np.arange(len(parts))
         # the spatial primitives charge one state's cost per call; the calls below cover all
         # bodies at once, so the other bodies' share is charged from this measured unit cost
+        # (both counting conventions, opcount.CONVENTIONS)
         z = np.zeros((1, 6))
-        with count_operations() as unit_c:
-            cross_motion(z, z)
-        with count_operations() as unit_nu:
-            cross_force(z, inertia_times(np.eye(6), z))
-        with count_operations() as unit_vJ:
-            for joint in model.joints:
-                S_times(joint.S, np.zeros((1, joint.nv)))
-        self._unit_costs = (unit_c, unit_nu, unit_vJ)
+        units = []
+        for convention in ("paper", "as_written"):
+            with count_operations(convention) as unit_c:
+                cross_motion(z, z)
+            with count_operations(convention) as unit_nu:
+                cross_force(z, inertia_times(np.eye(6), z))
+            with count_operations(convention) as unit_vJ:
+                for joint in model.joints:
+                    S_times(joint.S, np.zeros((1, joint.nv)))
+            units.append((unit_c, unit_nu, unit_vJ))
+        self._unit_costs = units
 
     # ------------------------------------------------------------------ offline data
 
@@ -186,11 +190,12 @@ class NewtonEulerSystem:
         vJ = np.ascontiguousarray((self._S_all @ qd.T).T).reshape(B, N, 6)  # S_i qd_i
         c = cross_motion(v, vJ)                                              # c_i = v_i x S_i qd_i
         nu = cross_force(v, inertia_times(model.inertias, v))               # nu_i = v_i x* I_i v_i
-        unit_c, unit_nu, unit_vJ = self._unit_costs
+        (unit_c, unit_nu, unit_vJ), (w_c, w_nu, w_vJ) = self._unit_costs
         k = N - len(self._roots) - 1                       # c_i is needed below the roots only
-        charge(unit_c.mul * k, unit_c.add * k, kind="v x m")
-        charge(unit_nu.mul * (N - 1), unit_nu.add * (N - 1), kind="v x* I v")
-        charge(unit_vJ.mul, unit_vJ.add, kind="S*x")
+        charge(unit_c.mul * k, unit_c.add * k, kind="v x m", written=(w_c.mul * k, w_c.add * k))
+        charge(unit_nu.mul * (N - 1), unit_nu.add * (N - 1), kind="v x* I v",
+               written=(w_nu.mul * (N - 1), w_nu.add * (N - 1)))
+        charge(unit_vJ.mul, unit_vJ.add, kind="S*x", written=(w_vJ.mul, w_vJ.add))
         a0 = gravity_acceleration(model, B)
         for i in self._roots:
             # b_(3a_i) = iX_0 a_0 + c_i at the root, where c_i = 0 since v_i = S_i qd_i

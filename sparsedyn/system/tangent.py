@@ -34,7 +34,7 @@ from ..spatial import Transform, cross_force, cross_motion
 
 def _per_direction(X):
     """A batched transform (B, ...) that broadcasts over a directions axis: (B, 1, ...)."""
-    return Transform(X.E[:, None], X.r[:, None])
+    return Transform(X.E[:, None], X.r[:, None], X.structure)
 
 
 def each(k, primitive, *args):
@@ -42,9 +42,10 @@ def each(k, primitive, *args):
     cost per call (opcount), so the other k - 1 are charged here."""
     if not counting():
         return primitive(*args)
-    with count_operations() as unit:
+    with count_operations() as unit, count_operations("as_written") as unit_w:
         out = primitive(*args)
-    charge(unit.mul * (k - 1), unit.add * (k - 1), kind="tangent")
+    charge(unit.mul * (k - 1), unit.add * (k - 1), kind="tangent",
+           written=(unit_w.mul * (k - 1), unit_w.add * (k - 1)))
     return out
 
 

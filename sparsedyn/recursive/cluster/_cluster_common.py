@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import SingularModelError
 from ...kinematics import joint_transforms
-from ...opcount import charge
+from ...opcount import charge, counting
 from ...spatial import Transform, cross_force, cross_motion
 from .._common import S_times, inertia_times, matmul
 from ..aba import SINGULAR_TOLERANCE, articulated_scale
@@ -44,19 +44,23 @@ def block_rows(S_i, G_rows):
 def apply_motion_columns(X, M):
     """X M for a (B, 6, m) matrix of motion columns (charged m times)."""
     m = M.shape[-1]
-    charge(24 * (m - 1), 18 * (m - 1), kind="X*m")
+    if counting():
+        mul, add, _ = X.structure_cost("X m", np.ones(6, bool))
+        charge(mul * (m - 1), add * (m - 1), kind="X*m", written=(24 * (m - 1), 18 * (m - 1)))
     return np.swapaxes(_batched(X).apply_motion(np.swapaxes(M, 1, 2)), 1, 2)
 
 
 def _batched(X):
     """The same transform with a broadcast axis for the columns of a matrix."""
-    return Transform(X.E[:, None], X.r[:, None])
+    return Transform(X.E[:, None], X.r[:, None], X.structure)
 
 
 def transpose_force_columns(X, F):
     """X^T F for a (B, 6, m) matrix of force columns (charged m times)."""
     m = F.shape[-1]
-    charge(24 * (m - 1), 18 * (m - 1), kind="X^T*f")
+    if counting():
+        mul, add, _ = X.structure_cost("X^T f", np.ones(6, bool))
+        charge(mul * (m - 1), add * (m - 1), kind="X^T*f", written=(24 * (m - 1), 18 * (m - 1)))
     return np.swapaxes(_batched(X).transpose_apply_force(np.swapaxes(F, 1, 2)), 1, 2)
 
 

@@ -15,7 +15,7 @@ from ...batch import unbatch
 from ...errors import check_finite
 from ...opcount import charge
 from .._common import external_forces, gravity_acceleration, matmul
-from ..aba import _solve_small
+from ..aba import _solve_small, charge_pivot_inverse
 from ._cluster_common import (bias_forces, check_cluster_pivots, cluster_congruence, cluster_force_to_parent,
                               cluster_inertia, cluster_motion, forward_pass)
 
@@ -37,6 +37,7 @@ def c_aba_sweeps(cm, q, yd, tau, f_ext_body, armature=None, Xup=None):
             D[k] = D[k] + np.diag(armature[cm.y_slice(k)])
         check_cluster_pivots(cm, k, D[k], IA[k], S,
                              None if armature is None else armature[cm.y_slice(k)])
+        charge_pivot_inverse(D[k].shape[-1])                   # paper count: D^-1 once, then products
         u = tau[:, cm.y_slice(k)] - np.einsum("bji,bj->bi", S, pA[k])              # line 28
         charge(S.shape[1] * S.shape[2], S.shape[1] * S.shape[2], kind="u = tau - S^T pA")
         Dinv_u[k] = _solve_small(D[k], u, "D^-1 u")

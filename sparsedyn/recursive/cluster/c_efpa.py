@@ -25,7 +25,7 @@ from ...kinematics import joint_transforms
 from ...model.model import WORLD
 from ...spatial import Transform
 from .._common import matmul
-from ..aba import _solve_small
+from ..aba import _solve_small, charge_pivot_inverse
 from ._cluster_common import (apply_motion_columns, check_cluster_pivots, cluster_congruence, cluster_inertia,
                               forward_pass)
 
@@ -83,6 +83,7 @@ def c_efpa_sweeps(cm, q, frames, Xup=None, armature=None):
         if arm is not None:                                        # H~ on the joint pivots
             D[k] = D[k] + np.diag(arm)
         check_cluster_pivots(cm, k, D[k], IA[k], S, arm)
+        charge_pivot_inverse(D[k].shape[-1])                   # paper count: D^-1 once, then products
         p = cm.parents[k]
         if p < 0:
             continue
