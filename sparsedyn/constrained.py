@@ -41,8 +41,8 @@ import numpy as np
 from .batch import state, unbatch
 from .contacts import Contact
 from .errors import PivotBreakdownWarning, check_assembled, nonfinite_error
-from .kernels.parallel import default_threads
 from .kinematics import forward_kinematics
+from .problems.base import PlanBase
 from .sensors import JointTorques, Sensor, Term, UnactuatedBase, _WrenchSensor, \
     _force_transform, _link_frame, _placement_transform
 from .spatial import cross3, log6
@@ -148,11 +148,13 @@ def constrained_forward_dynamics(model, contacts):
     return ConstrainedForwardDynamics(model, contacts).compile()
 
 
-class ConstrainedPlan:
+class ConstrainedPlan(PlanBase):
     """solve(q, v, tau) for batches of states (module docstring)."""
 
+    backends = ("numba", "c", "numpy")
+
     def __init__(self, problem, estimation_plan):
-        self.problem, self.model = problem, problem.model
+        super().__init__(problem)
         self.estimation_plan = estimation_plan
         self.contacts = problem.contacts
         #: (contact, force transform from the link frame to the contact frame (6, 6), rows of
@@ -187,7 +189,7 @@ class ConstrainedPlan:
             route flags (a static pivot or the backward error), and those with released
             contacts, take the reference route.
         threads: for "numba" and "c" (default: kernels.parallel.default_threads)."""
-        from .estimation.plan import Estimate, _check_threads
+        from .estimation.plan import Estimate
         model = self.model
         q, vecs, B, single = state(model, q, v=v, tau=tau)
         tau, v = vecs["tau"], vecs["v"]
@@ -204,9 +206,7 @@ class ConstrainedPlan:
             return ConstrainedResult(self, Estimate(plan, np.zeros((0, problem.shape[1])), single,
                                                     np.ones(0, bool), None, None, (q, v),
                                                     readings), single)
-        backend = plan.auto_backend(B) if backend is None else backend
-        if backend not in ("numba", "c", "numpy"):
-            raise ValueError(f"backend: expected 'numba', 'c' or 'numpy', got {backend!r}")
+        backend = self.check_backend(plan.auto_backend(B) if backend is None else backend)
         x = np.empty((B, problem.shape[1]))
         ok = np.ones(B, dtype=bool)
         held = np.flatnonzero(active.all(axis=1))
@@ -214,8 +214,7 @@ class ConstrainedPlan:
             if plan.compiled is None:
                 raise ValueError("backend: this plan was compiled with backend='numpy' (no "
                                  "compiled route)")
-            threads = (_check_threads(threads) if threads is not None
-                       else default_threads(held.size, _check_threads(None)))
+            threads = self.threads_for(threads, held.size, cap=False)
             sub = {k: r[held] for k, r in readings.items()}
             # the fused kernel's pivot and backward-error checks, without the estimation route's
             # conditioning probe: as solve_square below, a dynamics system is trusted wherever

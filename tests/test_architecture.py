@@ -78,3 +78,33 @@ def test_no_import_cycle_between_subpackages():
 def test_a_cycle_is_detected():
     G = nx.DiGraph([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])
     assert _cycles(G) == [["a", "b", "c"]]
+
+
+def test_every_plan_kind_is_a_plan_base():
+    """One plan protocol (sparsedyn.problems.base.PlanBase): every kind of compiled plan derives
+    from it and answers problem, model, stats, solve and repr; the online arguments are checked
+    by it, one way, naming the argument."""
+    import numpy as np
+    import pytest
+
+    import sparsedyn as sd
+    from sparsedyn.loops import four_bar
+    from sparsedyn.models import HUMANOID_URDF, serial_chain
+    from sparsedyn.problems.base import PlanBase
+    from sparsedyn.problems.delassus_sparse import compile_delassus
+    model = serial_chain(4)
+    floating = sd.load_urdf(HUMANOID_URDF, floating_base=True)
+    plans = [sd.compile(sd.forward_dynamics(model)), sd.compile(sd.mass_matrix(model)),
+             sd.compile(sd.loop_forward_dynamics(four_bar())),
+             sd.constrained_forward_dynamics(floating, [sd.Contact("l_sole")]),
+             compile_delassus(model, [sd.Contact("link4", "3d")]),
+             sd.compile_estimation(sd.EstimationProblem(model, [sd.sensors.JointTorques()]))]
+    for plan in plans:
+        assert isinstance(plan, PlanBase), type(plan)
+        assert plan.model is not None and isinstance(plan.stats, dict) and repr(plan)
+        with pytest.raises(ValueError, match="backend: expected one of"):
+            plan.check_backend("cuda")
+        with pytest.raises(ValueError, match="threads: expected an integer"):
+            plan.threads_for(0, 10)
+    assert plans[0].threads_for(None, 1) == 1
+    assert np.array_equal(plans[4].solve(np.zeros(4)), plans[4](np.zeros(4)))

@@ -143,7 +143,7 @@ def test_a_default_call_never_waits_for_a_busy_core(monkeypatch):
     assert parallel.default_threads(4096, 2) == 2
     # what Plan.solve and EstimationPlan.solve hand the kernels
     seen = []
-    from sparsedyn.problems import plan as plan_module
+    from sparsedyn.problems import base as plan_module       # PlanBase.threads_for
     model = humanoid()
     plan = sd.compile(sd.inverse_dynamics(model))
     real = plan_module.default_threads

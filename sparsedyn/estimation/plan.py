@@ -41,7 +41,7 @@ import scipy.sparse as sp
 
 from ..batch import state
 from ..errors import SingularStateWarning, check_assembled, nonfinite_error
-from ..kernels.parallel import default_threads
+from ..problems.base import PlanBase
 from ..problems.plan import AUTO_C_MAX_BATCH, Result
 from ..sensors import Gyroscope
 from ..spatial import Transform, operator_to_linear_first
@@ -117,13 +117,14 @@ def _compiled_route(problem, solver, ordering, map_form="auto", per_sample=False
                         form="normal" if per_sample else map_form, per_sample=per_sample)
 
 
-class EstimationPlan:
+class EstimationPlan(PlanBase):
     """A compiled estimation problem: solve(q, v, readings) for batches of states."""
 
+    backends = ONLINE_BACKENDS
+
     def __init__(self, problem, solver, covariances=None, compiled=None, per_sample=False):
-        self.problem = problem
+        super().__init__(problem)
         self.per_sample = per_sample
-        self.model = problem.model
         self.system = problem.system
         self.reference = solver
         self.method = solver.method
@@ -244,9 +245,8 @@ class EstimationPlan:
                 return fast
         if on_singular not in ("map", "nan", "raise"):
             raise ValueError(f"on_singular: expected 'map', 'nan' or 'raise', got {on_singular!r}")
-        backend = self.auto_backend(len(np.atleast_2d(q))) if backend is None else backend
-        if backend not in ONLINE_BACKENDS:
-            raise ValueError(f"backend: expected one of {ONLINE_BACKENDS}, got {backend!r}")
+        backend = self.check_backend(self.auto_backend(len(np.atleast_2d(q))) if backend is None
+                                     else backend)
         if backend != "numpy" and self.compiled is None:
             raise ValueError("backend: this plan has no compiled route (compile_estimation("
                              "..., compiled=True) says why)")
@@ -261,8 +261,7 @@ class EstimationPlan:
                              "covariances and contacts in; compile with per_sample=True (or "
                              "solve with backend='numpy')")
         if backend != "numpy":
-            threads = (_check_threads(threads) if threads is not None
-                       else default_threads(B, _check_threads(None)))
+            threads = self.threads_for(threads, B, cap=False)
             y = problem.rows.readings_vector(readings, B)
             route = self.route(backend)
             if self.method == "exact":
@@ -557,11 +556,6 @@ def vecs_v(v):
     if v is None:
         raise ValueError("v: the joint velocities are needed (zeros for a static state)")
     return v
-
-
-def _check_threads(threads):
-    from ..problems.plan import Plan
-    return Plan._check_threads(threads)
 
 
 class Estimate(Result):

@@ -39,6 +39,7 @@ from ..kinematics import joint_transforms
 from ..model.model import WORLD
 from ..opcount import charge, count_operations, counting, suspended
 from ..planner.factorization import OVERFLOW, SINGULAR
+from .base import PlanBase
 from .dynamics import forward_dynamics
 
 BACKENDS = ("numba", "numpy")
@@ -67,11 +68,15 @@ def _fd_plan(model, bodies, ordering):
     return cache[key]
 
 
-class DelassusPlan:
-    """Lambda^-1(q) = C D(q)^-1 B for one model and contact set (see the module doc)."""
+class DelassusPlan(PlanBase):
+    """Lambda^-1(q) = C D(q)^-1 B for one model and contact set (see the module doc):
+    solve(q) (or plan(q))."""
+
+    backends = BACKENDS
 
     def __init__(self, model, rc, ordering="auto"):
-        self.model, self.rc = model, rc
+        super().__init__(rc, model)          # the problem: the resolved contact set
+        self.rc = rc
         self.moving = [k for k, b in enumerate(rc.bodies) if b != WORLD]
         bodies = tuple(sorted({rc.bodies[k] for k in self.moving}))
         self.plan = self._fd_plan(bodies, ordering) if bodies and model.nv else None
@@ -122,14 +127,17 @@ class DelassusPlan:
             self._values(q, Xup)
         return ops.flops
 
-    def __call__(self, q, backend=None):
+    def solve(self, q, backend=None):
         """Lambda^-1 (B, m, m) (or (m, m) for one configuration q)."""
         q, single = check_configuration(self.model, q)
-        if backend is None:
-            backend = "numba"
-        if backend not in BACKENDS:
-            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+        backend = self.check_backend(backend, "numba")
         return unbatch(self.evaluate(q, backend=backend), single)
+
+    __call__ = solve
+
+    def __repr__(self):
+        return (f"{type(self).__name__}({self.model.name!r}, m {self.rc.m}, "
+                f"flops {self.stats.get('total_flops')})")
 
     def evaluate(self, q, Xup=None, backend="numpy"):
         """(B, m, m) for checked, batched q; Xup (joint transforms of q) when already at hand.

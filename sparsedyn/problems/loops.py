@@ -30,6 +30,7 @@ from ..recursive._common import external_forces
 from ..system.loop_rows import LoopSystem
 from .dynamics import _fx_links
 from .plan import LOADERS, Result, _short, bind_plan, plan_system, read_checked_plan, save_plan_file
+from .base import PlanBase
 
 
 class LoopProblem:
@@ -86,13 +87,14 @@ def loop_inverse_dynamics(cluster_model, f_ext=False):
     return LoopProblem(cluster_model, _fx_links(cluster_model.model, f_ext), given="ydd")
 
 
-class LoopPlan:
-    """A compiled LoopProblem: `solve` (online, batched), `stats`."""
+class LoopPlan(PlanBase):
+    """A compiled LoopProblem: `solve` (online, batched; NumPy), `stats`, `save`."""
+
+    backends = ("numpy",)
 
     def __init__(self, problem, factorization):
-        self.problem = problem
+        super().__init__(problem)
         self.cluster_model = problem.cluster_model
-        self.model = problem.model
         self.system = problem.system()
         self.factorization = factorization
         self._assembly_ops = None

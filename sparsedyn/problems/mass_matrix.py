@@ -27,8 +27,7 @@ from ..kernels import crba_numba
 from ..recursive.aba import SINGULAR_TOLERANCE
 from ..recursive.crba import crba as crba_numpy
 from ..recursive.ltl import _check_pivot, ltl, pattern
-from ..kernels.parallel import MIN_STATES_PER_THREAD, default_threads
-from .plan import Plan
+from .base import PlanBase
 
 BACKENDS = ("auto", "numba", "numpy")
 
@@ -58,14 +57,23 @@ def mass_matrix(model):
     return MassMatrixProblem(model)
 
 
-class MassMatrixPlan:
+class MassMatrixPlan(PlanBase):
     """A compiled mass matrix: `solve(q)` -> M, `factor(q)` -> L with M = L^T L."""
 
+    backends = BACKENDS
+
     def __init__(self, problem, backend="auto"):
-        self.problem, self.model = problem, problem.model
-        self.default_backend = self._check_backend(backend)
+        super().__init__(problem)
+        self.default_backend = self.check_backend(backend)
         self.program = MassMatrixProgram(self.model)
         self.n_pairs = self.program.n_pairs
+
+    @property
+    def stats(self):
+        """The problem, nv, the nonzeros of M's lower triangle (n_pairs: M's and L's sparsity,
+        Featherstone Sec. 6.5) and the default backend."""
+        return dict(problem=self.problem.name, nv=self.model.nv, n_pairs=self.n_pairs,
+                    backend=self.default_backend)
 
     @property
     def pairs(self):
@@ -85,17 +93,11 @@ class MassMatrixPlan:
 
     # ------------------------------------------------------------------ checks and routes
 
-    @staticmethod
-    def _check_backend(backend):
-        if backend not in BACKENDS:
-            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
-        return backend
-
     def _run(self, q, factor, threads, backend, packed, out):
         model = self.model
-        backend = self._check_backend(self.default_backend if backend is None else backend)
-        chosen = threads is not None
-        threads = Plan._check_threads(threads)
+        backend = self.check_backend(backend, self.default_backend)
+        threads_given = threads
+        self.check_threads(threads)                 # a bad value is named on every route
         q, single = check_configuration(model, q)
         B = q.shape[0]
         if backend == "numpy" or opcount.counting():      # the compiled kernel charges nothing
@@ -108,10 +110,7 @@ class MassMatrixPlan:
                 out[...] = res
                 res = out
             return unbatch(res, single)
-        if not chosen:
-            threads = default_threads(B, threads)
-        elif B < MIN_STATES_PER_THREAD * threads:
-            threads = max(1, B // MIN_STATES_PER_THREAD)
+        threads = self.threads_for(threads_given, B)
         res, status = crba_numba.run(self.program, q, factor=factor, tol=SINGULAR_TOLERANCE,
                                      threads=threads, packed=packed,
                                      out=None if out is None else self._out(out, B, packed))
@@ -150,7 +149,8 @@ def crba(model, q, backend="numpy", threads=None):
     per model."""
     if backend == "numpy":
         return crba_numpy(model, q)
-    MassMatrixPlan._check_backend(backend)
+    if backend not in BACKENDS:             # (before planning: a bad name costs nothing)
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     plan = _PLANS.get(model)
     if plan is None:
         plan = _PLANS[model] = MassMatrixPlan(mass_matrix(model))

@@ -37,18 +37,17 @@ from ..serialization import from_plain, to_plain
 from ..ir.fused import FusedProgram
 from ..planner import Factorization, plan_factorization
 from ..opcount import count_operations
-from ..kernels.parallel import MIN_STATES_PER_THREAD, default_threads
 from ..recursive._common import external_forces
 from ..recursive.aba import structural_singularity_error
 from ..spatial import Transform, to_linear_first
 from ..ir.assembly import AssemblyProgram
+from .base import ONLINE_BACKENDS, PlanBase
 from .dynamics import Problem
 from .plan_derivatives import solve_derivatives
 
 PLAN_FORMAT = "sparsedyn-plan"
 PLAN_VERSION = 1
 #: online backends a plan takes ("auto" picks per call, see Plan._fused_backend)
-ONLINE_BACKENDS = ("auto", "c", "numba", "numpy")
 #: "auto" runs batches up to this size on the C backend (once built), bigger ones on numba's
 #: SIMD lanes (experiments/kernel_design.md: where the two cross on the humanoid)
 AUTO_C_MAX_BATCH = 32
@@ -99,12 +98,11 @@ def plan_system(system, pivot_candidates, ordering="auto", backend="auto", progr
                               progress=progress)
 
 
-class Plan:
-    """A compiled problem: `solve` (online, batched), `stats`, `table`, `save`."""
+class Plan(PlanBase):
+    """A compiled dynamics problem: `solve` (online, batched), `stats`, `table`, `save`."""
 
     def __init__(self, problem, factorization, backend="auto"):
-        self.problem = problem
-        self.model = problem.model
+        super().__init__(problem)
         self.system = problem.system()
         self.factorization = factorization
         self.default_backend = backend
@@ -191,8 +189,8 @@ class Plan:
         if not isinstance(derivatives, (bool, np.bool_)):
             raise ValueError(f"derivatives: expected True or False, got {derivatives!r}")
         full = self._check_outputs(outputs) or bool(derivatives)
-        chosen = threads is not None
-        threads = self._check_threads(threads)
+        threads_given = threads
+        self.check_threads(threads)                 # a bad value is named on every route
         q, vecs, B, single = state(model, q, v=v, **{problem.given: given[problem.given]})
         y = vecs[problem.given]
         fx = None
@@ -210,10 +208,7 @@ class Plan:
             dx = solve_derivatives(self, q, vecs["v"], x, "numpy") if derivatives else None
             return Result(self, x, single, derivatives=dx)
         requested, backend = backend, self._fused_backend(backend, B, full)
-        if not chosen:
-            threads = default_threads(B, threads)
-        elif B < MIN_STATES_PER_THREAD * threads:
-            threads = max(1, B // MIN_STATES_PER_THREAD)
+        threads = self.threads_for(threads_given, B)
         # private copies (cheap next to the solve): the on-demand pass below must see the inputs
         # of this call even if the caller reuses its arrays in the meantime
         q, v, y = (np.array(a, dtype=float, order="C") for a in (q, vecs["v"], y))
@@ -282,9 +277,7 @@ class Plan:
         return self.default_backend
 
     def _check_backend(self, backend):
-        backend = self.backend if backend is None else backend
-        if backend not in ONLINE_BACKENDS:
-            raise ValueError(f"backend: expected one of {ONLINE_BACKENDS}, got {backend!r}")
+        backend = self.check_backend(backend, self.backend)
         if opcount.counting():
             return "numpy"            # the compiled kernels do not charge the operation counter
         return backend
@@ -314,18 +307,6 @@ class Plan:
         if bad or not names:
             raise ValueError(f"outputs: expected None, 'all' or names among {known}, got {outputs!r}")
         return "all" in names
-
-    @staticmethod
-    def _check_threads(threads):
-        import numba
-        available = numba.config.NUMBA_NUM_THREADS
-        if threads is None:
-            return numba.get_num_threads()
-        if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)) \
-                or not 1 <= threads <= available:
-            raise ValueError(f"threads: expected an integer in 1..{available} "
-                             f"(NUMBA_NUM_THREADS), got {threads!r}")
-        return int(threads)
 
     def _measured(self, y, fx):
         """{(kind, body): (B, size)} of the measurement rows (NumPy path)."""
