@@ -32,20 +32,31 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-stamp="$VENV/.sparsedyn-setup-$(printf '%s' "$key" | sha256sum | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
-  echo "[setup] creating $VENV and installing sparsedyn[test] (first run only)" >&2
+# setup EXTRAS WARMUP: install sparsedyn[EXTRAS] into $VENV once per version of the inputs; with
+# WARMUP=yes also compile every numba kernel into its cache. The demo (and any other command)
+# needs only the library and Pinocchio (its comparison): its kernels compile on first use, a
+# minute, instead of all of them (the test set-up's warm-up, ~3 min).
+stamp_of() { printf '%s' "$VENV/.sparsedyn-setup-$1-$(printf '%s' "$key" | sha256sum | cut -c1-16)"; }
+setup() {
+  local extras=$1 warm=$2
+  local stamp
+  stamp=$(stamp_of "$extras")
+  [ -f "$stamp" ] && return 0
+  echo "[setup] installing sparsedyn[$extras] into $VENV (first run only)" >&2
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-  "$VENV/bin/python" -m pip install -q ${pip_args[@]+"${pip_args[@]}"} -e ".[test]"
-  echo "[setup] compiling the numba kernels into their cache (first run only)" >&2
-  "$VENV/bin/python" -m sparsedyn warmup >&2
+  "$VENV/bin/python" -m pip install -q ${pip_args[@]+"${pip_args[@]}"} -e ".[$extras]"
+  if [ "$warm" = yes ]; then
+    echo "[setup] compiling the numba kernels into their cache (first run only)" >&2
+    "$VENV/bin/python" -m sparsedyn warmup >&2
+  fi
   touch "$stamp"
-fi
+}
 
 cmd=${1:-demo}
 shift || true
 case "$cmd" in
-  test) exec "$VENV/bin/python" -m pytest "$@" ;;
-  *) exec "$VENV/bin/python" -m sparsedyn "$cmd" "$@" ;;
+  test) setup test yes; exec "$VENV/bin/python" -m pytest "$@" ;;
+  *) [ -f "$(stamp_of test)" ] || setup demo no         # (the test set-up covers the demo's)
+     exec "$VENV/bin/python" -m sparsedyn "$cmd" "$@" ;;
 esac
