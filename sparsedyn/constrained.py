@@ -207,22 +207,30 @@ class ConstrainedPlan(PlanBase):
                                                     np.ones(0, bool), None, None, (q, v),
                                                     readings), single)
         backend = self.check_backend(plan.auto_backend(B) if backend is None else backend)
-        x = np.empty((B, problem.shape[1]))
         ok = np.ones(B, dtype=bool)
-        held = np.flatnonzero(active.all(axis=1))
+        every = bool(active.all())
+        held = np.arange(B) if every else np.flatnonzero(active.all(axis=1))
+        x = None
         if backend != "numpy" and held.size:
             if plan.compiled is None:
                 raise ValueError("backend: this plan was compiled with backend='numpy' (no "
                                  "compiled route)")
             threads = self.threads_for(threads, held.size, cap=False)
-            sub = {k: r[held] for k, r in readings.items()}
-            # the fused kernel's pivot and backward-error checks, without the estimation route's
-            # conditioning probe: as solve_square below, a dynamics system is trusted wherever
-            # its physics is nonsingular, however ill-conditioned
-            _, x[held], flag = plan.route(backend).fused.run(
-                q[held], v[held], problem.rows.readings_vector(sub, held.size), full=True,
-                threads=threads)
+            sub = readings if every else {k: r[held] for k, r in readings.items()}
+            # the fused kernel's pivot, backward-error and finiteness checks, without the
+            # estimation route's conditioning probe: as solve_square below, a dynamics system is
+            # trusted wherever its physics is nonsingular, however ill-conditioned
+            _, xh, flag = plan.route(backend).fused.run(
+                q if every else q[held], v if every else v[held],
+                problem.rows.readings_vector(sub, held.size), full=True, threads=threads)
+            if every:
+                x = xh
+            else:
+                x = np.empty((B, problem.shape[1]))
+                x[held] = xh
             held = held[flag]
+        if x is None:
+            x = np.empty((B, problem.shape[1]))
         released = np.flatnonzero(~active.all(axis=1))
         if held.size or released.size:
             redo = np.concatenate([held, released])
@@ -239,10 +247,10 @@ class ConstrainedPlan(PlanBase):
             if released.size:
                 x[released], ok[released] = self._released(values[k:], rhs[k:],
                                                             active[released])
-        overflow = np.flatnonzero(~np.isfinite(x).all(axis=1))
-        if overflow.size:
-            raise nonfinite_error(self.problem.name, "the solution", overflow.tolist(),
-                                  {"q": q, "v": v, "tau": tau})
+            overflow = redo[~np.isfinite(x[redo]).all(axis=1)]   # (the kernel's are checked)
+            if overflow.size:
+                raise nonfinite_error(self.problem.name, "the solution", overflow.tolist(),
+                                      {"q": q, "v": v, "tau": tau})
         if not ok.all():
             bad = np.flatnonzero(~ok)
             warnings.warn(RedundantContactsWarning(
