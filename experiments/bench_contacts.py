@@ -24,7 +24,6 @@ to max(1, max |ref|)) before its time is reported.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import shutil
@@ -41,9 +40,9 @@ sys.path.insert(0, HERE)
 import pinocchio as pin  # noqa: E402
 
 import sparsedyn as sd  # noqa: E402
-from bench_peers import THREADS, per_state, timed  # noqa: E402
+from bench_peers import (humanoid_states, interleaved, load_average, per_state,  # noqa: E402
+                         start, timed)
 from bench_single_state import build_pinocchio, parse, publish  # noqa: E402
-from sparsedyn.models import HUMANOID_URDF  # noqa: E402
 
 SOLES = ("l_sole", "r_sole")
 PROBLEMS = ("RNEA derivatives", "ABA derivatives", "constrained FD")
@@ -66,26 +65,9 @@ def pin_contacts(pmodel):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--batch", type=int, default=4096)
-    ap.add_argument("--single-states", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--out", default=os.path.join(HERE, "out", "bench_contacts.md"))
-    args = ap.parse_args(argv)
-    load0 = os.getloadavg()
-    print(f"load average at the start: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)
-    B, S = args.batch, min(args.single_states, args.batch)
+    args, B, S, threads, load0 = start(argv, __doc__, "bench_contacts.md", 64)
     K = min(CHECKED, B)
-    import numba
-    threads = tuple(t for t in THREADS if t <= numba.config.NUMBA_NUM_THREADS)
-    model = sd.load_urdf(HUMANOID_URDF, floating_base=True)
-    pmodel = pin.buildModelFromUrdf(HUMANOID_URDF, pin.JointModelFreeFlyer())
-    pdata = pmodel.createData()
-    rng = np.random.default_rng(0)
-    q = model.random_configuration(rng, batch=B)
-    v, a = rng.normal(size=(2, B, model.nv))
-    pq = sd.to_pinocchio_q(model, q, pmodel)
-    tau = np.array([pin.rnea(pmodel, pdata, pq[b], v[b], a[b]) for b in range(B)])
+    model, pmodel, pdata, q, v, a, pq, tau = humanoid_states(B)
     cms, spec = pin_contacts(pmodel)
     cds = pin.StdVec_RigidConstraintData([cm.createData() for cm in cms])
     pin.initConstraintDynamics(pmodel, pdata, cms, cds)
@@ -161,7 +143,6 @@ def main(argv=None):
     # ---- Pinocchio C++ (built, checked)
     pin_exe = build_pinocchio("pin_derivs_contacts.cpp")
     folder = tempfile.mkdtemp(prefix="bench_contacts_")
-    samples = {}
     try:
         np.concatenate([pq, v, a, tau], axis=1).tofile(os.path.join(folder, "states.bin"))
         spec.tofile(os.path.join(folder, "contacts.bin"))
@@ -196,18 +177,10 @@ def main(argv=None):
         contestants["pin py"] = lambda: {
             ("pin py", p): per_state(fn, S) for p, fn in zip(PROBLEMS, (pin_rnea_d, pin_aba_d,
                                                                         pin_cd))}
-        for fn in contestants.values():          # warm-up: compilation, first-touch memory
-            fn()
-        names = list(contestants)
-        for r in range(args.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                for key, val in contestants[name]().items():
-                    samples.setdefault(key, []).append(val)
-            print(f"round {r + 1}/{args.rounds} done", flush=True)
+        samples = interleaved(contestants, args.rounds)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    load1 = os.getloadavg()
-    print(f"load average at the end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}", flush=True)
+    load1 = load_average("end")
     publish(report(samples, args, B, S, K, threads, model, load0, load1, errors), args.out)
 
 
