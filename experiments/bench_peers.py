@@ -119,18 +119,31 @@ def timed(fn, n):
     return (time.perf_counter() - t0) * 1e6 / n
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def load_average(when):
+    """os.getloadavg(), printed ("load average at the <when>: ...")."""
+    load = os.getloadavg()
+    print(f"load average at the {when}: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
+    return load
+
+
+def start(argv, doc, out_name, single_states):
+    """The peer benchmarks' command line (--batch, --single-states, --rounds, --out) and start:
+    (args, B, S states per call one at a time, thread counts numba allows, load average)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=4096)
-    ap.add_argument("--single-states", type=int, default=256)
+    ap.add_argument("--single-states", type=int, default=single_states)
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--out", default=os.path.join(HERE, "out", "bench_peers.md"))
+    ap.add_argument("--out", default=os.path.join(HERE, "out", out_name))
     args = ap.parse_args(argv)
-    load0 = os.getloadavg()
-    print(f"load average at the start: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)
-    B, S = args.batch, min(args.single_states, args.batch)
+    load0 = load_average("start")
     import numba
     threads = tuple(t for t in THREADS if t <= numba.config.NUMBA_NUM_THREADS)
+    return args, args.batch, min(args.single_states, args.batch), threads, load0
+
+
+def humanoid_states(B):
+    """The embedded humanoid (ours, Pinocchio's model and data) and B random states (seed 0):
+    q (ours), v, a, q in Pinocchio's layout, tau = Pinocchio's RNEA(q, v, a)."""
     model = sd.load_urdf(HUMANOID_URDF, floating_base=True)
     pmodel = pin.buildModelFromUrdf(HUMANOID_URDF, pin.JointModelFreeFlyer())
     pdata = pmodel.createData()
@@ -139,6 +152,28 @@ def main(argv=None):
     v, a = rng.normal(size=(2, B, model.nv))
     pq = sd.to_pinocchio_q(model, q, pmodel)
     tau = np.array([pin.rnea(pmodel, pdata, pq[b], v[b], a[b]) for b in range(B)])
+    return model, pmodel, pdata, q, v, a, pq, tau
+
+
+def interleaved(contestants, rounds):
+    """{(contestant, problem): [us per state, one per round]} of contestants {name: () ->
+    {(name, problem): us per state}}: a warm-up call of each (numba threads, pools, caches),
+    then rounds running every contestant once, round r starting at the r-th (rotating order)."""
+    for fn in contestants.values():
+        fn()
+    samples = {}
+    names = list(contestants)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            for key, val in contestants[name]().items():
+                samples.setdefault(key, []).append(val)
+        print(f"round {r + 1}/{rounds} done", flush=True)
+    return samples
+
+
+def main(argv=None):
+    args, B, S, threads, load0 = start(argv, __doc__, "bench_peers.md", 256)
+    model, pmodel, pdata, q, v, a, pq, tau = humanoid_states(B)
     M_pin = np.array(pin.crba(pmodel, pdata, pq[0]))
     M_pin = np.triu(M_pin) + np.triu(M_pin, 1).T
     id_plan = sd.compile(sd.inverse_dynamics(model))
@@ -317,19 +352,10 @@ def main(argv=None):
             for t in threads:
                 contestants[f"mj rollout {t}"] = (lambda t=t: {
                     (f"mj rollout {t}", "FD"): timed(lambda: rollout(t), B)})
-        for fn in contestants.values():                # warm-up (numba threads, pools, caches)
-            fn()
-        samples = {}
-        names = list(contestants)
-        for r in range(args.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                for key, val in contestants[name]().items():
-                    samples.setdefault(key, []).append(val)
-            print(f"round {r + 1}/{args.rounds} done", flush=True)
+        samples = interleaved(contestants, args.rounds)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    load1 = os.getloadavg()
-    print(f"load average at the end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}", flush=True)
+    load1 = load_average("end")
     best = {k: (min(s), float(np.median(s))) for k, s in samples.items()}
     ref = {p: best[("pin C++", p)][0] for p in ("ID", "FD", "CRBA")}
 

@@ -63,14 +63,15 @@ def build(cmd_tail, sources, name):
     return exe
 
 
-def build_pinocchio():
+def build_pinocchio(source="pin_single.cpp"):
+    """experiments/peers/<source> built against the pin wheel's headers and libraries."""
     # the wheel keeps the Python package under <prefix>/lib/python3.X/site-packages/pinocchio
     prefix = os.path.normpath(os.path.join(os.path.dirname(pin.__file__), *[os.pardir] * 4))
     cxx = shutil.which("g++") or shutil.which("c++")
     tail = [cxx] + PIN_FLAGS + [f"-I{prefix}/include", "-I/usr/include/eigen3",
                                 f"-L{prefix}/lib", f"-Wl,-rpath,{prefix}/lib",
                                 "-lpinocchio_default", "-lboost_serialization"]
-    return build(tail, [os.path.join(HERE, "peers", "pin_single.cpp")], "pin_single")
+    return build(tail, [os.path.join(HERE, "peers", source)], source.rsplit(".", 1)[0])
 
 
 def build_exported(id_plan, fd_plan, model, folder):

@@ -96,3 +96,17 @@ def needs_cpp_peer(test):
     missing = shutil.which("g++") is None or not os.path.isdir("/usr/include/eigen3")
     return pytest.mark.slow(pytest.mark.skipif(
         missing, reason="needs g++ and Eigen headers (libeigen3-dev)")(test))
+
+
+def run_reduced(name, argv, tmp_path):
+    """experiments/<name>.py's main(argv) at reduced size, writing into tmp_path: (its output
+    text, the thread counts "1", "2" that numba allows, as its tables list them)."""
+    import importlib
+    import pathlib
+    import sys
+
+    import numba
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "experiments"))
+    out = tmp_path / f"{name}.md"
+    importlib.import_module(name).main(list(argv) + ["--out", str(out)])
+    return out.read_text(), tuple(str(t) for t in (1, 2) if t <= numba.config.NUMBA_NUM_THREADS)

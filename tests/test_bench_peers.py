@@ -3,10 +3,9 @@ parallel, sparsedyn's plans, MuJoCo, Pinocchio from Python; ID, FD, CRBA; GFLOP/
 FMA peak) has every expected row, and the script regenerates it at reduced size (slow: it builds
 a C++ program against the pin wheel)."""
 import pathlib
-import sys
 
 import pytest
-from md_tables import needs_cpp_peer, number, readme_quotes, tables
+from md_tables import needs_cpp_peer, number, readme_quotes, run_reduced, tables
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "out" / "bench_peers.md"
@@ -70,14 +69,9 @@ def test_committed_output_has_the_expected_rows():
 
 @needs_cpp_peer
 def test_benchmark_runs_at_reduced_size(tmp_path):
-    sys.path.insert(0, str(ROOT / "experiments"))
-    import numba
-
-    import bench_peers
-    out = tmp_path / "bench.md"
-    bench_peers.main(["--batch", "64", "--single-states", "16", "--rounds", "2", "--out", str(out)])
-    threads = tuple(str(t) for t in (1, 2) if t <= numba.config.NUMBA_NUM_THREADS)
-    contestants = check(out.read_text(), threads)
+    text, threads = run_reduced("bench_peers", ["--batch", "64", "--single-states", "16",
+                                                "--rounds", "2"], tmp_path)
+    contestants = check(text, threads)
     assert contestants[0]["B"] == "64"
 
 
