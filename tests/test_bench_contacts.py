@@ -6,7 +6,7 @@ wheel). No timing is asserted."""
 import pathlib
 import re
 
-from md_tables import needs_cpp_peer, number, run_reduced, tables
+from md_tables import needs_cpp_peer, number, readme_quotes, run_reduced, tables
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "out" / "bench_contacts.md"
@@ -69,6 +69,10 @@ def ratios_of(line):
 
 def test_committed_output_has_the_expected_rows():
     assert [r["B"] for r in check(OUT.read_text())] == ["4096"] * 5 + ["1"] * 2
+
+
+def test_readme_quotes_the_committed_table():
+    readme_quotes(OUT, 1 + len(CONTESTANTS))      # header and rows
 
 
 @needs_cpp_peer
