@@ -39,7 +39,7 @@ import warnings
 import numpy as np
 
 from .batch import state, unbatch
-from .contacts import Contact
+from .contacts import Contact, contact_flags
 from .errors import PivotBreakdownWarning, check_assembled, nonfinite_error
 from .kinematics import forward_kinematics
 from .problems.base import PlanBase
@@ -266,17 +266,8 @@ class ConstrainedPlan(PlanBase):
         active = np.ones((B, len(self.contacts)), dtype=bool)
         if contacts is None:
             return active
-        if not isinstance(contacts, dict):
-            raise ValueError("contacts: expected a dict {link: bool or (B,) bool}")
         index = {c.link: j for j, c in enumerate(self.contacts)}
-        for link, flag in contacts.items():
-            if link not in index:
-                raise KeyError(f"contacts: {link!r} is not one of this plan's contacts "
-                               f"{list(index)}")
-            flag = np.asarray(flag)
-            if flag.dtype != bool or flag.shape not in ((), (B,)):
-                raise ValueError(f"contacts[{link!r}]: expected a bool or a ({B},) bool array, "
-                                 f"got {flag.dtype} {flag.shape}")
+        for link, flag in contact_flags(contacts, index, B, "this plan's contacts").items():
             active[:, index[link]] = flag
         return active
 

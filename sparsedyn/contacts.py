@@ -61,6 +61,23 @@ class Contact:
         return KINDS[self.kind]
 
 
+def contact_flags(contacts, links, B, what):
+    """{link: (B,) bool} from a call's {link: bool or (B,) bool}: which of `links` (the plan's
+    switchable contacts, `what` names them in errors) hold in each of B states."""
+    if not isinstance(contacts, dict):
+        raise ValueError("contacts: expected a dict {link: bool or (B,) bool}")
+    out = {}
+    for link, flag in contacts.items():
+        if link not in links:
+            raise KeyError(f"contacts: {link!r} is not one of {what} {list(links)}")
+        flag = np.asarray(flag)
+        if flag.dtype != bool or flag.shape not in ((), (B,)):
+            raise ValueError(f"contacts[{link!r}]: expected a bool or a ({B},) bool array, got "
+                             f"{flag.dtype} {flag.shape}")
+        out[link] = np.broadcast_to(flag, (B,))
+    return out
+
+
 @dataclass(frozen=True)
 class ResolvedContacts:
     """Contacts bound to a model: body index, constant K_k (m_k x 6), row offsets in Lambda."""

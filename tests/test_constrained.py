@@ -62,15 +62,20 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_equals_pinocchio_constraint_dynamics(case):
-    """On every route: the compiled kernel (numba, generated C; the contact rows' gravity term
-    propagated in it) and the NumPy reference."""
+def _case(case):
+    """(model, Pinocchio model, contacts, plan) of CASES[case]."""
     path, floating, spec = CASES[case]
     path = path if path == HUMANOID_URDF else robot_urdf(path)
     model, pm = sd.load_urdf(path, floating_base=floating), pin_model(path, floating)
     contacts = [sd.Contact(*c) for c in spec]
-    plan = sd.constrained_forward_dynamics(model, contacts)
+    return model, pm, contacts, sd.constrained_forward_dynamics(model, contacts)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_equals_pinocchio_constraint_dynamics(case):
+    """On every route: the compiled kernel (numba, generated C; the contact rows' gravity term
+    propagated in it) and the NumPy reference."""
+    model, pm, contacts, plan = _case(case)
     rng = np.random.default_rng(5)
     B = 3
     q = model.random_configuration(rng, batch=B)
@@ -176,11 +181,7 @@ def test_released_contacts_equal_pinocchio_on_the_held_ones(case):
     """One plan for every contact set: per state, the released contacts' wrenches are zero and
     qdd is Pinocchio's constraintDynamics with the held contacts alone (ABA with none); equal
     too to a plan compiled for the held set."""
-    path, floating, spec = CASES[case]
-    path = path if path == HUMANOID_URDF else robot_urdf(path)
-    model, pm = sd.load_urdf(path, floating_base=floating), pin_model(path, floating)
-    contacts = [sd.Contact(*c) for c in spec]
-    plan = sd.constrained_forward_dynamics(model, contacts)
+    model, pm, contacts, plan = _case(case)
     rng = np.random.default_rng(9)
     k = len(contacts)
     sets = [np.array([(s >> j) & 1 for j in range(k)], bool) for s in range(2 ** k)]

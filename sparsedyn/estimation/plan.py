@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..batch import state
+from ..contacts import contact_flags
 from ..errors import SingularStateWarning, check_assembled, nonfinite_error
 from ..problems.base import PlanBase
 from ..problems.plan import AUTO_C_MAX_BATCH, Result
@@ -201,18 +202,11 @@ class EstimationPlan(PlanBase):
         active = None
         if contacts is not None:
             active = np.ones((B, self.problem.shape[1]), dtype=bool)
-            links = self.problem.unknown_wrenches
             cols = self.system.columns
-            for link, flag in dict(contacts).items():
-                if link not in links:
-                    raise KeyError(f"contacts: {link!r} is not one of this problem's unknown "
-                                   f"wrenches {list(links)} (only they can be switched)")
-                flag = np.asarray(flag)
-                if flag.dtype != bool or flag.shape not in ((), (B,)):
-                    raise ValueError(f"contacts[{link!r}]: expected a bool or a ({B},) bool "
-                                     f"array, got {flag.dtype} {flag.shape}")
-                body = self.model.frames[link].body
-                active[:, cols[("fx", body)].indices] = flag[..., None] if flag.ndim else flag
+            for link, flag in contact_flags(dict(contacts), self.problem.unknown_wrenches, B,
+                                            "this problem's unknown wrenches (only they can "
+                                            "be switched):").items():
+                active[:, cols[("fx", self.model.frames[link].body)].indices] = flag[:, None]
         return self.reference.sample_data(covariances, B, active)
 
     def solve(self, q, v, readings, on_singular="map", backend=None, threads=None,
