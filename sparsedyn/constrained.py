@@ -34,6 +34,7 @@ the same factorization, whose combination zeroing its wrench is the released sol
 """
 from __future__ import annotations
 
+import threading
 import warnings
 
 import numpy as np
@@ -165,6 +166,7 @@ class ConstrainedPlan(PlanBase):
             self._frames.append((c, _force_transform(c.placement), slice(start, start + c.dim)))
             start += c.dim
         self.n_lambda = start
+        self._local = threading.local()      # each thread's one-state C buffers (_one_state)
 
     @property
     def stats(self):
@@ -190,6 +192,10 @@ class ConstrainedPlan(PlanBase):
             contacts, take the reference route.
         threads: for "numba" and "c" (default: kernels.parallel.default_threads)."""
         from .estimation.plan import Estimate
+        if contacts is None and baumgarte is None and reference is None and threads in (None, 1):
+            fast = self._one_state(q, v, tau, backend)
+            if fast is not None:
+                return fast
         model = self.model
         q, vecs, B, single = state(model, q, v=v, tau=tau)
         tau, v = vecs["tau"], vecs["v"]
@@ -259,6 +265,49 @@ class ConstrainedPlan(PlanBase):
                 f"are regularised ones (the least), qdd the constrained motion"), stacklevel=2)
         est = Estimate(plan, x, single, ok, None, None, (q, vecs["v"]), readings)
         return ConstrainedResult(self, est, single)
+
+    def _one_state(self, q, v, tau, backend):
+        """The result of one state with every contact held on the C route's single-state
+        function (buffers bound once per thread), or None where the general path runs: not
+        exactly 1-D float64 arrays of the model's sizes, another backend, "auto" before the C
+        library is built, or a state the kernel flags (a non-unit quaternion, a failed pivot or
+        backward-error check, a result that is not finite: the general path raises or re-solves
+        it)."""
+        model = self.model
+        for arr, size in ((q, model.nq), (v, model.nv), (tau, model.nv)):
+            if type(arr) is not np.ndarray or arr.shape != (size,) or arr.dtype != np.float64:
+                return None
+        plan = self.estimation_plan
+        if (backend if backend is not None else plan.auto_backend(1)) != "c" or \
+                plan.compiled is None:
+            return None
+        one = getattr(self._local, "one", None)
+        if one is None:
+            from .backends.generated_c import single_state
+            problem = self.problem.estimation
+            kernel = plan.route("c").fused
+            rows = problem.rows
+            bufs = (np.zeros(model.nq), np.zeros(model.nv), np.zeros(rows.n_rows), np.zeros(0),
+                    np.zeros(problem.shape[1]), np.zeros(kernel.work_doubles))
+            fn = single_state(kernel, "full")
+            ptrs = [a.ctypes.data if a.size else None for a in bufs]
+            # y: the sensors' rows in order (the contact rows' reading 0: held, no correction)
+            tau_rows = rows.row_slices["tau"]
+            base_rows = rows.row_slices.get("base_unactuated")
+            one = self._local.one = (lambda: fn(*ptrs), bufs, tau_rows, base_rows)
+        run, (qb, vb, yb, _, xb, _), tau_rows, base_rows = one
+        qb[:], vb[:] = q, v
+        if base_rows is not None:
+            yb[tau_rows] = tau[6:]
+            yb[base_rows] = tau[:6]
+        else:
+            yb[tau_rows] = tau
+        if run() != 0:
+            return None
+        from .estimation.plan import Estimate
+        est = Estimate(plan, xb[None].copy(), True, np.ones(1, dtype=bool), None, None,
+                       (q[None].copy(), v[None].copy()), None)
+        return ConstrainedResult(self, est, True)
 
     # ------------------------------------------------------------------ per-call data
     def _active(self, contacts, B):

@@ -88,6 +88,13 @@ def test_equals_pinocchio_constraint_dynamics(case):
         assert res.ok.all()
         assert rel_err(res["qdd"], qdd) <= TOL, backend
         assert rel_err(res["lambda"], lam) <= TOL, backend
+        one = plan.solve(q[1], v[1], tau[1], backend=backend)   # C: the one-state function
+        assert one.ok and rel_err(one["qdd"], qdd[1]) <= TOL and rel_err(one["lambda"], lam[1]) <= TOL
+        assert one.wrench(contacts[0].link).shape == (6,)
+        bad = tau[1].copy()
+        bad[0] = np.nan                       # flagged by the kernel: the general path names it
+        with pytest.raises(ValueError, match="tau: non-finite"):
+            plan.solve(q[1], v[1], bad, backend=backend)
     res = plan.solve(q, v, tau)
     one = plan.solve(q[1], v[1], tau[1])                    # one state: no batch axis
     assert one["qdd"].shape == (model.nv,) and one["lambda"].shape == lam[1].shape

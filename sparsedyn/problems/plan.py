@@ -584,7 +584,6 @@ class Result(Mapping):
         self._plan = plan
         self._vector = x
         self._vector_fn = vector
-        self._block_views = None
         self._joint = dict(joint_space or {})
         self._single = single
         self._derivatives = derivatives
@@ -604,20 +603,10 @@ class Result(Mapping):
             self._vector = self._vector_fn()
         return self._vector
 
-    @property
-    def _blocks(self):
-        if self._block_views is None:
-            self._block_views = self._plan.system.unpack(self.vector)
-        return self._block_views
-
     def _joint_space(self, kind):
         if kind in self._joint:
             return self._joint[kind]
-        model = self._plan.model
-        out = np.zeros((self.vector.shape[0], model.nv))
-        for i in range(model.nbodies):
-            out[:, model.v_slice(i)] = self._blocks[(kind, i)]
-        return out
+        return self.vector[:, self._plan.system.joint_columns(kind)]
 
     def variable(self, kind, link):
         model = self._plan.model
@@ -629,7 +618,7 @@ class Result(Mapping):
         if (kind, frame.body) not in self._plan.system.columns:
             known = sorted({k for k, _ in self._plan.system.columns.index})
             raise KeyError(f"no variable {kind!r} for link {link!r} (variables: {known})")
-        x = self._blocks[(kind, frame.body)]
+        x = self.vector[:, self._plan.system.columns[(kind, frame.body)].slice]
         if kind in ("a", "f", "fx"):
             T = frame.placement
             if not np.array_equal(T, np.eye(4)):

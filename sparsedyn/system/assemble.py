@@ -237,6 +237,18 @@ class NewtonEulerSystem:
         """x (B, n_cols) -> {(kind, body): (B, size)} (views)."""
         return {key: x[:, b.slice] for key, b in self.columns.index.items()}
 
+    def joint_columns(self, kind):
+        """Columns (nv,) of a joint-space kind ("tau", "qdd") in the model's v order, computed
+        once per system (a result reads them on every call)."""
+        cache = self.__dict__.setdefault("_joint_columns", {})
+        if kind not in cache:
+            model = self.model
+            idx = np.empty(model.nv, dtype=np.int64)
+            for i in range(model.nbodies):
+                idx[model.v_slice(i)] = self.columns[(kind, i)].indices
+            cache[kind] = idx
+        return cache[kind]
+
     def pack(self, blocks, B):
         """{(kind, body): (B, size)} -> x (B, n_cols); missing blocks are zero."""
         x = np.zeros((B, self.columns.size))

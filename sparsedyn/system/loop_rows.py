@@ -218,3 +218,7 @@ class LoopSystem:
     def unpack(self, x):
         """x (B, n) -> {(kind, body): (B, size)} of the tree's variable blocks (views)."""
         return self.tree.unpack(x[:, :self.n_tree_cols])
+
+    def joint_columns(self, kind):
+        """The tree's (the lambda columns follow the tree's columns)."""
+        return self.tree.joint_columns(kind)
