@@ -63,25 +63,23 @@ class ContactAcceleration(Sensor):
     def validate(self, model):
         _link_frame(model, self.link, f"contact {self.name!r}")
 
-    def _gravity_map(self, model):
-        """(body, (size, 3)): the rows' gravity term is this times g in the body's coordinates."""
+    def gravity_terms(self, model):
+        """[(body, G)]: the rows' gravity term is G times g in the body's coordinates (G: the
+        contact frame's rotation c_E_b in the linear rows)."""
         frame = _link_frame(model, self.link, f"contact {self.name!r}")
         E = _placement_transform(frame.placement @ self.contact.placement)[:3, :3]    # c_E_b
-        return frame.body, (E if self.contact.dim == 3 else np.vstack([np.zeros((3, 3)), E]))
-
-    def gravity_terms(self, model):
-        return [self._gravity_map(model)]
+        return [(frame.body, E if self.contact.dim == 3 else np.vstack([np.zeros((3, 3)), E]))]
 
     def linear_map(self, model, kin, wrench_links):
         frame = _link_frame(model, self.link, f"contact {self.name!r}")
         b = frame.body
         Xc = _placement_transform(frame.placement @ self.contact.placement)   # c_X_b, angular-first
-        gravity_c = np.einsum("ij,bjk,k->bi", Xc[:3, :3], kin.Xworld[b].E, model.gravity)
+        (_, G), = self.gravity_terms(model)
+        bias = np.einsum("ij,bjk,k->bi", G, kin.Xworld[b].E, model.gravity)   # G E_b0 g
         if self.contact.dim == 6:
-            bias = np.concatenate([np.zeros_like(gravity_c), gravity_c], axis=1)
             return [Term("a", b, Xc)], bias
         vc = kin.body_velocities[:, b] @ Xc.T
-        return [Term("a", b, Xc[3:])], gravity_c + cross3(vc[:, :3], vc[:, 3:])
+        return [Term("a", b, Xc[3:])], bias + cross3(vc[:, :3], vc[:, 3:])
 
 
 class PointForce(_WrenchSensor):

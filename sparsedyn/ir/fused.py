@@ -18,36 +18,20 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .assembly import JointTransformArrays
 from .instructions import READS_A, READS_B, RECIP, SET
 from .layout import live_ops, reuse_slots, sweep_layout
 from .lu_program import opcode_runs, pivot_checks
 
 
-class AssemblyArrays(NamedTuple):
-    """The per-body constants of an AssemblyProgram as a kernel reads them (see its docstring):
-    joint transform data, S and I as sparse lists, gravity, and the state-dependent entries of
-    D (x_ptr per body, x_dest their slots, x_src their compact transform component)."""
-    parent: np.ndarray
-    rot_kind: np.ndarray
-    rot_q: np.ndarray
-    n_trans: np.ndarray
-    trans_q: np.ndarray
-    rot_basis: np.ndarray
-    TR: np.ndarray
-    Tp: np.ndarray
-    tdir: np.ndarray
-    s_ptr: np.ndarray
-    s_row: np.ndarray
-    s_col: np.ndarray
-    s_val: np.ndarray
-    i_ptr: np.ndarray
-    i_row: np.ndarray
-    i_col: np.ndarray
-    i_val: np.ndarray
-    gravity: np.ndarray
-    x_ptr: np.ndarray
-    x_dest: np.ndarray
-    x_src: np.ndarray
+#: The per-body constants of an AssemblyProgram as a kernel reads them (see its docstring): the
+#: joint transform data (JointTransformArrays' fields, the same arrays), S and I as sparse lists,
+#: gravity, and the state-dependent entries of D (x_ptr per body, x_dest their slots, x_src their
+#: compact transform component). Flat, not nesting JointTransformArrays: numba's parallel regions
+#: take no nested tuples.
+AssemblyArrays = NamedTuple("AssemblyArrays", [(f, np.ndarray) for f in (
+    *JointTransformArrays._fields, "s_ptr", "s_row", "s_col", "s_val", "i_ptr", "i_row", "i_col",
+    "i_val", "gravity", "x_ptr", "x_dest", "x_src")])
 
 
 class ExtraRowArrays(NamedTuple):

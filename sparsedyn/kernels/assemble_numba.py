@@ -126,7 +126,9 @@ def _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc):
         for s in range(L):
             qT[nq + col, s] = qd[idx[s], col]
     for i in range(N):
-        # ---- joint transform iX_lambda(i) = (E, r) (kinematics.joint_transforms)
+        # ---- joint transform iX_lambda(i) = (E, r) (kinematics.joint_transforms); written out
+        # here and in crba_numba.crba_lanes, not a shared helper: experiments/kernel_design.md,
+        # "Joint transforms in the CRBA kernel" (a helper's array arguments cost ~15%)
         kind = rot_kind[i]
         if kind == ROT_ANGLE:
             _sincos_lanes(qT, rot_q[i], tmp)

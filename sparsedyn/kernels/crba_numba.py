@@ -97,7 +97,8 @@ def crba_lanes(idx, q, jt, mm, sc):
                 P[i, 0, s], P[i, 1, s], P[i, 2, s] = 0.0, 0.0, 0.0
         else:
             # ---- iX_lambda(i) = (E, r): the formulas of assemble_numba._assemble_lanes
-            # (kinematics.joint_transforms) on the same ir.assembly.JointTransformArrays
+            # (kinematics.joint_transforms) on the same ir.assembly.JointTransformArrays, written
+            # out again: experiments/kernel_design.md, "Joint transforms in the CRBA kernel"
             kind = rot_kind[i]
             if kind == ROT_ANGLE:
                 _sincos_lanes(qT, rot_q[i], tmp)

@@ -41,11 +41,13 @@ class PlanBase:
                                   f"compile it again")
 
     # ------------------------------------------------------------------ online arguments
-    def check_backend(self, backend, default="auto"):
-        """`backend` (None: `default`) if this plan runs it, else ValueError naming the choices."""
+    @classmethod
+    def check_backend(cls, backend, default="auto"):
+        """`backend` (None: `default`) if this kind of plan runs it, else ValueError naming the
+        choices (a classmethod: a function that plans on demand checks before planning)."""
         backend = default if backend is None else backend
-        if backend not in self.backends:
-            raise ValueError(f"backend: expected one of {self.backends}, got {backend!r}")
+        if backend not in cls.backends:
+            raise ValueError(f"backend: expected one of {cls.backends}, got {backend!r}")
         return backend
 
     @staticmethod

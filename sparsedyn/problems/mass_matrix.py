@@ -149,8 +149,7 @@ def crba(model, q, backend="numpy", threads=None):
     per model."""
     if backend == "numpy":
         return crba_numpy(model, q)
-    if backend not in BACKENDS:             # (before planning: a bad name costs nothing)
-        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    MassMatrixPlan.check_backend(backend)   # before planning: a bad name costs nothing
     plan = _PLANS.get(model)
     if plan is None:
         plan = _PLANS[model] = MassMatrixPlan(mass_matrix(model))
