@@ -20,6 +20,7 @@ from .model import (Model, ModelBuilder, MujocoUnavailableError, from_mujoco, fr
                     from_pinocchio_q, load_mjcf, load_urdf, to_mujoco_a, to_mujoco_q,
                     to_mujoco_tau, to_mujoco_v, to_pinocchio_q)
 from .kernels.cholesky import SparseCholesky
+from .kernels.jit import wait as wait_for_kernels
 from .opcount import OpCount, count_operations
 from .planner import Factorization, PivotBreakdownWarning, plan_factorization
 from .problems import (Plan, aba_derivatives, compile, crba, forward_dynamics,
@@ -44,7 +45,7 @@ __all__ = [
     "inverse_dynamics", "forward_dynamics", "mass_matrix", "compile", "load_plan", "Plan",
     "plan_factorization", "Factorization", "PivotBreakdownWarning", "SparseCholesky",
     "EstimationProblem", "compile_estimation", "load_estimation_plan", "estimate_log", "sensors",
-    "models",
+    "models", "wait_for_kernels",
     "Contact", "contact_jacobian", "delassus", "ltl", "ltdl", "constrained_forward_dynamics",
     "RedundantContactsWarning",
     "ClusterModel", "loop_forward_dynamics", "loop_inverse_dynamics", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",

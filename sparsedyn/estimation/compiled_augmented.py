@@ -58,6 +58,14 @@ def augmented_pattern(problem, reference):
 class AugmentedMAP(CompiledRoute):
     """Fused assembly + static-pivot LU of K + probe + refinement for a batch of states."""
 
+    JIT_KEY = "the augmented MAP estimation kernel"
+    JIT_WARM = "sparsedyn.jit_warm:augmented_kernels"
+
+    @staticmethod
+    def jit_entry_points():
+        from ..kernels.normal_numba import _aug_parallel, _aug_serial
+        return _aug_serial, _aug_parallel
+
     def __init__(self, problem, reference, ordering="amd", assembly=None, refine=None,
                  factorization=None):
         from ..ir.fused import AssemblyArrays, ExtraRowArrays, RhsDestinations

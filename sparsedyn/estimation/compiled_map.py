@@ -74,6 +74,13 @@ class CompiledMAP(CompiledRoute):
     W^1/2 A diag(active), the prior's numbers into their slots (kernels/normal_numba.py,
     SampleInputs); the pattern, the order and the program are the same for every sample."""
 
+    JIT_KEY, JIT_WARM = "the MAP estimation kernel", "sparsedyn.jit_warm:map_kernels"
+
+    @staticmethod
+    def jit_entry_points():
+        from ..kernels.normal_numba import _map_parallel, _map_serial
+        return _map_serial, _map_parallel
+
     def __init__(self, problem, reference, ordering="amd", per_sample=False, program=None):
         from ..ir.fused import AssemblyArrays, ExtraRowArrays, RhsDestinations
         from ..kernels.assemble_numba import lanes_for

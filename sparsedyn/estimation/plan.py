@@ -46,7 +46,7 @@ from ..problems.base import PlanBase
 from ..problems.plan import AUTO_C_MAX_BATCH, Result
 from ..sensors import Gyroscope
 from ..spatial import Transform, operator_to_linear_first
-from .solve_exact import ExactSolver
+from .solve_exact import CompiledExact, ExactSolver
 from .storage import save_estimation_plan
 
 #: the online backends of EstimationPlan.solve: "numba" (the compiled route's lane kernels),
@@ -152,12 +152,15 @@ class EstimationPlan(PlanBase):
     def auto_backend(self, B):
         """What solve() runs B states on by default: the C route for up to AUTO_C_MAX_BATCH
         states once it exists and its library is built (plan.solver() or backend="c" built it:
-        auto never starts a compiler), else self.backend."""
+        auto never starts a compiler), else self.backend once its numba kernels run without a
+        JIT compile, else "numpy" while they compile in the background."""
         twin = getattr(self.compiled, "_c", None)
         if twin is not None and B <= AUTO_C_MAX_BATCH:
-            ready = twin.ready() if hasattr(twin, "ready") else twin.fused.ready("full")
-            if ready:
+            built = twin.fused.ready("full") if isinstance(twin, CompiledExact) else twin.ready()
+            if built:
                 return "c"
+        if self.compiled is not None and not self.compiled.ready():
+            return "numpy"     # while numba compiles the route in the background (kernels/jit.py)
         return self.backend
 
     @property
@@ -239,8 +242,8 @@ class EstimationPlan(PlanBase):
                 return fast
         if on_singular not in ("map", "nan", "raise"):
             raise ValueError(f"on_singular: expected 'map', 'nan' or 'raise', got {on_singular!r}")
-        backend = self.check_backend(self.auto_backend(len(np.atleast_2d(q))) if backend is None
-                                     else backend)
+        auto = backend is None
+        backend = self.check_backend(self.auto_backend(len(np.atleast_2d(q))) if auto else backend)
         if backend != "numpy" and self.compiled is None:
             raise ValueError("backend: this plan has no compiled route (compile_estimation("
                              "..., compiled=True) says why)")
@@ -250,7 +253,8 @@ class EstimationPlan(PlanBase):
         single = single and all(np.ndim(r) == 1 for r in (readings or {}).values())
         readings = problem.check_readings(readings, B)
         sample = self.sample_data(contacts, covariances, B)
-        if backend != "numpy" and sample is not None and not self.per_sample:
+        compiled_route = backend != "numpy" or (auto and self.compiled is not None)
+        if compiled_route and sample is not None and not self.per_sample:
             raise ValueError("contacts/covariances: this plan's compiled route folds the plan's "
                              "covariances and contacts in; compile with per_sample=True (or "
                              "solve with backend='numpy')")

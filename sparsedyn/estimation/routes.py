@@ -7,6 +7,8 @@ class CompiledRoute:
     builds the twin once (`_c_twin`, the subclass's), on_backend("numba") is the route itself."""
 
     _c = None
+    #: the kernels' name and the "module:function" compiling them (kernels/jit.py)
+    JIT_KEY = JIT_WARM = None
 
     def on_backend(self, name):
         if name == "numba":
@@ -14,6 +16,12 @@ class CompiledRoute:
         if self._c is None:
             self._c = self._c_twin()
         return self._c
+
+    def ready(self):
+        """True if the numba route runs without a JIT compile now; else False, its compile
+        started in the background (kernels/jit.py): backend="auto" answers on NumPy meanwhile."""
+        from ..kernels import jit
+        return jit.ready(self.JIT_KEY, self.jit_entry_points(), self.JIT_WARM)
 
     def _c_twin(self):
         raise NotImplementedError(f"backend 'c': {type(self).__name__} has no C form")

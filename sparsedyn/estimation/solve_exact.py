@@ -160,6 +160,9 @@ class CompiledExact(CompiledRoute):
         self.fused, self.delta, self.scale = fused, delta, scale
         self.threshold = PROBE_GAIN * float(np.abs(delta).max())
 
+    def ready(self):
+        return self.fused.ready("sparsedyn.jit_warm:fused_kernels")
+
     def _c_twin(self):
         """The same route on the fused program as generated C (backends/generated_c.py)."""
         from ..backends.generated_c import CKernel

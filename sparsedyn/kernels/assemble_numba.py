@@ -38,6 +38,7 @@ from numba import njit, prange
 from ..ir.fused import (AssemblyArrays, ExtraRowArrays, ProgramArrays, ResidualArrays,
                         RhsDestinations)
 from ..ir.assembly import ROT_ANGLE, ROT_QUAT
+from . import jit
 from .lu_numba import lane_scales, lane_split, run_lanes
 from .parallel import parallel_launch
 from .work_memory import WorkArrays
@@ -608,6 +609,21 @@ class FusedSolver:
                            self.ir.program.col_perm, float(self.ir.program.tol)))
         return self._kernels[full]
 
+    def ready(self, warm):
+        """True if run() needs no JIT compile now; else False, with `warm` ("module:function",
+        which calls compile_kernels on some plan: every plan's fused kernel has the same
+        argument types) started in the background (kernels/jit.py)."""
+        return jit.ready("the fused ID/FD kernel", (_fused_serial, _fused_parallel), warm)
+
+    def compile_kernels(self):
+        """Run the serial and the parallel kernel once each, on two states of zeros (their
+        non-unit quaternions are flagged, which does not matter here)."""
+        sizes, (sch, _) = self.ir.assembly, self.kernel(False)
+        q, qd = np.zeros((2, sizes.nq)), np.zeros((2, sizes.nv))
+        y = np.zeros((2, sch.dest.y.shape[0]))
+        self.run(q, qd, y, threads=1)
+        self.run(q, qd, y, threads=2)
+
     def run(self, q, qd, y, full=False, threads=1):
         """(out (B, n_out), x (B, n) or None, broken (B,) bool) for checked, batched q, qd and the
         measured values y (B, m). threads: 1 runs the serial kernel, k > 1 splits the batch into
@@ -627,3 +643,4 @@ class FusedSolver:
         else:
             _fused_serial(*args)
         return res.out, (res.x if full else None), res.broken
+

@@ -23,7 +23,7 @@ from .. import opcount
 from ..batch import check_configuration, unbatch
 from ..errors import nonfinite_error
 from ..ir.mass_matrix import MassMatrixProgram
-from ..kernels import crba_numba
+from ..kernels import crba_numba, jit
 from ..recursive.aba import SINGULAR_TOLERANCE
 from ..recursive.crba import crba as crba_numpy
 from ..recursive.ltl import _check_pivot, ltl, pattern
@@ -100,6 +100,10 @@ class MassMatrixPlan(PlanBase):
         self.check_threads(threads)                 # a bad value is named on every route
         q, single = check_configuration(model, q)
         B = q.shape[0]
+        if backend == "auto" and not jit.ready(
+                "the mass matrix kernel", (crba_numba._serial, crba_numba._parallel),
+                "sparsedyn.jit_warm:mass_matrix_kernels"):
+            backend = "numpy"            # while numba compiles it in the background
         if backend == "numpy" or opcount.counting():      # the compiled kernel charges nothing
             res = crba_numpy(model, q)
             res = ltl(model, res) if factor else res

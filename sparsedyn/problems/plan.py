@@ -157,7 +157,9 @@ class Plan(PlanBase):
         variable (result["a", link], result.vector, ...) on first access, with one more pass over
         the same inputs; "all" computes the whole solution in this pass.
         backend: "auto" (the plan's default unless compiled with another: "c" for batches up to
-        AUTO_C_MAX_BATCH states, else "numba"), "c", "numba" or "numpy" (NumPy assembly, then
+        AUTO_C_MAX_BATCH states once its library is built, else "numba" once its kernel is
+        compiled or cached, else "numpy" while numba compiles in the background: no answer waits
+        for a JIT; sparsedyn.wait_for_kernels()), "c", "numba" or "numpy" (NumPy assembly, then
         the LU program in NumPy: the reference route); all give the same results up to
         round-off. Counting operations (opcount) always uses the NumPy route, whose primitives
         charge their cost. threads: how many threads split the batch (default: numba's,
@@ -203,11 +205,11 @@ class Plan(PlanBase):
             # no states, or no movable joints (only fixed ones): empty results of the usual shapes
             zero = np.zeros((3, B, model.nv, model.nv)) if derivatives else None
             return Result(self, np.zeros((B, self.system.shape[1])), single, derivatives=zero)
+        requested, backend = backend, self._fused_backend(backend, B, full)
         if backend == "numpy":
             x = self._solve_numpy(q, vecs["v"], y, fx)
             dx = solve_derivatives(self, q, vecs["v"], x, "numpy") if derivatives else None
             return Result(self, x, single, derivatives=dx)
-        requested, backend = backend, self._fused_backend(backend, B, full)
         threads = self.threads_for(threads_given, B)
         # private copies (cheap next to the solve): the on-demand pass below must see the inputs
         # of this call even if the caller reuses its arrays in the meantime
@@ -283,15 +285,17 @@ class Plan(PlanBase):
         return backend
 
     def _fused_backend(self, backend, B, full=False):
-        """The fused backend that runs a batch of B states: "auto" -> "c" for small batches when
-        the C library of this kind of call is built already (a compile takes seconds: it is
-        paid where the user asks for C), else "numba"."""
+        """The backend that runs a batch of B states: "auto" -> "c" for small batches when the C
+        library of this kind of call is built already (a compile takes seconds: it is paid
+        where the user asks for C), else "numba" once its kernel runs without a JIT compile,
+        else "numpy" while numba compiles it in the background (kernels/jit.py)."""
         if backend != "auto":
             return backend
         if B <= AUTO_C_MAX_BATCH and backends.module("c").unavailable() is None:
             if self.kernel("c").ready("full" if full or self.ir.checks_residual else "outputs"):
                 return "c"
-        return "numba"
+        return "numba" if self.kernel("numba").ready("sparsedyn.jit_warm:fused_kernels") \
+            else "numpy"
 
     def _check_outputs(self, outputs):
         """True if the whole solution vector is wanted in this pass."""
@@ -414,6 +418,9 @@ class Plan(PlanBase):
         finite are re-solved with partial pivoting (Factorization.pivoted_solve):
         PivotBreakdownWarning; SingularModelError, NonFiniteError naming the batch indices."""
         B = q.shape[0]
+        if backend == "numpy":          # "auto" while numba compiles (_fused_backend)
+            x = self._solve_numpy(q, v, y, fx)
+            return x[:, self.ir.out_columns], x
         ys = y if fx is None else np.concatenate((y, fx.reshape(B, -1)), axis=1)
         joint, x, broken = backends.backend(backend).run(self.kernel(backend), q, v, ys,
                                                          full=full, threads=threads)

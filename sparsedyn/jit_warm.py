@@ -1,0 +1,57 @@
+"""What a background compile runs (sparsedyn.kernels.jit: `python -m sparsedyn.kernels.jit
+sparsedyn.jit_warm:<function>`), one function per family of numba kernels: each runs its
+kernels once on the embedded humanoid, on one thread and on two, which compiles them into
+numba's on-disk cache for every plan (their argument types do not depend on the model)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import models
+
+
+#: a proper prior on every variable: what the augmented MAP form needs
+PRIOR = {"prior": {"tau": 1e3, "fx": 1e4, "a": 1e2, "f": 1e4, "qdd": 1e2}}
+
+
+def fused_kernels():
+    """The fused assembly + LU kernel of inverse and forward dynamics and exact estimation."""
+    from .problems import compile, forward_dynamics
+    compile(forward_dynamics(models.humanoid())).kernel("numba").compile_kernels()
+
+
+def map_kernels():
+    """The MAP estimation kernel (normal form), with the plan's and with per-sample numbers."""
+    _estimation_kernels("normal", (False, True))
+
+
+def augmented_kernels():
+    """The MAP estimation kernel in the augmented (quasi-definite) form."""
+    _estimation_kernels("augmented", (False,))
+
+
+def _estimation_kernels(form, per_sample_options):
+    from .estimation import EstimationProblem, compile_estimation
+    from .sensors import ForceTorque, JointAccelerations
+    model = models.humanoid()
+    sensors = [JointAccelerations(), ForceTorque("l_foot_ft_sensor"), ForceTorque("r_foot_ft_sensor")]
+    problem = EstimationProblem(model, sensors, unknown_wrenches=["l_foot", "r_foot"])
+    B = 64                         # two groups of lanes: the parallel kernel runs too
+    q = np.tile(model.neutral_configuration(), (B, 1))
+    v, readings = np.zeros((B, model.nv)), {s.name: np.zeros((B, s.size)) for s in sensors}
+    for per_sample in per_sample_options:
+        plan = compile_estimation(problem, method="map", map_form=form, per_sample=per_sample,
+                                  covariances=PRIOR if form == "augmented" else None)
+        for threads in (1, 2):
+            plan.solve(q, v, readings, threads=threads, backend="numba")
+
+
+def mass_matrix_kernels():
+    """The compiled CRBA and L^T L, every output form (dense and packed)."""
+    from .problems import MassMatrixPlan, mass_matrix
+    model = models.humanoid()
+    plan = MassMatrixPlan(mass_matrix(model), "numba")
+    q = np.tile(model.neutral_configuration(), (64, 1))
+    for threads in (1, 2):
+        for packed in (False, True):
+            plan.solve(q, threads=threads, packed=packed)
+            plan.factor(q, threads=threads, packed=packed)

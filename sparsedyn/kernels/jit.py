@@ -1,0 +1,125 @@
+"""Numba kernels that run without compiling first, and their compilation in the background.
+
+A numba kernel's first call in a process compiles it, tens of seconds per kernel on a fresh
+machine, unless numba's on-disk cache holds it for this source file and CPU (loading that takes
+milliseconds). backend="auto" never makes a first answer wait for that compiler: before choosing
+numba a plan asks `ready(key, dispatchers, warm)`. While a kernel would have to compile, a
+Python subprocess runs warm (a "module:function" that compiles the kernels, e.g. on a small
+model) once per key, which writes them into numba's cache, and the plan answers on its NumPy
+route; once the subprocess has finished, the kernels load from the cache. A subprocess rather
+than a thread: a compiling thread holds the interpreter lock most of the time and would slow
+the NumPy answers several times over. `wait()` blocks until the compilations are done.
+
+A subprocess left running when its parent exits finishes the cache for the next process (numba
+writes its cache files by rename: a killed one leaves none half-written).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+
+_lock = threading.Lock()
+_runnable = set()            # dispatchers known to need no compile
+_compiles = {}               # key -> (Popen, stderr file) of its background compile
+_reported = set()            # keys whose failed compile was named in a warning
+
+
+def runnable(dispatcher):
+    """True if calling the numba `dispatcher` needs no compile: compiled in this process, or a
+    fresh entry of numba's on-disk cache built for this CPU."""
+    if dispatcher in _runnable:
+        return True
+    found = bool(dispatcher.signatures)
+    if not found:
+        try:     # numba's cache index: {(signature, CPU magic, code hashes): data file}
+            magic = dispatcher.targetctx.codegen().magic_tuple()
+            found = any(key[1] == magic for key in dispatcher._cache._cache_file._load_index())
+        except Exception:        # numba without on-disk caching for it, or moved internals
+            found = False
+    if found:
+        _runnable.add(dispatcher)
+    return found
+
+
+def ready(key, dispatchers, warm):
+    """True if every dispatcher runs without compiling now (or no background compile can be
+    started: the caller's call compiles as it always did). Otherwise False, after starting the
+    subprocess that runs `warm` ("module:function") once per key. A compile that ended without
+    caching the kernels is named in a RuntimeWarning once (the caller stays on NumPy)."""
+    if all(d in _runnable for d in dispatchers):
+        return True
+    with _lock:
+        started = _compiles.get(key)
+        if started is None:
+            if all(runnable(d) for d in dispatchers):
+                return True
+            try:
+                _compiles[key] = _start(warm)
+            except OSError:
+                return True
+            return False
+    proc, log = started
+    if proc.poll() is None:
+        return False
+    if all(runnable(d) for d in dispatchers):
+        return True
+    if key not in _reported:
+        _reported.add(key)
+        log.seek(0)
+        tail = log.read().decode(errors="replace").strip().splitlines()[-3:]
+        warnings.warn(f"compiling the numba kernels of {key} in the background failed (exit "
+                      f"{proc.returncode}: {' | '.join(tail)}); backend='auto' answers on "
+                      f"NumPy", RuntimeWarning, stacklevel=3)
+    return False
+
+
+def _start(warm):
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    log = tempfile.TemporaryFile()
+    code = f"from {__name__} import compile_now; compile_now({warm!r})"
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    return proc, log
+
+
+def compiling():
+    """The keys whose kernels are being compiled in the background now."""
+    with _lock:
+        return [key for key, (proc, _) in _compiles.items() if proc.poll() is None]
+
+
+def wait(timeout=None):
+    """Block until every background compilation has finished (or `timeout` seconds passed);
+    True if none is left running."""
+    with _lock:
+        procs = [proc for proc, _ in _compiles.values()]
+    for proc in procs:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    return not compiling()
+
+
+def stop():
+    """Terminate the background compilations still running (their kernels are then compiled
+    again by the next call that needs them)."""
+    with _lock:
+        for proc, _ in _compiles.values():
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait()
+        _compiles.clear()
+
+
+def compile_now(warm):
+    """Run `warm` ("module:function"): what the background process does."""
+    module, function = warm.split(":")
+    getattr(importlib.import_module(module), function)()

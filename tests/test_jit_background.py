@@ -1,0 +1,122 @@
+"""backend="auto" never waits for numba's JIT (sparsedyn.kernels.jit): while a kernel would have
+to compile, its compile runs in a background process and the answer comes from the NumPy route.
+
+Each scenario runs in a fresh interpreter whose NUMBA_CACHE_DIR and SPARSEDYN_CACHE_DIR (the C
+backend's libraries) are empty directories: a fresh machine, without touching the suite's caches.
+A background compile is stopped once seen (jit.stop), to spare the CPU."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+TINY = '''
+from numba import njit
+
+@njit(cache=True)
+def twice(x):
+    return 2.0 * x
+
+def warm():
+    twice(1.0)
+
+def broken():
+    raise RuntimeError("no compiler today")
+'''
+
+
+def run_fresh(tmp_path, script):
+    """Run `script` in a fresh interpreter with an empty numba cache; its stdout."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"),
+               SPARSEDYN_CACHE_DIR=str(tmp_path / "c-cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), HERE, ROOT]))
+    (tmp_path / "tiny_kernels.py").write_text(TINY)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_a_kernel_compiles_in_a_background_process_and_then_loads_from_the_cache(tmp_path):
+    out = run_fresh(tmp_path, """
+        import warnings
+        import tiny_kernels
+        from sparsedyn.kernels import jit
+        assert not jit.runnable(tiny_kernels.twice)
+        assert jit.ready("tiny", (tiny_kernels.twice,), "tiny_kernels:warm") is False
+        assert jit.compiling() == ["tiny"]
+        assert jit.ready("tiny", (tiny_kernels.twice,), "tiny_kernels:warm") is False   # one start
+        assert jit.wait()
+        assert jit.ready("tiny", (tiny_kernels.twice,), "tiny_kernels:warm") is True
+        assert not tiny_kernels.twice.signatures          # nothing was compiled in this process
+        assert tiny_kernels.twice(3.0) == 6.0
+        assert tiny_kernels.twice.stats.cache_hits        # ... it came from the cache
+
+        # a compile that fails is named once, and the caller stays on its NumPy route
+        import numba
+        @numba.njit(cache=False)
+        def never(x):
+            return x
+        assert jit.ready("broken", (never,), "tiny_kernels:broken") is False
+        jit.wait()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert jit.ready("broken", (never,), "tiny_kernels:broken") is False
+            assert jit.ready("broken", (never,), "tiny_kernels:broken") is False
+        assert len(caught) == 1 and "no compiler today" in str(caught[0].message), caught
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_auto_answers_on_numpy_while_numba_compiles(tmp_path):
+    """A first call of every compiled plan kind on a fresh machine: right answers (Pinocchio's),
+    from the NumPy route, while the kernels compile in the background."""
+    pytest.importorskip("pinocchio")
+    out = run_fresh(tmp_path, """
+        import numpy as np
+        import pinocchio as pin
+        import sparsedyn as sd
+        from sparsedyn.kernels import jit
+        from sparsedyn.sensors import ForceTorque, JointAccelerations, ground_truth
+        from oracles import pin_twin, rel_err
+
+        model = sd.models.humanoid()
+        pm = pin_twin(model)
+        pd = pm.createData()
+        rng = np.random.default_rng(7)
+        B = 3
+        q = model.random_configuration(rng, batch=B)
+        v, tau = rng.normal(size=(2, B, model.nv))
+        tau[:, :6] = 0.0                                   # the floating base is unactuated
+        fd = sd.compile(sd.forward_dynamics(model))
+        qdd = fd.solve(q, v, tau=tau)["qdd"]
+        assert jit.compiling() == ["the fused ID/FD kernel"], jit.compiling()
+        jit.stop()
+        for b in range(B):
+            assert rel_err(qdd[b], pin.aba(pm, pd, q[b], v[b], tau[b])) < 1e-10
+        assert np.array_equal(qdd, fd.solve(q, v, tau=tau, backend="numpy")["qdd"])
+
+        M = sd.compile(sd.mass_matrix(model)).solve(q)
+        for b in range(B):
+            assert rel_err(M[b], pin.crba(pm, pd, q[b])) < 1e-12
+        assert jit.compiling() == ["the mass matrix kernel"], jit.compiling()
+        jit.stop()
+
+        sensors = [JointAccelerations(), ForceTorque("l_foot_ft_sensor")]
+        problem = sd.EstimationProblem(model, sensors, unknown_wrenches=["l_foot"])
+        plan = sd.compile_estimation(problem, method="map")
+        truth = ground_truth(model, q, v, qdd)
+        readings = {s.name: s.simulate(model, q, v, truth) for s in sensors}
+        est = plan.solve(q, v, readings)          # (the fused kernel's compile restarts on use)
+        assert jit.compiling() == ["the MAP estimation kernel"], jit.compiling()
+        assert rel_err(est["tau"], tau) < 1e-8
+        assert np.array_equal(est["tau"], plan.solve(q, v, readings, backend="numpy")["tau"])
+        jit.stop()
+        print("ok")
+    """)
+    assert out.strip() == "ok"
