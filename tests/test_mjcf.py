@@ -1,8 +1,9 @@
 """MJCF models through MuJoCo's own compiler (sd.load_mjcf / sd.from_mujoco) and the state
 converters, against MuJoCo itself: mj_rne (inverse dynamics), mj_forward's qacc (forward
 dynamics), mj_fullM (mass matrix), body placements, mj_jac / mj_jacBody, on a synthetic model
-that has every joint type and on robots of the mujoco-menagerie package (skipped without
-mujoco, and per robot when the menagerie cannot provide it, e.g. offline).
+that has every joint type and on robots of the mujoco-menagerie (skipped without mujoco, and per
+robot when the menagerie cannot provide it, e.g. offline). MENAGERIE_ROOT=<checkout> reads them
+from a local checkout instead, which may hold the XML files only (menagerie_model says how).
 
 What MuJoCo adds to rigid-body dynamics is switched off first (`neutralised`): constraints
 (contacts, joint limits, equality constraints, friction loss), actuators, joint springs and
@@ -21,9 +22,13 @@ from sparsedyn.errors import ModelError                                     # no
 from sparsedyn.robots import CommandError, load_robot                       # noqa: E402
 
 TOL = 1e-9
-#: (menagerie robot, entry point): a quadruped, a humanoid, an arm and a hand
-MENAGERIE = [("unitree_go1", "go1"), ("unitree_h1", "h1"), ("franka_emika_panda", "panda"),
-             ("shadow_hand", "left_hand")]
+#: (menagerie robot, entry point): quadrupeds, humanoids (g1 with its hands), arms, hands, and
+#: Cassie (degrees, joint refs, ball joints, its leg loops as equality constraints: the tree is
+#: compared). Allegro's inertia comes from its meshes: compared on a complete checkout only.
+MENAGERIE = [("unitree_go1", "go1"), ("anybotics_anymal_c", "anymal_c"), ("unitree_h1", "h1"),
+             ("unitree_g1", "g1"), ("agility_cassie", "cassie"), ("franka_emika_panda", "panda"),
+             ("universal_robots_ur5e", "ur5e"), ("shadow_hand", "left_hand"),
+             ("wonik_allegro", "left_hand")]
 
 SYNTHETIC = """
 <mujoco model="synthetic">
@@ -437,3 +442,84 @@ def test_armature_is_named_in_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error", sd.ModelWarning)
         sd.load_mjcf(xml.replace('armature="0.1"', ""))
+
+
+FOUR_BAR = """<mujoco model="four_bar"><worldbody>
+  <body name="crank"><joint name="crank" type="hinge" axis="0 1 0"/>
+    <geom type="capsule" fromto="0 0 0 0.1 0 0" size="0.01"/>
+    <body name="coupler" pos="0.1 0 0"><joint name="coupler" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 0.3" size="0.01"/>
+      <body name="rocker" pos="0 0 0.3"><joint name="rocker" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.01"/></body></body></body>
+  </worldbody>
+  <equality><connect name="loop" body1="rocker" body2="world" anchor="0.2 0 0"/>
+    <joint joint1="crank" joint2="rocker"/></equality></mujoco>"""
+
+
+def test_equality_constraints_are_named_in_a_warning():
+    """MuJoCo enforces equality constraints (here a loop closure and a joint coupling) on top of
+    the tree; the Model is the open tree, so loading says which constraints it leaves out. Its
+    dynamics equal MuJoCo's with the constraints off, and differ from MuJoCo's with them on (what
+    the warning is about); a model that disables them itself loads without the warning."""
+    with pytest.warns(sd.ModelWarning, match=r"2 equality constraints \(e\.g\. 'connect loop'\).*"
+                                             r"constraints: connect loop, joint crank/rocker$"):
+        model = sd.load_mjcf(FOUR_BAR)
+    m = neutralised(mujoco.MjModel.from_xml_string(FOUR_BAR))
+    err = compare(m, model)
+    assert max(err.values()) <= TOL, err
+    m.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)    # constraints back on
+    d = mujoco.MjData(m)
+    d.qpos[:] = [0.3, -0.2, 0.1]
+    mujoco.mj_forward(m, d)
+    assert np.abs(d.qacc - sd.aba(model, d.qpos, np.zeros(3), np.zeros(3))).max() > 1e-3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sd.ModelWarning)
+        sd.load_mjcf(FOUR_BAR.replace("<worldbody>", '<option><flag equality="disable"/></option>'
+                                                     '<worldbody>', 1))
+
+
+def test_gravity_disabled_by_the_model():
+    """<flag gravity="disable"/> keeps opt.gravity but MuJoCo's mj_rne and qacc leave gravity
+    out: the loaded model's gravity is zero, and its dynamics equal MuJoCo's."""
+    xml = SYNTHETIC.replace('<option gravity="0.3 -0.2 -9.5"/>',
+                            '<option gravity="0.3 -0.2 -9.5"><flag gravity="disable"/></option>')
+    m = neutralised(mujoco.MjModel.from_xml_string(xml))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sd.ModelWarning)      # armature: named, not modelled
+        model = sd.load_mjcf(xml)
+    assert m.opt.gravity.any() and not model.gravity.any()
+    err = compare(m, model)
+    assert max(err.values()) <= TOL, err
+
+
+def test_partial_checkout_keeps_the_mass_properties(tmp_path):
+    """without_missing_meshes (the menagerie test's XML-only route) against the same model
+    compiled with its mesh file: the moving bodies' mass properties, placements and joints are
+    the same, and a moving body whose inertia would come from the missing mesh is refused by
+    name."""
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "tet.obj").write_text(
+        "v 0 0 0\nv 0.1 0 0\nv 0 0.1 0\nv 0 0 0.1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
+    body = ('<body name="{0}" pos="0 0 -0.2"><joint name="{0}" axis="1 0 0"/>{1}'
+            '<geom type="mesh" mesh="tet"{2}/><geom type="box" size="0.02 0.03 0.04"/>')
+    xml = ('<mujoco><compiler meshdir="assets"/><asset><mesh name="tet" file="tet.obj"/></asset>'
+           '<worldbody><body name="fixed"><geom type="mesh" mesh="tet"/>'
+           + body.format("explicit", '<inertial pos="0 0 0.01" mass="0.5" diaginertia="1e-3 2e-3 3e-3"/>', "")
+           + body.format("massless", "", ' density="0"') + "{}</body></body></body></worldbody></mujoco>")
+    path = tmp_path / "robot.xml"
+    path.write_text(xml.format(""))
+    full = mujoco.MjModel.from_xml_path(str(path))
+    (tmp_path / "assets" / "tet.obj").unlink()
+    spec = mujoco.MjSpec.from_file(str(path))
+    assert without_missing_meshes(spec)
+    m = spec.compile()
+    moving = full.body_weldid != 0
+    assert moving.sum() == 2 and m.ngeom == full.ngeom - 3
+    for field in ("body_mass", "body_inertia", "body_ipos", "body_iquat", "body_pos", "body_quat",
+                  "jnt_axis", "jnt_pos", "qpos0"):
+        a, b = getattr(full, field), getattr(m, field)
+        assert np.array_equal(a[moving] if field.startswith("body") else a,
+                              b[moving] if field.startswith("body") else b), field
+    path.write_text(xml.format(body.format("from_mesh", "", "") + "</body>"))
+    with pytest.raises(pytest.skip.Exception, match="body 'from_mesh' takes its inertia from mesh 'tet'"):
+        without_missing_meshes(mujoco.MjSpec.from_file(str(path)))
