@@ -279,25 +279,27 @@ def without_missing_meshes(spec):
     return True
 
 
-def menagerie_model(path):
-    """(MuJoCo's compiled model, sparsedyn's model) of a menagerie XML. A partial checkout
-    (the XML without its mesh files) is compiled without them (without_missing_meshes) and
-    converted with sd.from_mujoco; a complete one goes through sd.load_mjcf and the CLI's
-    loader (both compile the file itself, meshes included)."""
+def menagerie_model(path, tmp_path):
+    """(MuJoCo's compiled model, sparsedyn's model) of a menagerie XML, through sd.load_mjcf and
+    the CLI's loader. A partial checkout (the XML without its mesh files) is compiled without them
+    (without_missing_meshes) and read back from a compiled .mjb file written by MuJoCo."""
     spec = mujoco.MjSpec.from_file(path)
+    if without_missing_meshes(spec):
+        m = spec.compile()
+        path = str(tmp_path / "compiled.mjb")
+        mujoco.mj_saveModel(m, path, None)
+    else:
+        m = mujoco.MjModel.from_xml_path(path)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sd.ModelWarning)      # armature: named, not modelled
-        if without_missing_meshes(spec):
-            m = spec.compile()
-            return m, sd.from_mujoco(m)
+        warnings.simplefilter("ignore", sd.ModelWarning)      # armature, equality: named
         model = sd.load_mjcf(path)
         assert load_robot(path).fingerprint() == model.fingerprint()       # the CLI's loader
-    return mujoco.MjModel.from_xml_path(path), model
+    return m, model
 
 
 @pytest.mark.parametrize("robot,entry", MENAGERIE, ids=[r for r, _ in MENAGERIE])
-def test_menagerie_robots_against_mujoco(robot, entry):
-    m, model = menagerie_model(menagerie_xml(robot, entry))
+def test_menagerie_robots_against_mujoco(robot, entry, tmp_path):
+    m, model = menagerie_model(menagerie_xml(robot, entry), tmp_path)
     m = neutralised(m)
     assert (model.nq, model.nv) == (m.nq, m.nv)
     assert model.floating_base == (m.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE)
