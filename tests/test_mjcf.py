@@ -1,8 +1,9 @@
 """MJCF models through MuJoCo's own compiler (sd.load_mjcf / sd.from_mujoco) and the state
 converters, against MuJoCo itself: mj_rne (inverse dynamics), mj_forward's qacc (forward
 dynamics), mj_fullM (mass matrix), body placements, mj_jac / mj_jacBody, on a synthetic model
-that has every joint type and on robots of the mujoco-menagerie package (skipped without
-mujoco, and per robot when the menagerie cannot provide it, e.g. offline).
+that has every joint type and on robots of the mujoco-menagerie (skipped without mujoco, and per
+robot when the menagerie cannot provide it, e.g. offline). MENAGERIE_ROOT=<checkout> reads them
+from a local checkout instead, which may hold the XML files only (menagerie_model says how).
 
 What MuJoCo adds to rigid-body dynamics is switched off first (`neutralised`): constraints
 (contacts, joint limits, equality constraints, friction loss), actuators, joint springs and
@@ -21,9 +22,13 @@ from sparsedyn.errors import ModelError                                     # no
 from sparsedyn.robots import CommandError, load_robot                       # noqa: E402
 
 TOL = 1e-9
-#: (menagerie robot, entry point): a quadruped, a humanoid, an arm and a hand
-MENAGERIE = [("unitree_go1", "go1"), ("unitree_h1", "h1"), ("franka_emika_panda", "panda"),
-             ("shadow_hand", "left_hand")]
+#: (menagerie robot, entry point): quadrupeds, humanoids (g1 with its hands), arms, hands, and
+#: Cassie (degrees, joint refs, ball joints, its leg loops as equality constraints: the tree is
+#: compared). Allegro's inertia comes from its meshes: compared on a complete checkout only.
+MENAGERIE = [("unitree_go1", "go1"), ("anybotics_anymal_c", "anymal_c"), ("unitree_h1", "h1"),
+             ("unitree_g1", "g1"), ("agility_cassie", "cassie"), ("franka_emika_panda", "panda"),
+             ("universal_robots_ur5e", "ur5e"), ("shadow_hand", "left_hand"),
+             ("wonik_allegro", "left_hand")]
 
 SYNTHETIC = """
 <mujoco model="synthetic">
@@ -196,9 +201,17 @@ _OFFLINE = []                                             # the first download e
 
 
 def menagerie_xml(robot, entry):
-    """The robot's XML from the menagerie's cache (MENAGERIE_ROOT: a local checkout), which
-    downloads it on first use; skipped when it cannot, and after one failed download every
-    later robot at once (offline, each would wait for its own timeouts)."""
+    """The robot's XML: <MENAGERIE_ROOT>/<robot>/<entry>.xml when MENAGERIE_ROOT names a local
+    checkout (it may hold the XML files only: see without_missing_meshes), else from the
+    mujoco-menagerie package's cache, which downloads it on first use; skipped when it cannot,
+    and after one failed download every later robot at once (offline, each would wait for its
+    own timeouts)."""
+    root = os.environ.get("MENAGERIE_ROOT")
+    if root:
+        path = os.path.join(root, robot, f"{entry}.xml")
+        if not os.path.isfile(path):
+            pytest.skip(f"MENAGERIE_ROOT={root} has no {robot}/{entry}.xml")
+        return path
     mm = pytest.importorskip("mujoco_menagerie")
     if _OFFLINE:
         pytest.skip(f"mujoco-menagerie cannot download here: {_OFFLINE[0]}")
@@ -210,16 +223,88 @@ def menagerie_xml(robot, entry):
         pytest.skip(f"mujoco-menagerie cannot provide {robot!r} here: {exc}")
 
 
+def _missing(spec, folder, file):
+    """Whether an asset file (named relative to the model's folder and the compiler's meshdir or
+    texturedir, as MuJoCo resolves it) is absent."""
+    if not file:                                          # an asset given inline (vertices, builtin)
+        return False
+    if spec.strippath:
+        file = os.path.basename(file)
+    return not os.path.isfile(os.path.join(spec.modelfiledir, folder or "", file))
+
+
+def _moves(body):
+    """Whether a body of a spec has a joint on its path to the world (else its mass properties
+    enter no dynamics)."""
+    while body is not None:
+        if len(body.joints):
+            return True
+        body = body.parent
+    return False
+
+
+def without_missing_meshes(spec):
+    """Deletes from spec the meshes (and textures) whose files are absent, with the geoms that
+    use them, when that cannot change the dynamics: each such geom must carry no mass in
+    MuJoCo's inertia computation, or belong to a body whose inertia is not computed from its
+    geoms (an explicit <inertial> under inertiafromgeom="auto", or inertiafromgeom="false"), or
+    to a body welded to the world. Then the compiled spec has the complete model's mass
+    properties (geometry is no part of rigid-body dynamics). Returns False when no file is
+    missing, True when they are deleted; skips the test, naming the body and the mesh, when
+    a moving body's inertia would come from a missing mesh."""
+    meshes = {m.name: m.file for m in spec.meshes if _missing(spec, spec.meshdir, m.file)}
+    textures = {t.name for t in spec.textures if _missing(spec, spec.texturedir, t.file)}
+    if not (meshes or textures):
+        return False
+    c, kinds = spec.compiler, mujoco.mjtInertiaFromGeom
+    lo, hi = c.inertiagrouprange
+    for g in list(spec.geoms):
+        if g.meshname not in meshes:
+            continue
+        body = g.parent
+        from_geoms = c.inertiafromgeom == kinds.mjINERTIAFROMGEOM_TRUE or (
+            c.inertiafromgeom == kinds.mjINERTIAFROMGEOM_AUTO and not body.explicitinertial)
+        massless = g.density == 0 if np.isnan(g.mass) else g.mass == 0   # mass unset: density
+        if from_geoms and not massless and lo <= g.group <= hi and _moves(body):
+            pytest.skip(f"{spec.modelname}: body {body.name!r} takes its inertia from mesh "
+                        f"{g.meshname!r}, whose file {meshes[g.meshname]!r} is missing: "
+                        f"comparing needs the complete checkout")
+        spec.delete(g)
+    for mesh in [m for m in spec.meshes if m.name in meshes]:
+        spec.delete(mesh)
+    for material in spec.materials:
+        material.textures = ["" if t in textures else t for t in material.textures]
+    for texture in [t for t in spec.textures if t.name in textures]:
+        spec.delete(texture)
+    return True
+
+
+def menagerie_model(path, tmp_path):
+    """(MuJoCo's compiled model, sparsedyn's model) of a menagerie XML, through sd.load_mjcf and
+    the CLI's loader. A partial checkout (the XML without its mesh files) is compiled without them
+    (without_missing_meshes) and read back from a compiled .mjb file written by MuJoCo."""
+    spec = mujoco.MjSpec.from_file(path)
+    if without_missing_meshes(spec):
+        m = spec.compile()
+        path = str(tmp_path / "compiled.mjb")
+        mujoco.mj_saveModel(m, path, None)
+    else:
+        m = mujoco.MjModel.from_xml_path(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sd.ModelWarning)      # armature, equality: named
+        model = sd.load_mjcf(path)
+        assert load_robot(path).fingerprint() == model.fingerprint()       # the CLI's loader
+    return m, model
+
+
 @pytest.mark.parametrize("robot,entry", MENAGERIE, ids=[r for r, _ in MENAGERIE])
-def test_menagerie_robots_against_mujoco(robot, entry):
-    path = menagerie_xml(robot, entry)
-    model = sd.load_mjcf(path)
-    m = neutralised(mujoco.MjModel.from_xml_path(path))
+def test_menagerie_robots_against_mujoco(robot, entry, tmp_path):
+    m, model = menagerie_model(menagerie_xml(robot, entry), tmp_path)
+    m = neutralised(m)
     assert (model.nq, model.nv) == (m.nq, m.nv)
     assert model.floating_base == (m.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE)
     err = compare(m, model, seed=len(robot))
     assert max(err.values()) <= TOL, err
-    assert load_robot(path).fingerprint() == model.fingerprint()           # the CLI's loader
 
 
 #: MJCF robots shipped inside the gymnasium wheel (no download): a quadruped, a humanoid, planar
@@ -359,3 +444,84 @@ def test_armature_is_named_in_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error", sd.ModelWarning)
         sd.load_mjcf(xml.replace('armature="0.1"', ""))
+
+
+FOUR_BAR = """<mujoco model="four_bar"><worldbody>
+  <body name="crank"><joint name="crank" type="hinge" axis="0 1 0"/>
+    <geom type="capsule" fromto="0 0 0 0.1 0 0" size="0.01"/>
+    <body name="coupler" pos="0.1 0 0"><joint name="coupler" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 0.3" size="0.01"/>
+      <body name="rocker" pos="0 0 0.3"><joint name="rocker" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.01"/></body></body></body>
+  </worldbody>
+  <equality><connect name="loop" body1="rocker" body2="world" anchor="0.2 0 0"/>
+    <joint joint1="crank" joint2="rocker"/></equality></mujoco>"""
+
+
+def test_equality_constraints_are_named_in_a_warning():
+    """MuJoCo enforces equality constraints (here a loop closure and a joint coupling) on top of
+    the tree; the Model is the open tree, so loading says which constraints it leaves out. Its
+    dynamics equal MuJoCo's with the constraints off, and differ from MuJoCo's with them on (what
+    the warning is about); a model that disables them itself loads without the warning."""
+    with pytest.warns(sd.ModelWarning, match=r"2 equality constraints \(e\.g\. 'connect loop'\).*"
+                                             r"constraints: connect loop, joint crank/rocker$"):
+        model = sd.load_mjcf(FOUR_BAR)
+    m = neutralised(mujoco.MjModel.from_xml_string(FOUR_BAR))
+    err = compare(m, model)
+    assert max(err.values()) <= TOL, err
+    m.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)    # constraints back on
+    d = mujoco.MjData(m)
+    d.qpos[:] = [0.3, -0.2, 0.1]
+    mujoco.mj_forward(m, d)
+    assert np.abs(d.qacc - sd.aba(model, d.qpos, np.zeros(3), np.zeros(3))).max() > 1e-3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sd.ModelWarning)
+        sd.load_mjcf(FOUR_BAR.replace("<worldbody>", '<option><flag equality="disable"/></option>'
+                                                     '<worldbody>', 1))
+
+
+def test_gravity_disabled_by_the_model():
+    """<flag gravity="disable"/> keeps opt.gravity but MuJoCo's mj_rne and qacc leave gravity
+    out: the loaded model's gravity is zero, and its dynamics equal MuJoCo's."""
+    xml = SYNTHETIC.replace('<option gravity="0.3 -0.2 -9.5"/>',
+                            '<option gravity="0.3 -0.2 -9.5"><flag gravity="disable"/></option>')
+    m = neutralised(mujoco.MjModel.from_xml_string(xml))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sd.ModelWarning)      # armature: named, not modelled
+        model = sd.load_mjcf(xml)
+    assert m.opt.gravity.any() and not model.gravity.any()
+    err = compare(m, model)
+    assert max(err.values()) <= TOL, err
+
+
+def test_partial_checkout_keeps_the_mass_properties(tmp_path):
+    """without_missing_meshes (the menagerie test's XML-only route) against the same model
+    compiled with its mesh file: the moving bodies' mass properties, placements and joints are
+    the same, and a moving body whose inertia would come from the missing mesh is refused by
+    name."""
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "tet.obj").write_text(
+        "v 0 0 0\nv 0.1 0 0\nv 0 0.1 0\nv 0 0 0.1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
+    body = ('<body name="{0}" pos="0 0 -0.2"><joint name="{0}" axis="1 0 0"/>{1}'
+            '<geom type="mesh" mesh="tet"{2}/><geom type="box" size="0.02 0.03 0.04"/>')
+    xml = ('<mujoco><compiler meshdir="assets"/><asset><mesh name="tet" file="tet.obj"/></asset>'
+           '<worldbody><body name="fixed"><geom type="mesh" mesh="tet"/>'
+           + body.format("explicit", '<inertial pos="0 0 0.01" mass="0.5" diaginertia="1e-3 2e-3 3e-3"/>', "")
+           + body.format("massless", "", ' density="0"') + "{}</body></body></body></worldbody></mujoco>")
+    path = tmp_path / "robot.xml"
+    path.write_text(xml.format(""))
+    full = mujoco.MjModel.from_xml_path(str(path))
+    (tmp_path / "assets" / "tet.obj").unlink()
+    spec = mujoco.MjSpec.from_file(str(path))
+    assert without_missing_meshes(spec)
+    m = spec.compile()
+    moving = full.body_weldid != 0
+    assert moving.sum() == 2 and m.ngeom == full.ngeom - 3
+    for field in ("body_mass", "body_inertia", "body_ipos", "body_iquat", "body_pos", "body_quat",
+                  "jnt_axis", "jnt_pos", "qpos0"):
+        a, b = getattr(full, field), getattr(m, field)
+        assert np.array_equal(a[moving] if field.startswith("body") else a,
+                              b[moving] if field.startswith("body") else b), field
+    path.write_text(xml.format(body.format("from_mesh", "", "") + "</body>"))
+    with pytest.raises(pytest.skip.Exception, match="body 'from_mesh' takes its inertia from mesh 'tet'"):
+        without_missing_meshes(mujoco.MjSpec.from_file(str(path)))

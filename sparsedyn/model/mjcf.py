@@ -16,8 +16,10 @@ Mapping (MuJoCo's joint order, which is its qpos order):
   "<body>/<joint>" and "<body>" is a link frame on it at the body origin;
 - sites are link frames (without inertia); geoms, tendons, actuators, equality constraints,
   contacts, damping, armature and springs are not dynamics of a rigid-body tree and are not
-  read; a joint with armature (rotor inertia, which MuJoCo adds to the mass matrix's diagonal)
-  is named in a ModelWarning, since MuJoCo's qM and qacc then differ from ours.
+  read; joints with armature (rotor inertia, which MuJoCo adds to the mass matrix's diagonal)
+  and equality constraints (loops, coupled joints, welds) are named in a ModelWarning, since
+  MuJoCo's qM or qacc then differ from ours (mjcf_unmodelled.py);
+- gravity is opt.gravity, or zero when the model disables it (mjDSBL_GRAVITY), as MuJoCo does.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from ..errors import ModelError, SparsedynError
 from ..spatial import (Transform, inertia_to_parent, quaternion_to_rotation, rotation_about_axis,
                        spatial_inertia)
 from .joints import FreeFlyerJoint, PrismaticJoint, RevoluteJoint, SphericalJoint
+from .mjcf_unmodelled import warn_armature, warn_equality
 from .model import WORLD, ModelBuilder
 
 # mjtJoint (stable since MuJoCo 1.0; read here without importing mujoco)
@@ -108,7 +111,8 @@ def _names(m):
 
 def from_mujoco(mj_model, name=None, strict=False):
     """The Model of a compiled mujoco.MjModel (see the module docstring for the mapping).
-    Gravity is the model's opt.gravity. q, v, accelerations and forces convert with
+    Gravity is the model's opt.gravity (zero when the model disables it: <flag gravity=
+    "disable"/>, as MuJoCo then does). q, v, accelerations and forces convert with
     sparsedyn.from_mujoco_q / _v / _a / _tau (and to_mujoco_*). Raises ModelError naming the
     joint for what has no counterpart (a free joint below another body)."""
     m = mj_model
@@ -116,7 +120,11 @@ def from_mujoco(mj_model, name=None, strict=False):
         raise TypeError(f"mj_model: expected a mujoco.MjModel, got {type(m).__name__}")
     bodies, joints = _names(m)
     model_name = name or bytes(m.names).split(b"\0", 1)[0].decode() or "mujoco_model"
-    builder = ModelBuilder(model_name, gravity=np.array(m.opt.gravity, dtype=float), strict=strict)
+    mujoco = import_mujoco("from_mujoco")            # flag values vary across MuJoCo versions
+    gravity = np.array(m.opt.gravity, dtype=float)
+    if int(m.opt.disableflags) & int(mujoco.mjtDisableBit.mjDSBL_GRAVITY):
+        gravity[:] = 0.0                             # mj_rne and mj_forward then leave it out
+    builder = ModelBuilder(model_name, gravity=gravity, strict=strict)
     ours, offset = {0: WORLD}, {0: np.eye(4)}   # MuJoCo body -> our body, its frame in ours
     taken = set(bodies)                          # link and frame names in use
     for b in range(1, m.nbody):
@@ -158,24 +166,9 @@ def from_mujoco(mj_model, name=None, strict=False):
     _add_sites(builder, m, bodies, ours, offset, taken)
     model = builder.build()
     _check_layout(model, m)
-    _warn_armature(m, joints)
+    warn_armature(m, joints)
+    warn_equality(mujoco, m)
     return model
-
-
-def _warn_armature(m, joints):
-    """A ModelWarning naming the joints with armature (not modelled here)."""
-    import warnings
-
-    from ..errors import ModelWarning
-    armature = np.asarray(getattr(m, "dof_armature", np.zeros(0)), dtype=float)
-    named = [joints[int(m.dof_jntid[k])] for k in np.flatnonzero(armature)]
-    if named:
-        named = list(dict.fromkeys(named))
-        warnings.warn(ModelWarning(
-            f"{len(named)} joints have armature (rotor inertia, e.g. {named[0]!r}: "
-            f"{armature[np.flatnonzero(armature)[0]]:g}), which MuJoCo adds to the mass matrix's "
-            f"diagonal: not modelled here (sparsedyn's M is MuJoCo's qM minus diag(dof_armature)); "
-            f"joints: {', '.join(named[:8])}{' ...' if len(named) > 8 else ''}"), stacklevel=3)
 
 
 def _add_sites(builder, m, bodies, ours, offset, taken):
