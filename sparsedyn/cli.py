@@ -243,7 +243,7 @@ def cmd_warmup(args):
     compiles in another module's functions would keep their old code after that module
     changed (an upgrade, an edit)."""
     import sparsedyn as sd
-    from . import models
+    from . import jit_warm, models
     from .sensors import ForceTorque, JointAccelerations
     import numba
     caches = [Path(sd.__file__).parent.rglob("__pycache__/*.nb[ic]")]
@@ -256,35 +256,32 @@ def cmd_warmup(args):
     rng = np.random.default_rng(0)
     q = model.random_configuration(rng, batch=2)
     v, a = rng.normal(size=(2, model.nv)), rng.normal(size=(2, model.nv))
-    # enough states for every thread (Plan.solve gives a thread MIN_STATES_PER_THREAD at least)
-    # and every thread asked for (a default call may run on one), so that the parallel kernels
-    # compile too
+    # what backend="auto" compiles in the background when it is missing (kernels/jit.py) ...
+    for warm in (jit_warm.fused_kernels, jit_warm.map_kernels, jit_warm.augmented_kernels,
+                 jit_warm.mass_matrix_kernels, jit_warm.pv_osimr_kernels):
+        warm()
+    # ... and what only an explicit backend="numba" runs: a one-state pass over the whole
+    # solution, the derivatives' tangent kernel and multi-right-hand-side LU, the sparse Delassus
+    # route, the compiled exact estimation; enough states for every thread (Plan.solve gives a
+    # thread MIN_STATES_PER_THREAD at least) so that the parallel kernels compile too
     from .kernels.parallel import MIN_STATES_PER_THREAD
     B = 2 * MIN_STATES_PER_THREAD
-    all_threads = numba.config.NUMBA_NUM_THREADS
     qb = model.random_configuration(rng, batch=B)
     vb, ab = rng.normal(size=(2, B, model.nv))
     for key, given in (("id", "qdd"), ("fd", "tau")):
         plan = sd.compile(make_problem(model, key, ["l_sole"]))
-        plan.solve(q, v, **{given: a}, f_ext={"l_sole": np.zeros(6)}, threads=1)
-        plan.solve(qb, vb, **{given: ab}, f_ext={"l_sole": np.zeros((B, 6))}, threads=all_threads)
-        plan.solve(q[0], v[0], **{given: a[0]}, f_ext={"l_sole": np.zeros(6)}, outputs="all")
-        # the derivatives' tangent kernel (tangent_numba) and the multi-right-hand-side LU
-        plan.solve(qb, vb, **{given: ab}, f_ext={"l_sole": np.zeros((B, 6))}, derivatives=True)
-    mass_matrix = sd.compile(sd.mass_matrix(model))         # compiled CRBA and L^T L
-    for threads in (1, all_threads):
-        mass_matrix.solve(qb, threads=threads)
-        mass_matrix.factor(qb, threads=threads)
+        plan.solve(q[0], v[0], **{given: a[0]}, f_ext={"l_sole": np.zeros(6)}, outputs="all",
+                   backend="numba")
+        plan.solve(qb, vb, **{given: ab}, f_ext={"l_sole": np.zeros((B, 6))}, derivatives=True,
+                   backend="numba")
     contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_index_tip", "3d")]
-    for method in ("pv-osimr", "sparse"):
-        sd.delassus(model, q, contacts, method=method)
+    sd.delassus(model, q, contacts, method="sparse", backend="numba")
     sensors = [JointAccelerations(), ForceTorque("l_foot_ft_sensor"), ForceTorque("r_foot_ft_sensor")]
-    for unknown, method in ((["l_foot", "r_foot"], "map"), (["l_foot", "r_foot", "chest"], "exact")):
-        problem = sd.EstimationProblem(model, sensors, unknown_wrenches=unknown)
-        plan = sd.compile_estimation(problem, method=method)
-        readings = {s.name: np.zeros((2, s.size)) for s in sensors}
-        for threads in (1, None):
-            plan.solve(q, v, readings, threads=threads)
+    problem = sd.EstimationProblem(model, sensors, unknown_wrenches=["l_foot", "r_foot", "chest"])
+    plan = sd.compile_estimation(problem, method="exact")
+    readings = {s.name: np.zeros((B, s.size)) for s in sensors}
+    for threads in (1, None):
+        plan.solve(qb, vb, readings, threads=threads, backend="numba")
     print(f"numba kernels compiled and cached ({time.perf_counter() - t0:.0f} s)")
     return 0
 

@@ -40,6 +40,7 @@ import numpy as np
 from .batch import check_configuration, unbatch
 from .contacts import Contact, ResolvedContacts, contact_jacobian_sweeps, resolve_contacts
 from .errors import SingularModelError, check_finite
+from .kernels import jit
 from .kinematics import joint_transforms
 from .loops.cluster_model import ClusterModel
 from .model.model import WORLD
@@ -91,6 +92,16 @@ COMPILED = {"pv-osimr": "sparsedyn.kernels.pv_osimr_numba:pv_osimr_compiled",
 BACKENDS = ("numba", "numpy")
 
 
+def _numba_ready(method):
+    """auto's check (kernels/jit.py): True if the method's compiled kernels run without a JIT
+    compile now; else their compile starts in the background."""
+    if method != "pv-osimr":
+        return True
+    from .kernels.pv_osimr_numba import _run_parallel, _run_serial     # numba's import: on use
+    return jit.ready("the PV-OSIMr Delassus kernel", (_run_serial, _run_parallel),
+                     "sparsedyn.jit_warm:pv_osimr_kernels")
+
+
 def _compiled(method):
     """The compiled entry point, imported on first use (numba's import costs ~0.5 s)."""
     module, name = COMPILED[method].split(":")
@@ -98,8 +109,10 @@ def _compiled(method):
 
 
 def _backend(method, backend):
-    if backend is None:
-        return "numba" if method in COMPILED else "numpy"
+    if backend is None:     # auto: numba once its kernel runs without a JIT compile (kernels/jit)
+        if method not in COMPILED:
+            return "numpy"
+        return "numba" if _numba_ready(method) else "numpy"
     if backend not in BACKENDS:
         raise ValueError(f"delassus: unknown backend {backend!r} (available: {', '.join(BACKENDS)})")
     if backend == "numba" and method not in COMPILED:

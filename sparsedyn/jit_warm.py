@@ -38,20 +38,34 @@ def _estimation_kernels(form, per_sample_options):
     B = 64                         # two groups of lanes: the parallel kernel runs too
     q = np.tile(model.neutral_configuration(), (B, 1))
     v, readings = np.zeros((B, model.nv)), {s.name: np.zeros((B, s.size)) for s in sensors}
+    y = problem.rows.readings_vector(problem.check_readings(readings, B), B)
     for per_sample in per_sample_options:
         plan = compile_estimation(problem, method="map", map_form=form, per_sample=per_sample,
                                   covariances=PRIOR if form == "augmented" else None)
-        for threads in (1, 2):
-            plan.solve(q, v, readings, threads=threads, backend="numba")
+        for threads in (1, 2):             # (two groups run on one core too)
+            plan.route("numba").run(q, v, y, threads=threads)
 
 
 def mass_matrix_kernels():
     """The compiled CRBA and L^T L, every output form (dense and packed)."""
-    from .problems import MassMatrixPlan, mass_matrix
+    from .ir.mass_matrix import MassMatrixProgram
+    from .kernels import crba_numba
     model = models.humanoid()
-    plan = MassMatrixPlan(mass_matrix(model), "numba")
+    program = MassMatrixProgram(model)
     q = np.tile(model.neutral_configuration(), (64, 1))
     for threads in (1, 2):
         for packed in (False, True):
-            plan.solve(q, threads=threads, packed=packed)
-            plan.factor(q, threads=threads, packed=packed)
+            for factor in (False, True):
+                crba_numba.run(program, q, factor=factor, threads=threads, packed=packed)
+
+
+def pv_osimr_kernels():
+    """The compiled PV-OSIMr Delassus matrix, serial and parallel."""
+    from .contacts import Contact, resolve_contacts
+    from .kernels.pv_osimr_numba import program_for, run
+    model = models.humanoid()
+    q = np.tile(model.neutral_configuration(), (64, 1))
+    contacts = [Contact("l_sole", "6d"), Contact("r_index_tip", "3d")]
+    program = program_for(model, resolve_contacts(model, contacts))
+    run(program, q, parallel=False)
+    run(program, q, parallel=True)

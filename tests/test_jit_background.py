@@ -117,6 +117,34 @@ def test_auto_answers_on_numpy_while_numba_compiles(tmp_path):
         assert rel_err(est["tau"], tau) < 1e-8
         assert np.array_equal(est["tau"], plan.solve(q, v, readings, backend="numpy")["tau"])
         jit.stop()
+
+        contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_index_tip", "3d")]
+        Lam = sd.delassus(model, q, contacts)             # method "pv-osimr", backend auto
+        assert jit.compiling() == ["the PV-OSIMr Delassus kernel"], jit.compiling()
+        assert np.array_equal(Lam, sd.delassus(model, q, contacts, backend="numpy"))
+        jit.stop()
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+@pytest.mark.slow
+def test_each_background_compile_caches_every_kernel_auto_checks(tmp_path):
+    """Each sparsedyn.jit_warm function, run on an empty cache, leaves every kernel its plans'
+    auto checks runnable (else auto would stay on NumPy, with a warning, after the compile)."""
+    out = run_fresh(tmp_path, """
+        from sparsedyn import jit_warm
+        from sparsedyn.kernels import assemble_numba, crba_numba, jit, normal_numba, pv_osimr_numba
+        checked = {
+            "fused_kernels": (assemble_numba._fused_serial, assemble_numba._fused_parallel),
+            "map_kernels": (normal_numba._map_serial, normal_numba._map_parallel),
+            "augmented_kernels": (normal_numba._aug_serial, normal_numba._aug_parallel),
+            "mass_matrix_kernels": (crba_numba._serial, crba_numba._parallel),
+            "pv_osimr_kernels": (pv_osimr_numba._run_serial, pv_osimr_numba._run_parallel)}
+        for name, dispatchers in checked.items():
+            assert not any(jit.runnable(d) for d in dispatchers), name
+            getattr(jit_warm, name)()
+            assert all(jit.runnable(d) for d in dispatchers), name
         print("ok")
     """)
     assert out.strip() == "ok"

@@ -7,7 +7,8 @@ from a local checkout instead, which may hold the XML files only (menagerie_mode
 
 What MuJoCo adds to rigid-body dynamics is switched off first (`neutralised`): constraints
 (contacts, joint limits, equality constraints, friction loss), actuators, joint springs and
-dampers, gravity compensation, fluid forces, and the armature mj_fullM adds to M's diagonal."""
+dampers, gravity compensation, fluid forces. The joints' armature (rotor inertia, dof_armature)
+stays: the Model carries it."""
 import os
 import sys
 import warnings
@@ -81,9 +82,7 @@ def neutralised(m):
                  "mjDSBL_PASSIVE"):                       # PASSIVE: MuJoCo before SPRING/DAMPER
         if hasattr(flags, name):
             m.opt.disableflags |= int(getattr(flags, name))
-    if hasattr(m, "dof_M0"):       # the mass matrix of "simple" bodies, cached with armature
-        m.dof_M0[:] -= m.dof_armature
-    for field in ("dof_armature", "tendon_armature", "actuator_armature", "body_gravcomp"):
+    for field in ("tendon_armature", "actuator_armature", "body_gravcomp"):
         if hasattr(m, field):
             getattr(m, field)[:] = 0
     m.opt.density = m.opt.viscosity = 0.0
@@ -145,7 +144,8 @@ def compare(m, model, seed=0, B=3):
         err["M"] = max(err["M"], rel(M[b], Mb))
         d.qacc[:] = qacc[b]
         res = np.zeros(m.nv)
-        mujoco.mj_rne(m, d, 1, res)
+        mujoco.mj_rne(m, d, 1, res)          # M qacc + bias with the bodies' M: no armature,
+        res += m.dof_armature * qacc[b]       # which MuJoCo adds to qM (mj_inverse's M qacc)
         err["rne"] = max(err["rne"], rel(tau[b], res))
         mass, c, Jc = 0.0, np.zeros(3), np.zeros((3, m.nv))
         for k, name in enumerate(bodies, start=1):
@@ -291,7 +291,7 @@ def menagerie_model(path, tmp_path):
     else:
         m = mujoco.MjModel.from_xml_path(path)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sd.ModelWarning)      # armature, equality: named
+        warnings.simplefilter("ignore", sd.ModelWarning)      # equality constraints: named
         model = sd.load_mjcf(path)
         assert load_robot(path).fingerprint() == model.fingerprint()       # the CLI's loader
     return m, model
@@ -327,7 +327,7 @@ def test_gymnasium_robotics_hands_and_arms_against_mujoco(robot):
     robotics = pytest.importorskip("gymnasium_robotics")
     path = os.path.join(os.path.dirname(robotics.__file__), "envs", "assets", robot)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sd.ModelWarning)      # armature: named, not modelled
+        warnings.simplefilter("ignore", sd.ModelWarning)      # equality constraints: named
         model = sd.load_mjcf(path)
     m = neutralised(mujoco.MjModel.from_xml_path(path))
     assert (model.nq, model.nv) == (m.nq, m.nv)
@@ -431,19 +431,31 @@ def test_command_line_loads_mjcf(tmp_path, capsys):
     assert sd.load_plan(out, sd.load_mjcf(arm)) is not None
 
 
-def test_armature_is_named_in_a_warning():
-    """MuJoCo adds a joint's armature to qM's diagonal; it is not modelled here, so loading a
-    model with armature says which joints have it (and one without says nothing)."""
+def test_armature_is_the_models_and_equals_mujocos():
+    """dof_armature (rotor inertia, which MuJoCo adds to qM's diagonal) is the Model's armature:
+    loading says nothing, and M, rnea and forward dynamics equal MuJoCo's with it. A free
+    joint's translational armature acts on world-frame accelerations, no diagonal term in the
+    body-frame velocities used here: it is left out, named in a ModelWarning."""
     xml = """<mujoco><worldbody><body name="arm"><joint name="shoulder" type="hinge" axis="0 1 0"
              armature="0.1"/><geom type="capsule" size="0.05" fromto="0 0 0 0.3 0 0"/>
-             <body name="hand" pos="0.3 0 0"><joint name="wrist" type="hinge"/>
+             <body name="hand" pos="0.3 0 0"><joint name="wrist" type="slide" armature="2"/>
              <geom type="sphere" size="0.04"/></body></body></worldbody></mujoco>"""
-    with pytest.warns(sd.ModelWarning, match=r"1 joints have armature .*'shoulder': 0.1\).*"
-                                             r"joints: shoulder$"):
-        sd.load_mjcf(xml)
     with warnings.catch_warnings():
         warnings.simplefilter("error", sd.ModelWarning)
-        sd.load_mjcf(xml.replace('armature="0.1"', ""))
+        model = sd.load_mjcf(xml)
+    assert model.armature.tolist() == [0.1, 2.0]
+    err = compare(neutralised(mujoco.MjModel.from_xml_string(xml)), model)
+    assert max(err.values()) <= TOL, err
+    free = """<mujoco><worldbody><body name="box"><joint name="root" type="free" armature="0.5"/>
+              <geom type="box" size=".1 .2 .3"/></body></worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(free)
+    with pytest.warns(sd.ModelWarning, match=r"free joints root: their translational armature"):
+        model = sd.from_mujoco(m)
+    assert model.armature.tolist() == [0, 0, 0, 0.5, 0.5, 0.5]
+    m.dof_armature[:3] = 0.0           # MuJoCo without it (and its cached M of this "simple"
+    m.dof_M0[:3] -= 0.5                # body, dof_M0, compiled with it) equals the Model
+    err = compare(neutralised(m), model)
+    assert max(err.values()) <= TOL, err
 
 
 FOUR_BAR = """<mujoco model="four_bar"><worldbody>
@@ -487,7 +499,7 @@ def test_gravity_disabled_by_the_model():
                             '<option gravity="0.3 -0.2 -9.5"><flag gravity="disable"/></option>')
     m = neutralised(mujoco.MjModel.from_xml_string(xml))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", sd.ModelWarning)      # armature: named, not modelled
+        warnings.simplefilter("ignore", sd.ModelWarning)      # equality constraints: named
         model = sd.load_mjcf(xml)
     assert m.opt.gravity.any() and not model.gravity.any()
     err = compare(m, model)

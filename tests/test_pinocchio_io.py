@@ -242,20 +242,22 @@ def test_bad_gravity_is_named():
         sd.load_urdf(models.HAND_URDF, gravity=[0, 0, np.inf])
 
 
-def test_armature_is_named_in_a_warning():
-    """Pinocchio's rnea/aba/crba add model.armature to M's diagonal; this model does not, so a
-    Pinocchio model with armature converts with a warning naming the joints (and the difference
-    is exactly that diagonal: Pinocchio's crba minus ours)."""
+def test_armature_is_the_models_and_equals_pinocchios():
+    """Pinocchio's model.armature converts into the Model's (no warning): rnea, aba and crba
+    equal Pinocchio's, which add it to the mass matrix's diagonal."""
     pm = pin_model(robot_urdf("panda"), False)
-    pm.armature[1] = 0.25
-    with pytest.warns(sd.ModelWarning, match=r"1 joints have armature .*joints: panda_joint2$"):
-        model = sd.from_pinocchio(pm)
-    q = pin.neutral(pm)
-    M = pin.crba(pm, pm.createData(), q)
-    M = np.triu(M) + np.triu(M, 1).T
-    diff = M - sd.crba(model, q)
-    assert abs(diff[1, 1] - 0.25) <= 1e-12 and np.abs(np.delete(diff.ravel(), pm.nv + 1)).max() <= 1e-12
-    pm.armature[:] = 0.0
+    pm.armature[1], pm.armature[4] = 0.25, 0.03
     with warnings.catch_warnings():
         warnings.simplefilter("error", sd.ModelWarning)
-        sd.from_pinocchio(pm)
+        model = sd.from_pinocchio(pm)
+    assert np.array_equal(model.armature, pm.armature)
+    pd = pm.createData()
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        q, v, a = pin.randomConfiguration(pm), rng.normal(size=pm.nv), rng.normal(size=pm.nv)
+        M = pin.crba(pm, pd, q)
+        M = np.triu(M) + np.triu(M, 1).T
+        assert rel_err(sd.crba(model, q), M) <= 1e-12
+        tau = pin.rnea(pm, pd, q, v, a)
+        assert rel_err(sd.rnea(model, q, v, a), tau) <= 1e-12
+        assert rel_err(sd.aba(model, q, v, tau), pin.aba(pm, pd, q, v, tau)) <= 1e-10

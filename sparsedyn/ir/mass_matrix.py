@@ -43,7 +43,7 @@ class MassMatrixArrays(NamedTuple):
     gathers full_slot / lower_slot (nv * nv,) into the compact vector (see the module doc).
     A pair whose j is a DoF of a root body with one nonzero in S (a free-flyer's, a fixed base's
     first joint about a frame axis) has J_j = S_j constant: M_kj = pair_val * F_k[pair_row]
-    (pair_row -1: the full dot product)."""
+    (pair_row -1: the full dot product). armature (nv,): added to each diagonal (Model.armature)."""
     inertia: np.ndarray
     body_dofs: np.ndarray
     s_ptr: np.ndarray
@@ -55,6 +55,7 @@ class MassMatrixArrays(NamedTuple):
     pair_val: np.ndarray
     full_slot: np.ndarray
     lower_slot: np.ndarray
+    armature: np.ndarray
 
 
 class FactorArrays(NamedTuple):
@@ -136,7 +137,7 @@ class MassMatrixProgram:
         self.arrays = MassMatrixArrays(
             _inertia_numbers(model), body_dofs, ints(s_ptr), ints(s_row),
             np.asarray(s_val, dtype=float), ints(pair_ptr), ints(pair_col), pair_row, pair_val,
-            full.ravel(), lower.ravel())
+            full.ravel(), lower.ravel(), np.array(model.armature, dtype=float))
         # L^T L (Table 6.3): k = n..1; H_kk = sqrt(H_kk); H_ki /= H_kk; H_ij -= H_ki H_kj
         anc_ptr, anc_slot, upd_ptr, dest, fa, fb = [0], [], [0], [], [], []
         order = list(range(nv - 1, -1, -1))

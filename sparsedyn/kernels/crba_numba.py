@@ -80,6 +80,7 @@ def crba_lanes(idx, q, jt, mm, sc):
     parent, rot_kind, rot_q, n_trans, trans_q, rot_basis, TR, Tp, tdir = jt
     inertia, body_dofs, s_ptr, s_row, s_val = mm.inertia, mm.body_dofs, mm.s_ptr, mm.s_row, mm.s_val
     pair_ptr, pair_col, pair_row, pair_val = mm.pair_ptr, mm.pair_col, mm.pair_row, mm.pair_val
+    armature = mm.armature
     qT, R, P, IC, J, Mc = sc.qT, sc.R, sc.p, sc.IC, sc.J, sc.Mc
     E, r, tmp, F, hR = sc.E, sc.r, sc.tmp, sc.F, sc.hR
     L = qT.shape[1]
@@ -231,6 +232,10 @@ def crba_lanes(idx, q, jt, mm, sc):
                     Mc[e, s] = (J[j, 0, s] * F[0, s] + J[j, 1, s] * F[1, s]
                                 + J[j, 2, s] * F[2, s] + J[j, 3, s] * F[3, s]
                                 + J[j, 4, s] * F[4, s] + J[j, 5, s] * F[5, s])
+            if armature[k] != 0.0:                # H_kk += armature_k (rotor inertia)
+                d = pair_ptr[k + 1] - 1
+                for s in range(L):
+                    Mc[d, s] += armature[k]
         par = parent[i]
         if par >= 0:                              # I^c_parent += I^c_i, same frame
             for c in range(10):

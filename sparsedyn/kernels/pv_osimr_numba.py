@@ -153,9 +153,10 @@ def _add_inertia_to_parent(IA, i, p, E, r, T):
 
 
 @njit(**_INLINE)
-def _pivot(n, i, S_idx, S_val, S_nnz, tol, IA, U, D, Dinv):
-    """U = H^A_i S_i, D_i = S_i^T U, D_i^-1 (Algorithm 3 line 8; seed eq. (7)-(9)). Column a of
-    S_i has S_nnz[i, a] <= 3 non-zeros. Returns False if D_i is singular (a pivot <= tol)."""
+def _pivot(n, i, S_idx, S_val, S_nnz, armature, tol, IA, U, D, Dinv):
+    """U = H^A_i S_i, D_i = S_i^T U + diag(armature_i), D_i^-1 (Algorithm 3 line 8; seed eq.
+    (7)-(9); the armature is the joints' rotor inertia, Model.armature). Column a of S_i has
+    S_nnz[i, a] <= 3 non-zeros. Returns False if D_i is singular (a pivot <= tol)."""
     for a in range(n):
         for row in range(6):
             acc = 0.0
@@ -168,6 +169,7 @@ def _pivot(n, i, S_idx, S_val, S_nnz, tol, IA, U, D, Dinv):
             for t in range(S_nnz[i, a]):
                 acc += S_val[i, a, t] * U[S_idx[i, a, t], b]
             D[a, b] = acc
+        D[a, a] += armature[i, a]
     if n == 1:                                       # 1-DoF: the pivot is the scalar d_i
         if not D[0, 0] > tol:
             return False
@@ -207,7 +209,7 @@ def _pivot(n, i, S_idx, S_val, S_nnz, tol, IA, U, D, Dinv):
 
 
 @njit(**_INLINE)
-def _one_dof(i, p, h, axis, tol, IA, Rst, Om, d, branching, rows, E, r, T, u):
+def _one_dof(i, p, h, axis, armature, tol, IA, Rst, Om, d, branching, rows, E, r, T, u):
     """Algorithm 3 lines 7-15 for a 1-DoF joint (S_i = axis on rows h..h+2): u = H^A S, the
     scalar pivot d_i, the articulated inertia to the parent and, if ES(i) is non-empty, the span
     updates (16)-(17) (or the fresh span of a branching link, line 7) on R[d], Om[d], d = D(i).
@@ -215,7 +217,7 @@ def _one_dof(i, p, h, axis, tol, IA, Rst, Om, d, branching, rows, E, r, T, u):
     a0, a1, a2 = axis[i, 0], axis[i, 1], axis[i, 2]
     for row in range(6):                             # line 8: U = H^A S
         u[row, 0] = IA[i, row, h] * a0 + IA[i, row, h + 1] * a1 + IA[i, row, h + 2] * a2
-    dd = u[h, 0] * a0 + u[h + 1, 0] * a1 + u[h + 2, 0] * a2
+    dd = u[h, 0] * a0 + u[h + 1, 0] * a1 + u[h + 2, 0] * a2 + armature[i, 0]
     if not dd > tol:                                 # aba.check_articulated_pivots
         return False
     dinv = 1.0 / dd
@@ -268,6 +270,7 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
     articulated pivot is singular."""
     jtype, parent, qidx, axis, XT_R, XT_p = P.jtype, P.parent, P.qidx, P.axis, P.XT_R, P.XT_p
     nvj, S_idx, S_val, S_nnz, tol = P.nvj, P.S_idx, P.S_val, P.S_nnz, P.tol
+    armature = P.armature
     d_slot, branching, rows, ee_slot, half = P.d_slot, P.branching, P.rows, P.ee_slot, P.half
     nb = jtype.shape[0]
     IA[:] = P.inertia                                # line 2: H^A_i = H_i
@@ -279,11 +282,11 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
         n = nvj[i]
         p = parent[i]
         if n == 1:                                   # 1-DoF joints as vectors
-            if not _one_dof(i, p, half[i], axis, tol, IA, Rst, Om, d_slot[i], branching[i],
-                            rows, E, r, T, U):
+            if not _one_dof(i, p, half[i], axis, armature, tol, IA, Rst, Om, d_slot[i],
+                            branching[i], rows, E, r, T, U):
                 return i
             continue
-        if not _pivot(n, i, S_idx, S_val, S_nnz, tol, IA, U, D, Dinv):    # line 8
+        if not _pivot(n, i, S_idx, S_val, S_nnz, armature, tol, IA, U, D, Dinv):   # line 8
             return i
         for row in range(6):                         # V = U D^-1
             for a in range(n):

@@ -40,6 +40,7 @@ class FlatProgram(NamedTuple):
     S_idx: np.ndarray       # (nb, 6, 3) column a of S_i has entries S_val[i, a, t] at rows
     S_val: np.ndarray       # (nb, 6, 3)  S_idx[i, a, t], t < S_nnz[i, a]
     S_nnz: np.ndarray       # (nb, 6)
+    armature: np.ndarray    # (nb, 6) rotor inertia of joint i's coordinates, added to D_i's diagonal
     half: np.ndarray        # (nb,) 1-DoF joints: S_i = s on rows half..half+2 (0 revolute, 3 prismatic)
     # backward sweep (Algorithm 3 lines 5-15)
     d_slot: np.ndarray      # (nb,) slot of D(i) in N storage, -1 if ES(i) is empty
@@ -94,6 +95,13 @@ def _sparse_subspace(joint):
     return idx, val, nnz
 
 
+def _armature_rows(model):
+    out = np.zeros((model.nbodies, 6))
+    for i, j in enumerate(model.joints):
+        out[i, :j.nv] = model.armature[model.v_slice(i)]
+    return out
+
+
 def build_program(model, rc):
     """The program of Algorithm 3 for `model` and resolved contacts `rc` (contacts.resolve_contacts)."""
     top = pv_osimr_topology(model.parents, rc.bodies)
@@ -146,7 +154,7 @@ def build_program(model, rc):
         XT_R=np.ascontiguousarray(model.joint_placements[:, :3, :3]),
         XT_p=np.ascontiguousarray(model.joint_placements[:, :3, 3]),
         inertia=np.ascontiguousarray(model.inertias), nvj=i64([j.nv for j in model.joints]),
-        S_idx=S_idx, S_val=S_val, S_nnz=S_nnz,
+        S_idx=S_idx, S_val=S_val, S_nnz=S_nnz, armature=_armature_rows(model),
         half=i64([3 if j.nv == 1 and not j.S[:3].any() else 0 for j in model.joints]),
         d_slot=i64([-1 if top.D[i] is None else slot[top.D[i]] for i in range(nb)]),
         branching=i64([i in slot for i in range(nb)]),

@@ -14,11 +14,12 @@ Mapping (MuJoCo's joint order, which is its qpos order):
   placement absorbs -ref, so q equals MuJoCo's qpos (quaternions reordered, see
   mujoco_state.py). When the anchor is not the body origin, the body here is named
   "<body>/<joint>" and "<body>" is a link frame on it at the body origin;
+- dof_armature (rotor inertia, which MuJoCo adds to qM's diagonal) is the Model's armature
+  (mjcf_unmodelled.mujoco_armature: a free joint's angular part only, with a ModelWarning);
 - sites are link frames (without inertia); geoms, tendons, actuators, equality constraints,
-  contacts, damping, armature and springs are not dynamics of a rigid-body tree and are not
-  read; joints with armature (rotor inertia, which MuJoCo adds to the mass matrix's diagonal)
-  and equality constraints (loops, coupled joints, welds) are named in a ModelWarning, since
-  MuJoCo's qM or qacc then differ from ours (mjcf_unmodelled.py);
+  contacts, damping and springs are not dynamics of a rigid-body tree and are not read;
+  equality constraints (loops, coupled joints, welds) are named in a ModelWarning, since
+  MuJoCo's qacc then differs from ours (mjcf_unmodelled.py);
 - gravity is opt.gravity, or zero when the model disables it (mjDSBL_GRAVITY), as MuJoCo does.
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ..errors import ModelError, SparsedynError
 from ..spatial import (Transform, inertia_to_parent, quaternion_to_rotation, rotation_about_axis,
                        spatial_inertia)
 from .joints import FreeFlyerJoint, PrismaticJoint, RevoluteJoint, SphericalJoint
-from .mjcf_unmodelled import warn_armature, warn_equality
+from .mjcf_unmodelled import mujoco_armature, warn_equality
 from .model import WORLD, ModelBuilder
 
 # mjtJoint (stable since MuJoCo 1.0; read here without importing mujoco)
@@ -166,9 +167,8 @@ def from_mujoco(mj_model, name=None, strict=False):
     _add_sites(builder, m, bodies, ours, offset, taken)
     model = builder.build()
     _check_layout(model, m)
-    warn_armature(m, joints)
     warn_equality(mujoco, m)
-    return model
+    return model.with_armature(mujoco_armature(m, model, joints))
 
 
 def _add_sites(builder, m, bodies, ours, offset, taken):

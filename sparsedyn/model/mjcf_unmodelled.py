@@ -1,8 +1,8 @@
 """What a compiled MuJoCo model adds to its kinematic tree's rigid-body dynamics that
 sparsedyn's Model does not carry, named in ModelWarnings when loading (see mjcf.py):
 
-- armature (rotor inertia), which MuJoCo adds to the mass matrix's diagonal: sparsedyn's M is
-  MuJoCo's qM minus diag(dof_armature);
+- a free joint's translational armature (mujoco_armature: every other dof_armature is the
+  Model's armature);
 - equality constraints (connect, weld, joint, tendon, ...), which MuJoCo enforces on top of the
   tree (Cassie's leg loops, a gripper's coupled fingers, a body welded to a mocap body): the
   Model is the open tree, and forward dynamics is MuJoCo's with the constraints switched off.
@@ -24,16 +24,28 @@ def _listed(names):
     return f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
 
 
-def warn_armature(m, joints):
-    """A ModelWarning naming the joints with armature; joints: our joint names by MuJoCo id."""
-    armature = np.asarray(getattr(m, "dof_armature", np.zeros(0)), dtype=float)
-    named = list(dict.fromkeys(joints[int(m.dof_jntid[k])] for k in np.flatnonzero(armature)))
-    if named:
+def mujoco_armature(m, model, joints):
+    """MuJoCo's dof_armature as the Model's armature (nv,): our v is MuJoCo's qvel dof by dof,
+    except a free joint's linear part, whose acceleration is the world frame's there and the
+    body frame's here (MuJoCo's armature force R^T I_a (a + w x v) is no diagonal term in our
+    coordinates): a free joint's translational armature is left out, named in a ModelWarning
+    (its angular part, body frame in both, is kept)."""
+    armature = np.array(getattr(m, "dof_armature", np.zeros(model.nv)), dtype=float)
+    dropped = []
+    for i, joint in enumerate(model.joints):
+        if joint.kind != "free":
+            continue
+        lin = armature[model.v_index[i]:model.v_index[i] + 3]
+        if lin.any():
+            dropped.append(joint.name)
+            lin[:] = 0.0
+    if dropped:
         warnings.warn(ModelWarning(
-            f"{len(named)} joints have armature (rotor inertia, e.g. {named[0]!r}: "
-            f"{armature[np.flatnonzero(armature)[0]]:g}), which MuJoCo adds to the mass matrix's "
-            f"diagonal: not modelled here (sparsedyn's M is MuJoCo's qM minus diag(dof_armature)); "
-            f"joints: {_listed(named)}"), stacklevel=3)
+            f"free joints {_listed(dropped)}: their translational armature (MuJoCo's, on world-"
+            f"frame accelerations) has no diagonal form in the body-frame velocities used here: "
+            f"left out (MuJoCo's qM and qacc differ from ours there; the angular part is kept)"),
+            stacklevel=3)
+    return armature
 
 
 def _equality(mujoco, m, i):

@@ -50,7 +50,8 @@ class Model:
     """Kinematic tree. Do not construct directly: use ModelBuilder, load_urdf or sparsedyn.models."""
 
     def __init__(self, name, body_names, parents, joints, joint_placements, inertias, frames,
-                 joint_frames, lower, upper, effort, gravity=GRAVITY, floating_base=None):
+                 joint_frames, lower, upper, effort, gravity=GRAVITY, floating_base=None,
+                 armature=None):
         object.__setattr__(self, "_frozen", False)
         self.name = name
         self.link_names = tuple(body_names)
@@ -80,6 +81,7 @@ class Model:
         self.children = tuple(tuple(int(c) for c in np.flatnonzero(self.parents == i))
                               for i in range(self.nbodies))
         self.masses = _readonly([I[3, 3] for I in self.inertias])
+        self.armature = _readonly(self._checked_armature(armature))
         self._check()
         object.__setattr__(self, "_frozen", True)
 
@@ -166,9 +168,20 @@ class Model:
     def with_gravity(self, gravity):
         """The same robot under another gravity (3,) [m/s^2, world frame]: a new Model (this one
         is read-only), with its own fingerprint, so plans compiled for one refuse the other."""
+        return self._with(gravity, self.armature)
+
+    def with_armature(self, armature):
+        """The same robot with rotor inertias `armature` (nv,) >= 0 [kg m^2 or kg] on the joints'
+        velocity coordinates (Pinocchio's model.armature, MuJoCo's dof_armature): they add
+        diag(armature) to the joint-space inertia, i.e. tau_i = S_i^T f_i + armature_i qdd_i
+        in Nori's joint rows (3tau_i). A new Model with its own fingerprint."""
+        return self._with(self.gravity, armature)
+
+    def _with(self, gravity, armature):
         new = Model(self.name, self.link_names, self.parents, self.joints, self.joint_placements,
                     self.inertias, self.frames, self.joint_frames, self.lower_position_limit,
-                    self.upper_position_limit, self.effort_limit, gravity, self.floating_base)
+                    self.upper_position_limit, self.effort_limit, gravity, self.floating_base,
+                    armature)
         # what loaders attach besides the constructor's data (load_urdf: urdf_source)
         for key, value in vars(self).items():
             if key not in vars(new):
@@ -200,7 +213,31 @@ class Model:
         h.update(np.round(self.inertias, 12).tobytes())
         # gravity is compiled into a plan's b(q, v) (ir/assembly.py): another gravity, another plan
         h.update(b"gravity" + np.round(self.gravity, 12).tobytes())
+        if self.has_armature:          # (a model without keeps the fingerprint it always had)
+            h.update(b"armature" + np.round(self.armature, 12).tobytes())
         return h.hexdigest()[:32]
+
+    def _checked_armature(self, armature):
+        if armature is None:
+            return np.zeros(self.nv)
+        a = np.asarray(armature, dtype=float)
+        if a.shape != (self.nv,) or not np.all(np.isfinite(a)):
+            raise ModelError(f"armature: expected {self.nv} finite numbers (one per velocity "
+                             f"coordinate), got shape {a.shape}")
+        negative = np.flatnonzero(a < 0)
+        if negative.size:
+            raise ModelError(f"armature: must be >= 0 (a rotor inertia); negative on the "
+                             f"coordinates of joints {self.joints_of_coordinates(negative)}")
+        return a
+
+    def joints_of_coordinates(self, coordinates):
+        """Names of the joints owning the velocity coordinates (indices into v), in order."""
+        owner = np.repeat(np.arange(self.nbodies), [j.nv for j in self.joints])
+        return [self.joints[i].name for i in dict.fromkeys(owner[np.asarray(coordinates, int)])]
+
+    @property
+    def has_armature(self):
+        return bool(np.any(self.armature))
 
     def _check(self):
         for i, p in enumerate(self.parents):

@@ -177,25 +177,15 @@ def from_pinocchio(pin_model, name=None, strict=False):
     own.update(fr.link_inertias(0, None))
     _add_frames(builder, fr, body_of, links, own)
     floating = pm.njoints > 1 and _joint_kind(pm.joints[1].shortname()) == "free" and pm.parents[1] == 0
-    _warn_armature(pm)
-    return builder.build(floating_base=floating)
+    model = builder.build(floating_base=floating)
+    return model.with_armature(_armature(pm, model.nv))
 
 
-def _warn_armature(pm):
-    """A ModelWarning naming the joints with armature: Pinocchio's rnea, aba and crba add it to
-    the mass matrix's diagonal, this model does not."""
-    import warnings
-
-    from ..errors import ModelWarning
-    armature = np.asarray(getattr(pm, "armature", np.zeros(0)), dtype=float)
-    named = [pm.names[j] for j in range(1, pm.njoints)
-             if np.any(armature[pm.joints[j].idx_v:pm.joints[j].idx_v + pm.joints[j].nv])]
-    if named:
-        warnings.warn(ModelWarning(
-            f"{len(named)} joints have armature (model.armature), which Pinocchio's rnea, aba "
-            f"and crba add to the mass matrix's diagonal: not modelled here (sparsedyn's M is "
-            f"Pinocchio's minus diag(armature)); joints: {', '.join(named[:8])}"
-            f"{' ...' if len(named) > 8 else ''}"), stacklevel=3)
+def _armature(pm, nv):
+    """Pinocchio's model.armature (nv,) in its v layout, which is ours (rotor inertia that its
+    rnea, aba and crba add to the mass matrix's diagonal; Model.with_armature)."""
+    armature = np.asarray(getattr(pm, "armature", np.zeros(nv)), dtype=float)
+    return armature if armature.shape == (nv,) else np.zeros(nv)
 
 
 def _add_frames(builder, fr, body_of, links, own):

@@ -158,3 +158,26 @@ def external_forces(model, f_ext, B):
                                        np.broadcast_to(T[:3, 3], (B, 3)))
         out[:, frame.body] += lXb.transpose_apply_force(to_angular_first(w))
     return out
+
+
+def joint_armature(model, i):
+    """diag(armature) (n_i, n_i) of joint i's velocity coordinates (Model.with_armature: the
+    rotor inertia each adds to the joint-space inertia), or None where it is zero; charges the
+    n_i additions it costs where it is used."""
+    arm = model.armature[model.v_slice(i)]
+    if not arm.any():
+        return None
+    charge(add=int(np.count_nonzero(arm)), kind="armature")
+    return np.diag(arm)
+
+
+def refuse_armature(model, algorithm, instead):
+    """ModelError naming the joints if the model has armature, for an algorithm whose
+    formulation has no joint-space inertia to add it to (a silent omission would change M)."""
+    if not model.has_armature:
+        return
+    from ..errors import ModelError
+    joints = model.joints_of_coordinates(np.flatnonzero(model.armature))
+    raise ModelError(f"{algorithm}: model {model.name!r} has armature (rotor inertia) on joints "
+                     f"{joints[:8]}{' ...' if len(joints) > 8 else ''}, which this formulation "
+                     f"does not model; use {instead}, or model.with_armature(zeros) to drop it")

@@ -17,7 +17,7 @@ from ..opcount import charge, charge_matmul, counting
 from ..spatial import cross3, inertia_to_parent, rows_times_transform
 from ..spatial_costs import (ldlt_invert_cost, product_cost, subspace_pattern,
                              zero_axes_after_projection)
-from ._common import S_product
+from ._common import S_product, joint_armature
 from .aba import check_articulated_pivots
 
 
@@ -41,6 +41,9 @@ class Pivot:
         n = self.n = self.S.shape[1]
         self.U = S_product(IA, self.S, kind="U = H S")          # unit-axis S: a selection
         D = S_product(self.U.swapaxes(1, 2), self.S, kind="D = S^T U")
+        arm = joint_armature(model, i)
+        if arm is not None:
+            D = D + arm                                   # + diag(armature): rotor inertia
         check_articulated_pivots(model, D, i, IA)
         if n == 1:
             charge(div=1, kind="D^-1")

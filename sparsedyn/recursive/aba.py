@@ -18,7 +18,7 @@ from ..spatial import cross_force, cross_motion, inertia_to_parent
 from ..spatial_costs import (FULL6, cross_cost, ldlt_invert_cost, rigid_inertia_cost,
                              symmetric_matvec_cost, zero_axes_after_projection)
 from ._common import (S_product, S_times, S_transpose_times, articulated_times, charge_external,
-                      charge_sum, column_times, external_forces, gravity_acceleration,
+                      charge_sum, column_times, external_forces, gravity_acceleration, joint_armature,
                       gravity_pattern, inertia_times, out_pattern, row_times, subspace_out_pattern,
                       symmetric_update, tracked)
 
@@ -171,6 +171,9 @@ def aba_sweeps(model, q, qd, tau, f_ext_body, Xup=None):
         n = S.shape[1]
         U[i] = S_product(IA[i], S, PIA[i])                         # U_i = I^A_i S_i
         D[i] = S_product(np.swapaxes(U[i], -1, -2), S)             # D_i = S_i^T U_i
+        arm = joint_armature(model, i)
+        if arm is not None:
+            D[i] = D[i] + arm                                       # + diag(armature): rotor inertia
         check_articulated_pivots(model, D[i], i, IA[i])
         charge_pivot_inverse(n)
         u = tau[:, model.v_slice(i)] - S_transpose_times(S, pA[:, i], ppA[i])   # u_i = tau_i - S^T p^A

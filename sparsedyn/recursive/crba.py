@@ -12,7 +12,7 @@ from ..errors import check_finite
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
 from ..spatial import inertia_to_parent
-from ._common import S_product
+from ._common import S_product, joint_armature
 
 
 def crba_sweeps(model, q, Xup=None):
@@ -28,6 +28,9 @@ def crba_sweeps(model, q, Xup=None):
         si = model.v_slice(i)
         F = S_product(IC[i], joint.S)                              # F = I^c_i S_i
         M[:, si, si] = S_product(np.swapaxes(F, -1, -2), joint.S)  # H_ii = S_i^T F (= F^T S_i)
+        arm = joint_armature(model, i)
+        if arm is not None:
+            M[:, si, si] += arm                                     # + diag(armature): rotor inertia
         j = i
         while model.parents[j] != WORLD:
             F = np.stack([Xup[j].transpose_apply_force(F[:, :, c]) for c in range(joint.nv)], -1)

@@ -12,11 +12,12 @@ from ..batch import state, unbatch
 from ..errors import check_finite
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
+from ..opcount import charge
 from ..spatial import cross_force, cross_motion
 from ..spatial_costs import cross_cost, rigid_inertia_cost
 from ._common import (S_times, S_transpose_times, charge_external, charge_sum, external_forces,
-                      gravity_acceleration, gravity_pattern, inertia_times, out_pattern,
-                      subspace_out_pattern, tracked)
+                      gravity_acceleration, gravity_pattern, inertia_times, joint_armature,
+                      out_pattern, subspace_out_pattern, tracked)
 
 
 def rnea_sweeps(model, q, qd, qdd, f_ext_body, Xup=None):
@@ -56,6 +57,10 @@ def rnea_sweeps(model, q, qd, qdd, f_ext_body, Xup=None):
     tau = np.zeros((B, model.nv))
     for i in range(N - 1, -1, -1):                                  # inward sweep
         tau[:, model.v_slice(i)] = S_transpose_times(model.joints[i].S, f[:, i], pf[i])  # eq. (3tau_i)
+        arm = joint_armature(model, i)
+        if arm is not None:                                          # + diag(armature) qdd_i
+            tau[:, model.v_slice(i)] += qdd[:, model.v_slice(i)] @ arm
+            charge(mul=int(np.count_nonzero(arm)), kind="armature")
         p = model.parents[i]
         if p != WORLD:
             f[:, p] += Xup[i].transpose_apply_force(f[:, i], pf[i])   # eq. (3f_i): sum over mu(i)

@@ -33,7 +33,8 @@ from ..model.model import WORLD
 from ..opcount import charge, counting
 from ..spatial_costs import linear_cost
 from ..spatial import cross_force, cross_motion, to_linear_first
-from ._common import S_times, S_transpose_times, external_forces, gravity_acceleration, inertia_times, matmul
+from ._common import (S_times, S_transpose_times, external_forces, gravity_acceleration, inertia_times,
+                      matmul, refuse_armature)
 from .aba import _solve_small, charge_pivot_inverse
 
 
@@ -288,6 +289,7 @@ def yamane_forward_dynamics(model, q, v, tau, f_ext=None, split=True, return_wre
     split: apply the link-splitting rule (links carrying > 3 joints). return_wrenches: also return
     the joint wrenches (B, N, 6): the LOCAL wrench each body receives through its joint,
     linear-first (Pinocchio's data.f, RNEA's joint forces)."""
+    refuse_armature(model, "yamane_forward_dynamics", "sd.aba or a forward_dynamics plan")
     q, vecs, B, single = state(model, q, v=v, tau=tau)
     plan = _plan(model, split)
     fx = external_forces(model, f_ext, B)

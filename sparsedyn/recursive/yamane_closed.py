@@ -35,7 +35,7 @@ from ..kinematics import joint_transforms, world_transforms
 from ..model.model import WORLD
 from ..opcount import charge
 from ..spatial import Transform, cross_motion
-from ._common import gravity_acceleration, matmul
+from ._common import gravity_acceleration, matmul, refuse_armature
 from .rnea import rnea_sweeps
 from .yamane import yamane_forward_dynamics
 
@@ -122,6 +122,8 @@ def closed_chain_forward_dynamics(model, q, qd, tau, cuts, f_ext=None, return_fo
     """Joint accelerations (B, nv) (or (nv,)) of the closed chain made of `model` (the virtual
     open chain) and the cut joints `cuts` (CutJoint list); tau: the joint torques tau_W (nv).
     return_forces: also the constraint forces tau_C (B, sum N_C), cut by cut, in K's rows."""
+    refuse_armature(model, "closed_chain_forward_dynamics",
+                    "sd.loop_forward_dynamics on a ClusterModel")
     q, vecs, B, single = state(model, q, v=qd, tau=tau)
     qd, tau = vecs["v"], vecs["tau"]
     for c in cuts:

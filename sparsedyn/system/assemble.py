@@ -3,7 +3,8 @@
 
     (3a_i)    0 = -a_i + iX_lambda(i) a_lambda(i) + S_i qdd_i + c_i       c_i = v_i x S_i qd_i
     (3f_i)    0 = -f_i + I_i a_i - fx_i + sum_j iX*_j f_j + nu_i          nu_i = v_i x* I_i v_i
-    (3tau_i)  0 = -tau_i + S_i^T f_i
+    (3tau_i)  0 = -tau_i + S_i^T f_i + diag(armature_i) qdd_i   (rotor inertia, model.armature;
+              zero in the seed: a constant entry of D only where the armature is nonzero)
     (8, 15)   0 = d_block - y           (17): 0 = Y d_block - y for a constant selector Y
 
 At the root, a_lambda(i) = a_0 = -a_g is known and moves into b (Sec. III-A). The system solved

@@ -138,6 +138,8 @@ class SystemPattern:
             add(("ne_f", i), ("fx", i), eye6, -eye6)                        # (5d) -1_6
             add(("ne_tau", i), ("tau", i), np.eye(n), -np.eye(n))           # (5e) -1_{n_i}
             add(("ne_tau", i), ("f", i), Sj.T != 0, Sj.T)                   # (5e) S_i^T
+            arm = np.diag(model.armature[model.v_slice(i)])                 # (5e) + diag(armature)
+            add(("ne_tau", i), ("qdd", i), arm != 0, arm)                   #      qdd_i: rotor inertia
             for kind in ("fx", "qdd", "tau", "a", "f"):                     # (9a), (9b), (15)
                 if ("y_" + kind, i) in rows:
                     sel = (selectors or {}).get((kind, i))

@@ -14,7 +14,7 @@ import numpy as np
 from ...batch import unbatch
 from ...errors import check_finite
 from ...opcount import charge
-from .._common import external_forces, gravity_acceleration, matmul
+from .._common import external_forces, gravity_acceleration, matmul, refuse_armature
 from ..aba import _solve_small, charge_pivot_inverse
 from ._cluster_common import (bias_forces, check_cluster_pivots, cluster_congruence, cluster_force_to_parent,
                               cluster_inertia, cluster_motion, forward_pass)
@@ -72,7 +72,11 @@ def c_aba(cm, q, yd, tau, f_ext=None, armature=None):
     """Independent accelerations ydd (B, ny) (or (ny,)) of the cluster model `cm` at spanning
     configuration q (B, nq) and independent velocities yd under independent torques tau (B, ny).
 
-    f_ext: {link name: wrench on that link in its frame, linear-first}, as in sparsedyn.aba."""
+    f_ext: {link name: wrench on that link in its frame, linear-first}, as in sparsedyn.aba.
+    The rotor inertia is this `armature` (ny,), on the independent coordinates; a model with
+    its own (spanning-tree) armature is refused (ModelError naming the joints)."""
+    refuse_armature(cm.model, "c_aba", "c_aba's armature argument (independent coordinates) "
+                    "or sd.projection_fd")
     q, yd, tau, B, single = cm._state(q, yd=yd, tau=tau)
     if B == 0:
         return np.zeros((0, cm.ny))

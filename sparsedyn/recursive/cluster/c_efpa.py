@@ -24,7 +24,7 @@ from ...errors import check_finite
 from ...kinematics import joint_transforms
 from ...model.model import WORLD
 from ...spatial import Transform
-from .._common import matmul
+from .._common import matmul, refuse_armature
 from ..aba import _solve_small, charge_pivot_inverse
 from ._cluster_common import (apply_motion_columns, check_cluster_pivots, cluster_congruence, cluster_inertia,
                               forward_pass)
@@ -128,7 +128,9 @@ def c_efpa_sweeps(cm, q, frames, Xup=None, armature=None):
 
 def c_efpa(cm, q, frames, armature=None):
     """Inverse operational-space inertia (B, 6m, 6m) of the end-effector frames `frames` (names);
-    armature (ny,): diagonal joint-space inertia added to the pivots (see the module doc)."""
+    armature (ny,): diagonal joint-space inertia added to the pivots (see the module doc); a
+    model with its own (spanning-tree) armature is refused (ModelError naming the joints)."""
+    refuse_armature(cm.model, "c_efpa", "c_efpa's armature argument (independent coordinates)")
     q, single = check_configuration(cm.model, q)
     if isinstance(frames, str):
         frames = [frames]

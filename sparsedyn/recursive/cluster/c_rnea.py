@@ -14,7 +14,7 @@ from ...batch import unbatch
 from ...errors import check_finite
 from ...opcount import charge
 from ...spatial import cross_force
-from .._common import external_forces, gravity_acceleration, inertia_times
+from .._common import external_forces, gravity_acceleration, inertia_times, refuse_armature
 from ._cluster_common import cluster_force_to_parent, cluster_motion, forward_pass
 
 
@@ -47,6 +47,7 @@ def c_rnea_sweeps(cm, q, yd, ydd, f_ext_body, Xup=None):
 
 def c_rnea(cm, q, yd, ydd, f_ext=None):
     """Independent torques tau_y (B, ny) (or (ny,)) realising ydd at state (q, yd)."""
+    refuse_armature(cm.model, "c_rnea", "sd.projected_rnea (spanning-tree armature projected)")
     q, yd, ydd, B, single = cm._state(q, yd=yd, ydd=ydd)
     if B == 0:
         return np.zeros((0, cm.ny))
