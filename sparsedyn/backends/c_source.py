@@ -6,8 +6,11 @@ The generated code is the numba fused kernel (kernels/assemble_numba.py: _assemb
 lane_scales, run_lanes, _residual_check) with the lanes taken out and everything the IR fixes
 offline turned into literals: per body the joint's rotation kind, the nonzeros of S and I and the
 destinations of its entries; the op stream as straight-line statements on w[...]; the constants
-as exact literals ("%.17g" round-trips a double). The same formulas in the same order, so the
-results equal the numba kernel's up to the rounding of libm's sin/cos against its own.
+as exact literals ("%.17g" round-trips a double). The same formulas in the same order, less the
+assembly's terms that are exactly zero at plan time (c_fold: the structural zeros of a joint's
+rotation, offset, S and I), so the results equal the numba kernel's up to the rounding of libm's
+sin/cos against its own and the sign of a zero; a state where a dropped term could have been
+NaN (a non-finite q or body velocity) is reported for re-solving.
 
 Interface of a generated unit with prefix P (see header_text for the documented copy):
 
@@ -16,7 +19,7 @@ Interface of a generated unit with prefix P (see header_text for the documented 
     int P_full(q, qd, y, out, x, work)        the outputs and the whole solution x
     void P_outputs_batch(B, q, qd, y, out, broken, work) / P_full_batch(..., x, broken, work)
 returning (per state) 0 when the solution is good, 1 when it must be re-solved (a failed pivot
-check, a non-finite solution or a failed backward-error check), with 2 added when a quaternion
+check, a non-finite q, body velocity or solution, or a failed backward-error check), with 2 added when a quaternion
 of q is not unit-norm (|norm - 1| > QUATERNION_TOL, as sparsedyn.batch checks it). No globals are written, no
 memory is allocated: calls on different work arrays may run concurrently.
 """
@@ -297,6 +300,9 @@ def _residual(fn, rc, sol_slot, L, n, out, tables):
 #: statements per generated helper function: compilers optimise straight-line code in time
 #: superlinear in a function's length, so long programs are cut into calls of this many
 CHUNK = 400
+#: the op stream's helpers are longer: its statements are one operation each, and a compiler
+#: keeps values in registers only within a function (fewer reloads at the cuts)
+OPS_CHUNK = 1200
 
 _BODY_LOCALS = ["  double sn, cs, qx, qy, qz, qw, R0, R1, R2, R3, R4, R5, R6, R7, R8;",
                 "  double E0, E1, E2, E3, E4, E5, E6, E7, E8, r0, r1, r2;",
@@ -311,10 +317,11 @@ _BODY_LOCALS = ["  double sn, cs, qx, qy, qz, qw, R0, R1, R2, R3, R4, R5, R6, R7
                 "  (void)j4; (void)j5; (void)a0; (void)a1; (void)a2; (void)l0; (void)l1; (void)l2;"]
 
 
-def _chunked(fn, pieces, header, locals_, ret, helpers):
+def _chunked(fn, pieces, header, locals_, ret, helpers, size=None):
     """Statements `pieces` (lists of lines, never split) grouped into static helper functions
-    of about CHUNK statements; returns the lines that call them in order."""
+    of about `size` (default CHUNK) statements; returns the lines that call them in order."""
     calls, group, count = [], [], 0
+    size = size or CHUNK
 
     def flush():
         if group:
@@ -325,7 +332,7 @@ def _chunked(fn, pieces, header, locals_, ret, helpers):
     for piece in pieces:
         group.extend(piece)
         count += len(piece)
-        if count >= CHUNK:
+        if count >= size:
             flush()
             group, count = [], 0
     flush()
@@ -390,7 +397,7 @@ def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables
         run = _chunked(f"{fn}_ops", [[line] for line in ops], "double *restrict w, "
                        "const double *restrict scale",
                        [f"  const double tol = {lit(tol)};", "  double p;", "  int bad = 0;",
-                        "  (void)p; (void)tol; (void)scale;"], "int", helpers)
+                        "  (void)p; (void)tol; (void)scale;"], "int", helpers, OPS_CHUNK)
     else:
         run = [_interpreter(f"{fn}_ops", prog, tol, tables, helpers)]
     out = [f"static int {fn}(const double *restrict q, const double *restrict qd, "
