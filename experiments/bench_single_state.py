@@ -8,8 +8,8 @@ contestant once, in rotating order), min and median per call over rounds:
   - Pinocchio C++ (experiments/peers/pin_single.cpp, built by g++ against the pin wheel's own
     headers and libraries and Debian's Eigen headers (libeigen3-dev), -O3 -march=native; the
     model handed over with Pinocchio's own serialization): rnea, aba per call;
-  - sparsedyn exported C (plan.export_c, experiments/peers/sd_single.c, cc -O2 -march=native):
-    ID and FD plans per call;
+  - sparsedyn exported C (plan.export_c, experiments/peers/sd_single.c, built with the flags its
+    header recommends and -march=native): ID and FD plans per call;
   - from Python: plan.solver() (C backend, buffers bound once), plan.solve with B = 1 (backend
     "auto"), and pinocchio.rnea / pinocchio.aba per call.
 Every contestant's results are checked against Pinocchio before its time is reported. The load
@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(HERE, os.pardir))
 import pinocchio as pin  # noqa: E402
 
 import sparsedyn as sd  # noqa: E402
+from sparsedyn.backends.generated_c import EXPORT_FLAGS  # noqa: E402
 from sparsedyn.files import atomic_write  # noqa: E402
 from sparsedyn.models import HUMANOID_URDF  # noqa: E402
 
@@ -78,7 +79,7 @@ def build_exported(id_plan, fd_plan, model, folder):
     id_plan.export_c(folder, "plan_id", overwrite=True)
     fd_plan.export_c(folder, "plan_fd", overwrite=True)
     cc = shutil.which(os.environ.get("CC", "cc"))
-    tail = [cc, "-O2", "-march=native", "-std=c99", "-ffp-contract=off", f"-I{folder}",
+    tail = [cc, *EXPORT_FLAGS.split(), "-march=native", f"-I{folder}",     # as the header says
             f"-DSD_NQ={model.nq}", f"-DSD_NV={model.nv}", "-lm"]
     return build(tail, [os.path.join(HERE, "peers", "sd_single.c"),
                         os.path.join(folder, "plan_id.c"), os.path.join(folder, "plan_fd.c")],

@@ -280,3 +280,35 @@ def test_one_state_on_c_keeps_every_check_and_answer():
     in_threads(worker, [(0, 3), (3, 6)])
     assert sum(len(r) for r in seen.values()) == 300
     assert all(np.array_equal(t, alone[b]) for r in seen.values() for b, t in r)
+
+
+def test_folded_assembly_flags_every_non_finite_input():
+    """The generated assembly drops products with a plan-time zero (backends/c_fold), which a
+    NaN or inf operand would have turned into NaN: a non-finite q or v anywhere, or velocities
+    that overflow, still give the re-solve bit on both plans, the kinds with and without the
+    whole solution, while the clean states of the same batch solve as numba does."""
+    model, _ = _robot("humanoid")
+    rng = np.random.default_rng(21)
+    q0 = model.random_configuration(rng)
+    v0, y0 = rng.normal(size=(2, model.nv))
+    revolute = [model.q_slice(i).start for i, j in enumerate(model.joints) if j.nq == 1]
+    cases = [(q0, v0)]
+    for k in (0, 2, revolute[0], revolute[len(revolute) // 2], revolute[-1]):
+        for bad in (np.nan, np.inf, -np.inf):
+            q = q0.copy()
+            q[k] = bad
+            cases.append((q, v0))
+    for k in (0, 5, 6, model.nv // 2, model.nv - 1):
+        for bad in (np.nan, np.inf, 1e200):
+            v = v0.copy()
+            v[k] = bad
+            cases.append((q0, v))
+    q, v = (np.array(c) for c in zip(*cases))
+    y = np.tile(y0, (len(cases), 1))
+    for problem in (sd.inverse_dynamics(model), sd.forward_dynamics(model)):
+        plan = sd.compile(problem)
+        for full in (False, True):
+            out, _, broken = backend("c").run(plan.kernel("c"), q, v, y, full=full)
+            assert not broken[0] and broken[1:].all(), np.flatnonzero(~broken[1:]) + 1
+            ref, _, _ = backend("numba").run(plan.kernel("numba"), q[:1], v[:1], y[:1])
+            assert rel_err(out[0], ref[0]) <= 1e-12

@@ -3,14 +3,15 @@ prior folded into the program, or read per state) for ONE state, and its ctypes 
 _map_range does per lane, with the lanes taken out and the program's indices and constants
 written as literals:
 
-  1. the sensor assembly (c_source.assembly_statements) into the chain program's slots;
+  1. the sensor assembly (c_source.assembly_statements, its zero terms folded: c_fold) into
+     the chain program's slots;
   2. the chain program (ir/chain_program.py) as straight-line statements, the products rounding
      as written ((a * b) * c, then the sum left to right; -ffp-contract=off), so x equals the
      numba kernel's up to the rounding of libm's sin/cos against its own: factor; x = 0;
      solve; resid; solve (the refinement step); the probe;
-  3. the flags: 1 (a pivot not positive, x or the probe not finite), else 2 (a direction the
-     data may not determine: d_j - p_j <= tol (N_jj - p_j) or |z_j| > z_tol_j), plus 4 when a
-     quaternion of q is not unit-norm.
+  3. the flags: 1 (a pivot not positive; q, a body velocity, x or the probe not finite), else 2
+     (a direction the data may not determine: d_j - p_j <= tol (N_jj - p_j) or |z_j| >
+     z_tol_j), plus 4 when a quaternion of q is not unit-norm.
 
 Interface of a unit with prefix P:
     #define P_WORK_DOUBLES n, P_SAMPLE_DOUBLES s

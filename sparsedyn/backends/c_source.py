@@ -6,8 +6,11 @@ The generated code is the numba fused kernel (kernels/assemble_numba.py: _assemb
 lane_scales, run_lanes, _residual_check) with the lanes taken out and everything the IR fixes
 offline turned into literals: per body the joint's rotation kind, the nonzeros of S and I and the
 destinations of its entries; the op stream as straight-line statements on w[...]; the constants
-as exact literals ("%.17g" round-trips a double). The same formulas in the same order, so the
-results equal the numba kernel's up to the rounding of libm's sin/cos against its own.
+as exact literals ("%.17g" round-trips a double). The same formulas in the same order, less the
+assembly's terms that are exactly zero at plan time (c_fold: the structural zeros of a joint's
+rotation, offset, S and I), so the results equal the numba kernel's up to the rounding of libm's
+sin/cos against its own and the sign of a zero; a state where a dropped term could have been
+NaN (a non-finite q or body velocity) is reported for re-solving.
 
 Interface of a generated unit with prefix P (see header_text for the documented copy):
 
@@ -16,7 +19,7 @@ Interface of a generated unit with prefix P (see header_text for the documented 
     int P_full(q, qd, y, out, x, work)        the outputs and the whole solution x
     void P_outputs_batch(B, q, qd, y, out, broken, work) / P_full_batch(..., x, broken, work)
 returning (per state) 0 when the solution is good, 1 when it must be re-solved (a failed pivot
-check, a non-finite solution or a failed backward-error check), with 2 added when a quaternion
+check, a non-finite q, body velocity or solution, or a failed backward-error check), with 2 added when a quaternion
 of q is not unit-norm (|norm - 1| > QUATERNION_TOL, as sparsedyn.batch checks it). No globals are written, no
 memory is allocated: calls on different work arrays may run concurrently.
 """
@@ -27,6 +30,7 @@ import numpy as np
 from ..batch import QUATERNION_TOL
 from ..ir.instructions import (ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SET, SUB)
 from ..ir.assembly import ROT_ANGLE, ROT_QUAT
+from .c_fold import Locals, fadd, fmul, fneg, fsub, fsum
 
 #: return-code bits of a generated solve
 RESOLVE, BAD_QUATERNION = 1, 2
@@ -63,19 +67,15 @@ class Layout:
         self.size = self.rmax + (rc.rowmax.size if residual else 0)
 
 
-def _sum(terms):
-    """Left-to-right sum of C expressions ('0.0' for none)."""
-    return " + ".join(terms) if terms else "0.0"
-
-
-def _transform(i, m, out):
-    """E (E0..E8) and r (r0..r2) of body i's joint transform iX_lambda(i) = (E, r)."""
+def _transform(i, m, V, out):
+    """E (E0..E8) and r (r0..r2) of body i's joint transform iX_lambda(i) = (E, r), folded
+    (c_fold) into the locals V."""
     kind, rq = int(m.rot_kind[i]), int(m.rot_q[i])
     if kind == ROT_ANGLE:
         out.append(f"    sn = sin(q[{rq}]); cs = cos(q[{rq}]);")
         for e in range(9):
-            b0, b1, b2 = m.rot_basis[i, 0, e], m.rot_basis[i, 1, e], m.rot_basis[i, 2, e]
-            out.append(f"    E{e} = {lit(b0)} + sn * {lit(b1)} + cs * {lit(b2)};")
+            b0, b1, b2 = (float(m.rot_basis[i, k, e]) for k in range(3))
+            V.set(f"E{e}", fsum([b0, fmul("sn", b1, lit), fmul("cs", b2, lit)], lit))
     elif kind == ROT_QUAT:
         out.append(f"    qx = q[{rq}]; qy = q[{rq + 1}]; qz = q[{rq + 2}]; qw = q[{rq + 3}];")
         # R_J from the unit quaternion (spatial.quaternion_to_rotation)
@@ -87,100 +87,116 @@ def _transform(i, m, out):
         TR = m.TR[i]
         for a in range(3):                  # E = (TR R_J)^T: E[a, b] = sum_k TR[b, k] R_J[k, a]
             for b in range(3):
-                t0, t1, t2 = TR[3 * b], TR[3 * b + 1], TR[3 * b + 2]
-                out.append(f"    E{3 * a + b} = {lit(t0)} * R{a} + {lit(t1)} * R{3 + a}"
-                           f" + {lit(t2)} * R{6 + a};")
+                V.set(f"E{3 * a + b}", fsum([fmul(float(TR[3 * b + k]), f"R{3 * k + a}", lit)
+                                              for k in range(3)], lit))
     else:
         for e in range(9):
-            out.append(f"    E{e} = {lit(m.rot_basis[i, 0, e])};")
+            V.set(f"E{e}", float(m.rot_basis[i, 0, e]))
     for k in range(3):
-        terms = [lit(m.Tp[i, k])] + [f"q[{int(m.trans_q[i]) + j}] * {lit(m.tdir[i, j, k])}"
-                                     for j in range(int(m.n_trans[i]))]
-        out.append(f"    r{k} = {' + '.join(terms)};")
+        V.set(f"r{k}", fsum([float(m.Tp[i, k])] + [
+            fmul(f"q[{int(m.trans_q[i]) + j}]", float(m.tdir[i, j, k]), lit)
+            for j in range(int(m.n_trans[i]))], lit))
 
 
 def _sparse_products(ptr, rows, cols, vals, i, operand):
-    """Per row 0..5 the terms val * operand(col) of matrix i's nonzeros, in storage order."""
+    """Per row 0..5 the folded products val * operand(col) of matrix i's nonzeros, in storage
+    order."""
     terms = [[] for _ in range(6)]
     for e in range(ptr[i], ptr[i + 1]):
-        terms[int(rows[e])].append(f"{lit(vals[e])} * {operand(int(cols[e]))}")
+        terms[int(rows[e])].append(fmul(float(vals[e]), operand(int(cols[e])), lit))
     return terms
 
 
-def _body(i, m, xr, dest, L, nq, out):
-    """The statements of _assemble_lanes for body i (one state)."""
+def _cross(x, y, V):
+    """x_1 y_2 - x_2 y_1 etc. of two triples of local names (folded)."""
+    return [fsub(fmul(V[x[(k + 1) % 3]], V[y[(k + 2) % 3]], lit),
+                 fmul(V[x[(k + 2) % 3]], V[y[(k + 1) % 3]], lit), lit) for k in range(3)]
+
+
+def _body(i, m, xr, dest, L, known, out):
+    """The statements of _assemble_lanes for body i (one state), folded at plan time (c_fold);
+    known: per body the values of its velocity (6) and gravity vector (3) as its children read
+    them (a float where the plan fixes it, else its slot)."""
     out.append(f"  /* body {i} */")
-    _transform(i, m, out)
+    V = Locals(out, lit)
+    _transform(i, m, V, out)
+    p = int(m.parent[i])
+    E = [V[f"E{e}"] for e in range(9)]
+    grav = [None] * 3
     if xr.g_need[i]:                               # g_i = E_i g_parent (the world's at the root)
-        p, gi = int(m.parent[i]), L.grav + 3 * i
-        g = ([f"w[{L.grav + 3 * p + k}]" for k in range(3)] if p >= 0
-             else [lit(x) for x in m.gravity])
+        g = known[p][6:] if p >= 0 else [float(x) for x in m.gravity]
+        grav = [fsum([fmul(E[3 * k + c], g[c], lit) for c in range(3)], lit) for k in range(3)]
+        gi = L.grav + 3 * i
         for k in range(3):
-            out.append(f"    w[{gi + k}] = E{3 * k} * {g[0]} + E{3 * k + 1} * {g[1]}"
-                       f" + E{3 * k + 2} * {g[2]};")
+            V.store(f"w[{gi + k}]", grav[k])
+        grav = [x if isinstance(x, float) else f"w[{gi + k}]" for k, x in enumerate(grav)]
     S = _sparse_products(m.s_ptr, m.s_row, m.s_col, m.s_val, i, lambda c: f"qd[{c}]")
     for k in range(6):
-        out.append(f"    j{k} = {_sum(S[k])};")                     # S_i qd_i
-    v = f"{L.vel + 6 * i}"
+        V.set(f"j{k}", fsum(S[k], lit))                                # S_i qd_i
     a = [int(d) for d in dest.a[i]]
-    p = int(m.parent[i])
+    A, LL, J = ("a0", "a1", "a2"), ("l0", "l1", "l2"), [f"j{k}" for k in range(6)]
     if p >= 0:
-        vp = L.vel + 6 * p
-        out.append(f"    w0 = w[{vp}]; w1 = w[{vp + 1}]; w2 = w[{vp + 2}];")
-        out.append(f"    u0 = w[{vp + 3}] - (r1 * w2 - r2 * w1);")
-        out.append(f"    u1 = w[{vp + 4}] - (r2 * w0 - r0 * w2);")
-        out.append(f"    u2 = w[{vp + 5}] - (r0 * w1 - r1 * w0);")
-        for k in range(3):                                        # v_i = iX_p v_p + S_i qd_i
-            out.append(f"    a{k} = E{3 * k} * w0 + E{3 * k + 1} * w1 + E{3 * k + 2} * w2 + j{k};")
         for k in range(3):
-            out.append(f"    l{k} = E{3 * k} * u0 + E{3 * k + 1} * u1 + E{3 * k + 2} * u2"
-                       f" + j{3 + k};")
+            V.set(f"w{k}", known[p][k])
+        rw = _cross(("r0", "r1", "r2"), ("w0", "w1", "w2"), V)
+        for k in range(3):
+            V.set(f"u{k}", fsub(known[p][3 + k], rw[k], lit))
+        for k in range(3):                                        # v_i = iX_p v_p + S_i qd_i
+            V.set(f"a{k}", fsum([fmul(E[3 * k + c], V[f"w{c}"], lit) for c in range(3)]
+                                + [V[J[k]]], lit))
+        for k in range(3):
+            V.set(f"l{k}", fsum([fmul(E[3 * k + c], V[f"u{c}"], lit) for c in range(3)]
+                                + [V[J[3 + k]]], lit))
         # -c_i = -(v_i x S_i qd_i)
-        out.append(f"    w[{a[0]}] = -(a1 * j2 - a2 * j1);")
-        out.append(f"    w[{a[1]}] = -(a2 * j0 - a0 * j2);")
-        out.append(f"    w[{a[2]}] = -(a0 * j1 - a1 * j0);")
-        out.append(f"    w[{a[3]}] = -((a1 * j5 - a2 * j4) + (l1 * j2 - l2 * j1));")
-        out.append(f"    w[{a[4]}] = -((a2 * j3 - a0 * j5) + (l2 * j0 - l0 * j2));")
-        out.append(f"    w[{a[5]}] = -((a0 * j4 - a1 * j3) + (l0 * j1 - l1 * j0));")
+        aj, aj2, lj = _cross(A, J[:3], V), _cross(A, J[3:], V), _cross(LL, J[:3], V)
+        for k in range(3):
+            V.store(f"w[{a[k]}]", fneg(aj[k], lit))
+        for k in range(3):
+            V.store(f"w[{a[3 + k]}]", fneg(fadd(aj2[k], lj[k], lit), lit))
     else:
-        out.append("    a0 = j0; a1 = j1; a2 = j2; l0 = j3; l1 = j4; l2 = j5;")
-        g = [lit(x) for x in m.gravity]
-        out.append(f"    w[{a[0]}] = 0.0; w[{a[1]}] = 0.0; w[{a[2]}] = 0.0;")
-        for k in range(3):                                        # root: -c = [0; E g]
-            out.append(f"    w[{a[3 + k]}] = E{3 * k} * {g[0]} + E{3 * k + 1} * {g[1]}"
-                       f" + E{3 * k + 2} * {g[2]};")
-    out.append(f"    w[{v}] = a0; w[{v} + 1] = a1; w[{v} + 2] = a2; "
-               f"w[{v} + 3] = l0; w[{v} + 4] = l1; w[{v} + 5] = l2;")
-    names = ("a0", "a1", "a2", "l0", "l1", "l2")
-    Iv = _sparse_products(m.i_ptr, m.i_row, m.i_col, m.i_val, i, lambda c: names[c])
+        for k in range(3):
+            V.set(A[k], V[J[k]])
+            V.set(LL[k], V[J[3 + k]])
+        for k in range(3):
+            V.store(f"w[{a[k]}]", 0.0)
+        g0 = [float(x) for x in m.gravity]                        # root: -c = [0; E g]
+        for k in range(3):
+            V.store(f"w[{a[3 + k]}]", fsum([fmul(E[3 * k + c], g0[c], lit) for c in range(3)],
+                                          lit))
+    names = A + LL
+    v = L.vel + 6 * i
     for k in range(6):
-        out.append(f"    j{k} = {_sum(Iv[k])};")                    # I_i v_i
+        V.store(f"w[{v + k}]", V[names[k]])
+    known[i] = [V[nm] if isinstance(V[nm], float) else f"w[{v + k}]"
+                for k, nm in enumerate(names)] + grav
+    Iv = _sparse_products(m.i_ptr, m.i_row, m.i_col, m.i_val, i, lambda c: V[names[c]])
+    for k in range(6):
+        V.set(J[k], fsum(Iv[k], lit))                                  # I_i v_i
     f = [int(d) for d in dest.f[i]]
     # -nu_i = -(v_i x* I_i v_i)
-    out.append(f"    w[{f[0]}] = -((a1 * j2 - a2 * j1) + (l1 * j5 - l2 * j4));")
-    out.append(f"    w[{f[1]}] = -((a2 * j0 - a0 * j2) + (l2 * j3 - l0 * j5));")
-    out.append(f"    w[{f[2]}] = -((a0 * j1 - a1 * j0) + (l0 * j4 - l1 * j3));")
-    out.append(f"    w[{f[3]}] = -(a1 * j5 - a2 * j4);")
-    out.append(f"    w[{f[4]}] = -(a2 * j3 - a0 * j5);")
-    out.append(f"    w[{f[5]}] = -(a0 * j4 - a1 * j3);")
+    aj, lj2, aj2 = _cross(A, J[:3], V), _cross(LL, J[3:], V), _cross(A, J[3:], V)
+    for k in range(3):
+        V.store(f"w[{f[k]}]", fneg(fadd(aj[k], lj2[k], lit), lit))
+    for k in range(3):
+        V.store(f"w[{f[3 + k]}]", fneg(aj2[k], lit))
     xs = range(m.x_ptr[i], m.x_ptr[i + 1])
     ts = range(xr.t_ptr[i], xr.t_ptr[i + 1])
     if len(xs) or len(ts):
         for k in range(3):                         # row k of -E rx is r x E[k]
-            out.append(f"    X{3 * k} = r1 * E{3 * k + 2} - r2 * E{3 * k + 1};")
-            out.append(f"    X{3 * k + 1} = r2 * E{3 * k} - r0 * E{3 * k + 2};")
-            out.append(f"    X{3 * k + 2} = r0 * E{3 * k + 1} - r1 * E{3 * k};")
+            rE = _cross(("r0", "r1", "r2"), (f"E{3 * k}", f"E{3 * k + 1}", f"E{3 * k + 2}"), V)
+            for c in range(3):
+                V.set(f"X{3 * k + c}", rE[c])
 
         def comp(src):
-            return f"E{src}" if src < 9 else f"X{src - 9}"
+            return V[f"E{src}"] if src < 9 else V[f"X{src - 9}"]
         for e in xs:
-            out.append(f"    w[{int(m.x_dest[e])}] = {comp(int(m.x_src[e]))};")
+            V.store(f"w[{int(m.x_dest[e])}]", comp(int(m.x_src[e])))
         by_dest = {}
         for e in ts:
             by_dest.setdefault(int(xr.t_dest[e]), []).append(
-                f"{lit(xr.t_coef[e])} * {comp(int(xr.t_src[e]))}")
+                fmul(float(xr.t_coef[e]), comp(int(xr.t_src[e])), lit))
         for d, terms in by_dest.items():
-            out.append(f"    w[{d}] = {_sum(['0.0'] + terms)};")
+            V.store(f"w[{d}]", fsum([0.0] + terms, lit))
 
 
 #: one C statement per opcode (t, a, b: slots; a RECIP's b: its pivot check's row scale)
@@ -284,6 +300,9 @@ def _residual(fn, rc, sol_slot, L, n, out, tables):
 #: statements per generated helper function: compilers optimise straight-line code in time
 #: superlinear in a function's length, so long programs are cut into calls of this many
 CHUNK = 400
+#: the op stream's helpers are longer: its statements are one operation each, and a compiler
+#: keeps values in registers only within a function (fewer reloads at the cuts)
+OPS_CHUNK = 1200
 
 _BODY_LOCALS = ["  double sn, cs, qx, qy, qz, qw, R0, R1, R2, R3, R4, R5, R6, R7, R8;",
                 "  double E0, E1, E2, E3, E4, E5, E6, E7, E8, r0, r1, r2;",
@@ -292,13 +311,17 @@ _BODY_LOCALS = ["  double sn, cs, qx, qy, qz, qw, R0, R1, R2, R3, R4, R5, R6, R7
                 "  (void)sn; (void)cs; (void)qx; (void)qy; (void)qz; (void)qw; (void)R0; (void)R1;",
                 "  (void)R2; (void)R3; (void)R4; (void)R5; (void)R6; (void)R7; (void)R8; (void)X0;",
                 "  (void)X1; (void)X2; (void)X3; (void)X4; (void)X5; (void)X6; (void)X7; (void)X8;",
-                "  (void)w0; (void)w1; (void)w2; (void)u0; (void)u1; (void)u2; (void)q; (void)qd;"]
+                "  (void)w0; (void)w1; (void)w2; (void)u0; (void)u1; (void)u2; (void)q; (void)qd;",
+                "  (void)E0; (void)E1; (void)E2; (void)E3; (void)E4; (void)E5; (void)E6; (void)E7;",
+                "  (void)E8; (void)r0; (void)r1; (void)r2; (void)j0; (void)j1; (void)j2; (void)j3;",
+                "  (void)j4; (void)j5; (void)a0; (void)a1; (void)a2; (void)l0; (void)l1; (void)l2;"]
 
 
-def _chunked(fn, pieces, header, locals_, ret, helpers):
+def _chunked(fn, pieces, header, locals_, ret, helpers, size=None):
     """Statements `pieces` (lists of lines, never split) grouped into static helper functions
-    of about CHUNK statements; returns the lines that call them in order."""
+    of about `size` (default CHUNK) statements; returns the lines that call them in order."""
     calls, group, count = [], [], 0
+    size = size or CHUNK
 
     def flush():
         if group:
@@ -309,7 +332,7 @@ def _chunked(fn, pieces, header, locals_, ret, helpers):
     for piece in pieces:
         group.extend(piece)
         count += len(piece)
-        if count >= CHUNK:
+        if count >= size:
             flush()
             group, count = [], 0
     flush()
@@ -317,20 +340,29 @@ def _chunked(fn, pieces, header, locals_, ret, helpers):
 
 
 def assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers):
-    """The lines of a one-state function (locals q, qd, y, w, mag, quat_bad) that assemble the
-    entries and right-hand side of an AssemblyProgram bound to w's slots (m AssemblyArrays, xr
-    ExtraRowArrays, dest RhsDestinations; the body velocities at w[L.vel + 6 i], gravity vectors
-    at w[L.grav + 3 i]): per body
-    statements chunked into `helpers`, the quaternion check (quat_bad), zeroed rows, the
-    readings y and the extra rows' bias."""
-    bodies = []
+    """The lines of a one-state function (locals q, qd, y, w, mag, quat_bad, bad) that assemble
+    the entries and right-hand side of an AssemblyProgram bound to w's slots (m AssemblyArrays,
+    xr ExtraRowArrays, dest RhsDestinations; the body velocities at w[L.vel + 6 i], gravity
+    vectors at w[L.grav + 3 i]): per body statements chunked into `helpers`, the finiteness
+    check of the folds (bad += 1 when it fails), the quaternion check (quat_bad), zeroed rows,
+    the readings y and the extra rows' bias."""
+    bodies, known = [], {}
     for i in range(n_bodies):
         lines = []
-        _body(i, m, xr, dest, L, nq, lines)
+        _body(i, m, xr, dest, L, known, lines)
         bodies.append(lines)
     asm = _chunked(f"{fn}_asm", bodies, "const double *restrict q, const double *restrict qd, "
                    "double *restrict w", _BODY_LOCALS, "void", helpers)
     out = [f"  {name}(q, qd, w);" for name in asm]
+    # the folds' precondition (c_fold): q and every body velocity finite. A non-finite velocity
+    # makes each child's non-finite (v_child = iX v + S qd: every column of a rotation has a
+    # nonzero entry, NaN * 0 is NaN), so the leaves' velocities stand for all
+    leaves = np.setdiff1d(np.arange(n_bodies), m.parent)
+    checked = [f"q[{k}]" for k in range(nq)] + [f"w[{L.vel + 6 * int(i) + k}]"
+                                                 for i in leaves for k in range(6)]
+    out.append("  { double fin; int nonfinite = 0;      /* x - x: NaN unless x is finite */")
+    out += [f"    fin = {x} - {x}; nonfinite |= fin != fin;" for x in checked]
+    out.append("    bad += nonfinite; }")
     for i in np.flatnonzero(m.rot_kind == ROT_QUAT):
         c = int(m.rot_q[i])
         out.append(f"  mag = sqrt(q[{c}] * q[{c}] + q[{c + 1}] * q[{c + 1}] + q[{c + 2}] * "
@@ -365,7 +397,7 @@ def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables
         run = _chunked(f"{fn}_ops", [[line] for line in ops], "double *restrict w, "
                        "const double *restrict scale",
                        [f"  const double tol = {lit(tol)};", "  double p;", "  int bad = 0;",
-                        "  (void)p; (void)tol; (void)scale;"], "int", helpers)
+                        "  (void)p; (void)tol; (void)scale;"], "int", helpers, OPS_CHUNK)
     else:
         run = [_interpreter(f"{fn}_ops", prog, tol, tables, helpers)]
     out = [f"static int {fn}(const double *restrict q, const double *restrict qd, "

@@ -25,9 +25,14 @@ from ..files import atomic_write
 from .c_source import unit_source
 
 NAME = "c"
-#: -O2 keeps compile time of straight-line programs of ~10^4 statements in seconds
+#: -O2 keeps compile time of straight-line programs of ~10^4 statements in seconds; without
+#: the SLP vectorizer (EXPORT_FLAGS) they compile faster and run faster
 CFLAGS = ("-O2", "-march=native", "-std=c99", "-fPIC", "-shared", "-fno-math-errno",
-          "-ffp-contract=off")
+          "-ffp-contract=off", "-fno-tree-slp-vectorize")
+#: what the exported header recommends: no contraction into fused multiply-adds keeps the
+#: results equal to sparsedyn's own backends; the SLP vectorizer only packs the straight-line
+#: code's scalars into vectors through shuffles and spills (experiments/kernel_design.md)
+EXPORT_FLAGS = "-O2 -std=c99 -ffp-contract=off -fno-tree-slp-vectorize"
 #: the chain programs of MAP routes are ~10^5 statements: -O1 compiles them in half -O2's time
 #: and runs them as fast (straight-line code leaves -O2 little more to do)
 CFLAGS_LONG = ("-O1",) + CFLAGS[1:]
@@ -225,8 +230,11 @@ def header_text(prefix, sizes, work, what, given):
      x   [{sizes['n']}]  (full only) every unknown of the sparse system, in its column order
    Work: {P}_WORK_DOUBLES doubles, caller-owned, contents need no initialisation.
    Returns 0 when the result is good; bit 1 when the state must be re-solved (a static pivot
-   failed its check or the solution is not finite: use a pivoting solver, or sparsedyn's
-   plan.solve, which does so); bit 2 when a quaternion of q is not unit-norm.
+   failed its check, q, a body velocity or the solution is not finite: use a pivoting solver,
+   or sparsedyn's plan.solve, which does so or names the bad input); bit 2 when a quaternion
+   of q is not unit-norm.
+
+   Build: cc {EXPORT_FLAGS} [-march=native] -c {prefix}.c
 
    Example (a controller loop):
      static double work[{P}_WORK_DOUBLES];
