@@ -138,24 +138,35 @@ def cmd_demo(args):
               f"nnz(L+U) {s['nnz_LU']:5d}  fill {s['fill']:5d}  flops {s['flops']:6d}  "
               f"ordering {s['ordering']!r}  ({t:.1f} s)")
 
-    print("\nonline, per state (batched):")
-    # first answers: on a fresh machine from the NumPy route while numba compiles its kernels in
-    # a background process (kernels/jit.py); the timings below wait for those kernels
-    plans["id"].solve(q[:2], v[:2], qdd=a[:2], f_ext={k: w[:2] for k, w in f_ext.items()})
-    plans["fd"].solve(q[:2], v[:2], tau=a[:2], f_ext={k: w[:2] for k, w in f_ext.items()})
+    contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_sole", "6d")] + [
+        sd.Contact(f"{s}_{f}_tip", "3d") for s in "lr" for f in ("thumb", "index", "middle")]
+    estimation = _demo_estimation_setup(sd, model, q, v, rng)
+
+    # first answers, checked: on a fresh machine from the NumPy route while numba compiles the
+    # kernels in background processes, all at once (kernels/jit.py); the timings wait for them
+    print("\nonline, first answers:")
+    w2 = {k: w[:2] for k, w in f_ext.items()}
+    tau2 = plans["id"].solve(q[:2], v[:2], qdd=a[:2], f_ext=w2)["tau"]
+    qdd2 = plans["fd"].solve(q[:2], v[:2], tau=tau2, f_ext=w2)["qdd"]
+    lam2 = sd.delassus(model, q[:2], contacts, method="pv-osimr")
+    est2 = estimation.solve(2)
+    print(f"  sparse ID vs RNEA rel {_rel(tau2, sd.rnea(model, q[:2], v[:2], a[:2], f_ext=w2)):.1e}, "
+          f"sparse FD vs the accelerations rel {_rel(qdd2, a[:2]):.1e}, Delassus vs dense "
+          f"J M^-1 J^T rel {_rel(lam2, sd.delassus(model, q[:2], contacts, method='dense')):.1e}, "
+          f"estimated tau rel {est2:.1e}")
+    tau_rnea, t_rnea = _timeit(lambda: sd.rnea(model, q, v, a, f_ext=f_ext))
+    print(f"  RNEA {1e6 * t_rnea / B:8.2f} us per state (NumPy baseline)")
     _wait_for_kernels(sd)
+
+    print("\nonline, per state (batched):")
     res_id, t_id = _timeit(lambda: plans["id"].solve(q, v, qdd=a, f_ext=f_ext))
     tau = res_id["tau"]
     res_fd, t_fd = _timeit(lambda: plans["fd"].solve(q, v, tau=tau, f_ext=f_ext))
-    tau_rnea, t_rnea = _timeit(lambda: sd.rnea(model, q, v, a, f_ext=f_ext))
     qdd_aba, t_aba = _timeit(lambda: sd.aba(model, q, v, tau, f_ext=f_ext))
     print(f"  sparse ID  {1e6 * t_id / B:8.2f} us   |tau - rnea| rel {_rel(tau, tau_rnea):.1e}")
     print(f"  sparse FD  {1e6 * t_fd / B:8.2f} us   |qdd - a| rel {_rel(res_fd['qdd'], a):.1e}  "
           f"(aba: {_rel(qdd_aba, a):.1e})")
     print(f"  RNEA       {1e6 * t_rnea / B:8.2f} us   ABA {1e6 * t_aba / B:8.2f} us (NumPy baselines)")
-
-    contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_sole", "6d")] + [
-        sd.Contact(f"{s}_{f}_tip", "3d") for s in "lr" for f in ("thumb", "index", "middle")]
     lam, t_del = _timeit(lambda: sd.delassus(model, q, contacts, method="pv-osimr"))
     lam_dense = sd.delassus(model, q[:8], contacts, method="dense")
     print(f"  Delassus (PV-OSIMr, feet 6D + 6 fingertips 3D, m = {lam.shape[-1]}) "
@@ -166,8 +177,7 @@ def cmd_demo(args):
         sd.delassus(model, q[0], contacts, method="pv-osimr")
     print(f"  operation counts per state: RNEA {ops_rnea.flops}, sparse ID LU {plans['id'].stats['flops']}, "
           f"sparse FD LU {plans['fd'].stats['flops']}, PV-OSIMr {ops_osimr.flops}")
-
-    _demo_estimation(sd, model, q, v, a, rng)
+    estimation.report()
     _demo_pinocchio(model, q, v, a, tau, res_fd["qdd"], f_ext, t_id, t_fd)
     print(f"\ndone in {time.perf_counter() - t_start:.1f} s")
     return 0
@@ -183,28 +193,39 @@ def _wait_for_kernels(sd):
               f"kernels, {time.perf_counter() - t0:.0f} s more)")
 
 
-def _demo_estimation(sd, model, q, v, qdd, rng):
+class _demo_estimation_setup:
     """Joint torques and foot wrenches from ankle F/T sensors + joint accelerations (MAP/least
-    squares: the set is over-determined by 6), readings simulated from the RNEA ground truth."""
-    from .estimation import EstimationProblem, compile_estimation
-    from .sensors import ForceTorque, JointAccelerations, ground_truth
-    B = min(len(q), 64)
-    w = {"l_foot": rng.normal(size=(B, 6)) * [20, 20, 200, 5, 5, 2],
-         "r_foot": rng.normal(size=(B, 6)) * [20, 20, 200, 5, 5, 2]}
-    sensors = [JointAccelerations(), ForceTorque("l_foot_ft_sensor"), ForceTorque("r_foot_ft_sensor")]
-    problem = EstimationProblem(model, sensors, unknown_wrenches=["l_foot", "r_foot"])
-    plan, t_plan = _timeit(lambda: compile_estimation(problem), repeat=1)
-    tau_true = rng.normal(size=(B, model.nv)) * 10
-    tau_true[:, :6] = 0.0                                      # the floating base is unactuated
-    qdd = sd.aba(model, q[:B], v[:B], tau_true, f_ext=w)      # a motion consistent with it
-    truth = ground_truth(model, q[:B], v[:B], qdd, f_ext=w)
-    readings = {s.name: s.simulate(model, q[:B], v[:B], truth) for s in sensors}
-    plan.solve(q[:1], v[:1], {k: r[:1] for k, r in readings.items()})
-    _wait_for_kernels(sd)
-    est, t_est = _timeit(lambda: plan.solve(q[:B], v[:B], readings))
-    print(f"  estimation (ankle F/T + joint accelerations, unknown foot wrenches, {problem.shape[0]} rows x "
-          f"{problem.shape[1]} unknowns): {1e6 * t_est / B:8.2f} us   tau rel err "
-          f"{_rel(est['tau'], tau_true):.1e}, l_foot wrench rel err {_rel(est.wrench('l_foot'), w['l_foot']):.1e}")
+    squares: the set is over-determined by 6), readings simulated from the RNEA ground truth:
+    planned here, solve(n) on the first n samples (tau's relative error), report() timed."""
+
+    def __init__(self, sd, model, q, v, rng):
+        from .estimation import EstimationProblem, compile_estimation
+        from .sensors import ForceTorque, JointAccelerations, ground_truth
+        B = self.B = min(len(q), 64)
+        self.w = {"l_foot": rng.normal(size=(B, 6)) * [20, 20, 200, 5, 5, 2],
+                  "r_foot": rng.normal(size=(B, 6)) * [20, 20, 200, 5, 5, 2]}
+        sensors = [JointAccelerations(), ForceTorque("l_foot_ft_sensor"),
+                   ForceTorque("r_foot_ft_sensor")]
+        self.problem = EstimationProblem(model, sensors, unknown_wrenches=["l_foot", "r_foot"])
+        self.plan = compile_estimation(self.problem)
+        self.tau_true = rng.normal(size=(B, model.nv)) * 10
+        self.tau_true[:, :6] = 0.0                             # the floating base is unactuated
+        qdd = sd.aba(model, q[:B], v[:B], self.tau_true, f_ext=self.w)   # a motion consistent with it
+        truth = ground_truth(model, q[:B], v[:B], qdd, f_ext=self.w)
+        self.readings = {s.name: s.simulate(model, q[:B], v[:B], truth) for s in sensors}
+        self.q, self.v = q[:B], v[:B]
+
+    def solve(self, n):
+        est = self.plan.solve(self.q[:n], self.v[:n], {k: r[:n] for k, r in self.readings.items()})
+        return _rel(est["tau"], self.tau_true[:n])
+
+    def report(self):
+        est, t_est = _timeit(lambda: self.plan.solve(self.q, self.v, self.readings))
+        shape = self.problem.shape
+        print(f"  estimation (ankle F/T + joint accelerations, unknown foot wrenches, {shape[0]} "
+              f"rows x {shape[1]} unknowns): {1e6 * t_est / self.B:8.2f} us   tau rel err "
+              f"{_rel(est['tau'], self.tau_true):.1e}, l_foot wrench rel err "
+              f"{_rel(est.wrench('l_foot'), self.w['l_foot']):.1e}")
 
 
 def _demo_pinocchio(model, q, v, a, tau, qdd_fd, f_ext, t_id, t_fd):
