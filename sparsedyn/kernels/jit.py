@@ -26,7 +26,7 @@ import warnings
 _lock = threading.Lock()
 _runnable = set()            # dispatchers known to need no compile
 _compiles = {}               # key -> (Popen, stderr file) of its background compile
-_reported = set()            # keys whose failed compile was named in a warning
+_reported = set()            # keys whose fruitless background compile was named in a warning
 
 
 def runnable(dispatcher):
@@ -47,10 +47,11 @@ def runnable(dispatcher):
 
 
 def ready(key, dispatchers, warm):
-    """True if every dispatcher runs without compiling now (or no background compile can be
-    started: the caller's call compiles as it always did). Otherwise False, after starting the
-    subprocess that runs `warm` ("module:function") once per key. A compile that ended without
-    caching the kernels is named in a RuntimeWarning once (the caller stays on NumPy)."""
+    """True if every dispatcher runs without compiling now. Otherwise False, after starting the
+    subprocess that runs `warm` ("module:function") once per key. True as well where the
+    background cannot help, so that the caller's call compiles in this process as numba always
+    does: no subprocess can be started, or it ended without leaving the kernels in numba's cache
+    (it failed, or the cache is not writable; named in a RuntimeWarning once)."""
     if all(d in _runnable for d in dispatchers):
         return True
     with _lock:
@@ -72,10 +73,10 @@ def ready(key, dispatchers, warm):
         _reported.add(key)
         log.seek(0)
         tail = log.read().decode(errors="replace").strip().splitlines()[-3:]
-        warnings.warn(f"compiling the numba kernels of {key} in the background failed (exit "
-                      f"{proc.returncode}: {' | '.join(tail)}); backend='auto' answers on "
-                      f"NumPy", RuntimeWarning, stacklevel=3)
-    return False
+        warnings.warn(f"the background compile of {key} left nothing in numba's cache (exit "
+                      f"{proc.returncode}: {' | '.join(tail) or 'no message'}); compiling it in "
+                      f"this process instead", RuntimeWarning, stacklevel=3)
+    return True
 
 
 def _start(warm):
