@@ -197,6 +197,12 @@ HF_LINKS = ("l_hand", "r_hand", "l_sole", "r_sole")
 ASIMO_HF = "ASIMO-like, HF: 6D hands + feet"
 EFPA_PAPER = {ASIMO_HF: "78%; 67% / 56% zeros",
               "ASIMO-like + 2 arms + 2 legs, HF of all limbs": "SFA < EFPA, ratio ~ HF's; 73% zeros in H"}
+# what LTL-OSIM charges for computing H itself (crba.py: composite inertias, F = X^T F up the
+# support); seed 002 gives only the ratio, so the column "H given" shows it without these kinds
+CRBA_KINDS = ("X^T I X", "X^T*f")
+# seed 002, Sec. V-B: the SFA's steps, as the kinds ltl_osim.py charges them
+SFA_STEPS = (("H by CRBA", CRBA_KINDS), ("H = L^T L", ("LTL",)), ("J", ("R X", "A S")),
+             ("Y = J L^-1", ("L^-T x",)), ("Y Y^T", ("Y Y^T",)))
 
 
 def structural_zeros(model, links):
@@ -235,9 +241,19 @@ def study_efpa(labels=None):
             continue
         zh, zj = structural_zeros(model, links)
         contacts = [Contact(f) for f in links]
-        rows.append((label, model.nbodies, model.nv, 6 * len(links), zh, zj,
-                     {m: flops(model, contacts, m)[0] for m in EFPA_METHODS}))
+        counts = {m: flops(model, contacts, m)[0] for m in EFPA_METHODS}
+        counts["ltl-osim, H given"] = counts["ltl-osim"] - sum(
+            kinds_flops(model, contacts, "ltl-osim").get(k, 0) for k in CRBA_KINDS)
+        rows.append((label, model.nbodies, model.nv, 6 * len(links), zh, zj, counts))
     return rows
+
+
+def kinds_flops(model, contacts, method):
+    """ops.by_kind of one delassus call (every charge of these methods names its kind)."""
+    with count_operations() as ops:
+        delassus(model, _random_q(model), contacts, method=method)
+    assert sum(ops.by_kind.values()) == ops.flops, (method, ops.flops, ops.by_kind)
+    return ops.by_kind
 
 
 def atlas_cases():
@@ -268,13 +284,26 @@ def efpa_breakdown_line():
     """Where the flops of EFPA and LTL-OSIM go on the ASIMO-like hands + feet case (Fig. 5's
     breakdown): every kind the counter charged, largest first."""
     label, model, links = efpa_cases()[0]
-    q, parts = _random_q(model), []
+    parts = []
     for method in ("efpa", "ltl-osim"):
-        with count_operations() as ops:
-            delassus(model, q, [Contact(f) for f in links], method=method)
-        kinds = sorted(ops.by_kind.items(), key=lambda kv: (-kv[1], kv[0]))
-        parts.append(f"{method} {ops.flops:,} = " + " + ".join(f"{k} {v:,}" for k, v in kinds))
+        by_kind = kinds_flops(model, [Contact(f) for f in links], method)
+        kinds = sorted(by_kind.items(), key=lambda kv: (-kv[1], kv[0]))
+        parts.append(f"{method} {sum(by_kind.values()):,} = " + " + ".join(f"{k} {v:,}" for k, v in kinds))
     return f"{label}, flops by kind: " + "; ".join(parts) + "."
+
+
+def sfa_steps_line():
+    """LTL-OSIM's flops on the ASIMO-like hands + feet case by the SFA's steps (seed 002, Sec.
+    V-B), and its ratio to EFPA with and without computing H (the seed states only the ratio)."""
+    label, model, links = efpa_cases()[0]
+    contacts = [Contact(f) for f in links]
+    ltl, efpa = kinds_flops(model, contacts, "ltl-osim"), sum(kinds_flops(model, contacts, "efpa").values())
+    steps = [(name, sum(ltl.get(k, 0) for k in kinds)) for name, kinds in SFA_STEPS]
+    assert sum(f for _, f in steps) == sum(ltl.values())
+    total, h = sum(ltl.values()), steps[0][1]
+    return (f"{label}, SFA (LTL-OSIM) by step: " + " + ".join(f"{n} {f:,}" for n, f in steps)
+            + f" = {total:,}; / EFPA {efpa:,}: {100 * total / efpa:.0f}%, with H given (without its "
+            f"CRBA) {100 * (total - h) / efpa:.0f}% (paper: 78%, its absolute counts are not stated).")
 
 
 def study_atlas(labels=None):
@@ -366,11 +395,12 @@ def efpa_lines(rows):
     lines = ["## (h) seed 002 (EFPA) Fig. 5 / Fig. 6: ASIMO-like humanoid (representative, "
              "sparsedyn.models.asimo_like), 6D end-effectors", "",
              "| case | bodies | nv | m | zeros in H | zeros in J | " + " | ".join(EFPA_METHODS)
-             + " | LTL-OSIM / EFPA | paper |", "|---|---|---|---|---|---|" + "---|" * (len(EFPA_METHODS) + 2)]
+             + " | LTL-OSIM / EFPA | H given | paper |", "|---|---|---|---|---|---|" + "---|" * (len(EFPA_METHODS) + 3)]
     for label, nb, nv, m, zh, zj, f in rows:
         lines.append(f"| {label} | {nb} | {nv} | {m} | {zh:.1f}% | {zj:.1f}% | "
                      + " | ".join(f"{f[k]:,}" for k in EFPA_METHODS)
-                     + f" | {100 * f['ltl-osim'] / f['efpa']:.0f}% | {EFPA_PAPER.get(label, '')} |")
+                     + f" | {100 * f['ltl-osim'] / f['efpa']:.0f}% | {100 * f['ltl-osim, H given'] / f['efpa']:.0f}%"
+                     + f" | {EFPA_PAPER.get(label, '')} |")
     return lines
 
 
@@ -431,7 +461,9 @@ def write(tree, k2, every, robots, quick, efpa=(), atlas=()):
 
     lines += [""] + robot_lines(robots) + [""] + sparse_lines(robots)
     lines += ["", "## (g) sparsity (seed 002, Sec. V-C)", "", sparsity_line()]
-    lines += [""] + efpa_lines(efpa) + ["", efpa_breakdown_line(), ""] + atlas_lines(atlas)
+    lines += [""] + efpa_lines(efpa) + ["", "Column \"H given\": LTL-OSIM / EFPA without the CRBA "
+                                        "that computes H (kinds " + ", ".join(CRBA_KINDS) + ").", "",
+                                        efpa_breakdown_line(), "", sfa_steps_line(), ""] + atlas_lines(atlas)
     fig, ax = plt.subplots(figsize=(9, 4))
     w = 0.16
     for j, meth in enumerate(ALL[:5]):

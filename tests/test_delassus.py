@@ -253,3 +253,36 @@ def test_bad_input():
         delassus(model, np.zeros(4), [Contact("link1")])
     with pytest.raises(ValueError, match="Contact"):
         delassus(model, q, ["link1"])
+
+
+def test_ltl_osim_counts_the_upper_triangle_of_diagonal_blocks():
+    """LTL-OSIM's Lambda^-1 = Y Y^T (seed 000 eq. (6), seed 002's SFA): block (k1, k2) sums over
+    the DoFs supporting both contacts' bodies, and a diagonal block is symmetric, so the paper
+    count charges its upper triangle, m_k (m_k + 1) / 2 entries, and as written the whole block.
+    Closed forms from the supports, the matrix against Pinocchio's dense J M^-1 J^T."""
+    model, pmodel = build("humanoid", True)
+    rng = np.random.default_rng(11)
+    contacts = [Contact("l_sole"), Contact("r_hand", "6d", random_placement(rng)),
+                Contact("l_index_tip", "3d"), Contact("r_foot_corner_fl", "3d"), Contact("l_sole", "3d")]
+    q = model.random_configuration(rng)
+    dofs = [sum(model.joints[j].nv for j in model.support(model.frames[c.link].body)) for c in contacts]
+    supp = [set(model.support(model.frames[c.link].body)) for c in contacts]
+    paper = written = drop = 0
+    for k1, c1 in enumerate(contacts):
+        t = c1.dim * (c1.dim + 1) // 2                              # upper triangle of a diagonal block
+        paper += t * dofs[k1] + t * (dofs[k1] - 1)
+        written += c1.dim ** 2 * (2 * dofs[k1] - 1)
+        drop += c1.dim * (c1.dim - 1) // 2 * (2 * dofs[k1] - 1)
+        for k2 in range(k1 + 1, len(contacts)):
+            n = sum(model.joints[j].nv for j in supp[k1] & supp[k2])
+            if n:
+                pair = c1.dim * contacts[k2].dim * (2 * n - 1)
+                paper, written = paper + pair, written + pair
+    assert written - paper == drop > 0
+    with count_operations() as ops:
+        D = delassus(model, q, contacts, method="ltl-osim")
+    with count_operations("as_written") as ops_w:
+        D_w = delassus(model, q, contacts, method="ltl-osim")
+    assert ops.by_kind["Y Y^T"] == paper and ops_w.by_kind["Y Y^T"] == written
+    _, D_ref = pin_dense(pmodel, to_pin_q(model, pmodel, q), contacts)
+    assert rel_err(D, D_ref) <= TOL and np.array_equal(D, D_w)

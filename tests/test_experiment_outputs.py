@@ -80,8 +80,9 @@ def test_delassus_representative_humanoid_rows_regenerate():
     import delassus_studies as ds
     text = committed("delassus_tables.md")
     efpa = ds.study_efpa([ds.ASIMO_HF, "ASIMO-like on the right foot (fixed), 6D hands + left foot"])
-    assert compare("\n".join(ds.efpa_lines(efpa)), text, key=["case"]) == 2 * 12
+    assert compare("\n".join(ds.efpa_lines(efpa)), text, key=["case"]) == 2 * 13
     assert ds.efpa_breakdown_line() in text.splitlines()
+    assert ds.sfa_steps_line() in text.splitlines()
     atlas = ds.study_atlas(["Atlas-like, 6D feet", "Atlas-like, 4 x 3D corners per foot"])
     assert compare("\n".join(ds.atlas_lines(atlas)), text, key=["case"]) == 2 * 9
 

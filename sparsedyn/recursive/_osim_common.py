@@ -89,7 +89,7 @@ class Pivot:
         paper count: subtracting from R's structural zeros is free (pattern: rows_pattern)."""
         charge_matmul(R.shape[1], self.n, 6, kind="R - RS D^-1 U^T")
         sub = R.shape[1] * 6 if pattern is None else int(pattern[0].sum())
-        charge(add=sub, written=(0, R.shape[1] * 6))
+        charge(add=sub, kind="R - RS D^-1 U^T", written=(0, R.shape[1] * 6))
         return rows_times_transform(X, R - RS_Dinv @ self.U.swapaxes(1, 2))
 
     def rank_update(self, Om, RS, RS_Dinv):

@@ -5,7 +5,9 @@ Seed 000, Sec. II-A, eqs. (4)-(6) (= the SFA of seed 002, Sec. V-B):
     M = L^T L                 CRBA (crba.py) then ltl.py, no fill-in (expanded parent array)
     Y = J L^-1                row r of J (contact on body b) vanishes outside the DoFs supporting
                               b, and so does row r of Y: Y_r^T = L^-T J_r^T visits only that chain
-    Lambda^-1 = Y Y^T         block (k1, k2) sums over the DoFs supporting cca(b_k1, b_k2) only
+    Lambda^-1 = Y Y^T         block (k1, k2) sums over the DoFs supporting cca(b_k1, b_k2) only;
+                              a diagonal block is symmetric: its upper triangle is counted (the
+                              SFA, like EFPA's Table I, computes the upper triangle of Lambda^-1)
 
 Preconditions: M positive definite (else SingularModelError naming the DoF); contacts on movable
 bodies (sparsedyn.delassus drops world-welded ones).
@@ -17,7 +19,7 @@ import numpy as np
 from ..contacts import contact_jacobian_sweeps
 from ..errors import check_finite
 from ..model.model import WORLD
-from ..opcount import charge_matmul
+from ..opcount import charge, charge_matmul
 from .crba import crba_sweeps
 from .ltl import ltl, pattern, solve_lower_transpose
 from .pv_osimr import _topology
@@ -53,7 +55,12 @@ def ltl_osim_sweeps(model, q, Xup, rc):
             n_common = int(model.v_index[c] + model.joints[c].nv)
             common = int(np.searchsorted(chains[k1], n_common))    # chains share their first DoFs
             m1, m2 = rc.K[k1].shape[0], rc.K[k2].shape[0]
-            charge_matmul(m1, common, m2, kind="Y Y^T")
+            if k1 == k2:                                            # symmetric: upper triangle
+                tri = m1 * (m1 + 1) // 2
+                charge(tri * common, tri * (common - 1), kind="Y Y^T",
+                       written=(m1 * m1 * common, m1 * m1 * (common - 1)))
+            else:
+                charge_matmul(m1, common, m2, kind="Y Y^T")
             blk = Y[k1][:, :, :common] @ Y[k2][:, :, :common].swapaxes(1, 2)
             out[:, r1, r2] = blk
             out[:, r2, r1] = blk.swapaxes(1, 2)
