@@ -351,6 +351,12 @@ def ltl_efpa(case):
     return 100 * col(DT, "(h)", "ltl-osim", case=case) / col(DT, "(h)", "efpa", case=case)
 
 
+def sfa_step(name):
+    """Flops of one SFA step in (h)'s per-step line of the ASIMO-like hands + feet case."""
+    line = text_line(DT, ASIMO_HF + ", SFA (LTL-OSIM) by step: ")
+    return number(re.search(re.escape(name) + r" ([\d,]+)", line.split(": ", 1)[1]).group(1))
+
+
 def at(case, method, part=0):
     cell = row(DT, "(i)", case=case)[method]
     return number(cell) if part == 0 else number(cell.split("(")[1].rstrip(")"))
@@ -708,6 +714,20 @@ QUOTES = [
      lambda: re.search(r"Humanoid \((\d+) bodies", text_line(DT, "Humanoid (")).groups()),
     (D, "| **{}%** ({} / {}) |",
      lambda: (pct0(100 * dr(HF, "ltl-osim") / dr(HF, "efpa")), c(dr(HF, "ltl-osim")), c(dr(HF, "efpa")))),
+    *[(D, f"| {label} | not stated | {{}} |", functools.partial(lambda step: (c(sfa_step(step)),), step))
+      for label, step in (("H by CRBA", "H by CRBA"), ("H = L^T L, no fill-in", "H = L^T L"),
+                          ("J (rows on the supporting DoFs only)", "J"),
+                          ("Y = J L^-1 (each row over its support chain)", "Y = J L^-1"),
+                          ("Y Y^T (block over the common chain; diagonal blocks: upper triangle)", "Y Y^T"))],
+    (D, "| SFA / EFPA | 78% | {}% ({} / {}) |",
+     lambda: (pct0(ltl_efpa(ASIMO_HF)), c(col(DT, "(h)", "ltl-osim", case=ASIMO_HF)), c(col(DT, "(h)", "efpa", case=ASIMO_HF)))),
+    (D, "| SFA without H (H given) / EFPA | | {} |", lambda: (row(DT, "(h)", case=ASIMO_HF)["H given"],)),
+    (D, "without the CRBA our ratio is the paper's {}, and with two more arms and legs it is {} (the paper: nearly the HF ratio)",
+     lambda: (row(DT, "(h)", case=ASIMO_HF)["H given"], row(DT, "(h)", case=ASIMO_EXTRA)["H given"])),
+    (R, "H by CRBA {} of LTL-OSIM's {} flops; without it (column \"H given\") LTL-OSIM needs {} of EFPA's flops, "
+        "the paper's ratio (the seed states ratios only, no absolute counts), and {} with two more arms and legs",
+     lambda: (c(sfa_step("H by CRBA")), c(col(DT, "(h)", "ltl-osim", case=ASIMO_HF)),
+              row(DT, "(h)", case=ASIMO_HF)["H given"], row(DT, "(h)", case=ASIMO_EXTRA)["H given"])),
     (D, "| Pinocchio `computeDelassusMatrix`, per-state Python loop | {} | {} | {} | {} |",
      lambda: tuple(bench_delassus("pinocchio", B) for B in (1, 64, 1024, 4096))),
     (D, "| PV-OSIMr, compiled (numba), 1 thread | {} | {} | {} | {} |",
