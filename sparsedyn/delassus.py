@@ -95,9 +95,12 @@ BACKENDS = ("numba", "numpy")
 def _numba_ready(method):
     """auto's check (kernels/jit.py): True if the method's compiled kernels run without a JIT
     compile now; else their compile starts in the background."""
-    if method != "pv-osimr":
-        return True
-    from .kernels.pv_osimr_numba import _run_parallel, _run_serial     # numba's import: on use
+    if method == "sparse":                 # (numba's import: on use)
+        from .kernels.assemble_numba import _assemble_range
+        from .kernels.lu_numba import _batch_inner
+        return jit.ready("the sparse Delassus kernels", (_assemble_range, _batch_inner),
+                         "sparsedyn.jit_warm:sparse_delassus_kernels")
+    from .kernels.pv_osimr_numba import _run_parallel, _run_serial
     return jit.ready("the PV-OSIMr Delassus kernel", (_run_serial, _run_parallel),
                      "sparsedyn.jit_warm:pv_osimr_kernels")
 

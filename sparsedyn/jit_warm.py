@@ -69,3 +69,22 @@ def pv_osimr_kernels():
     program = program_for(model, resolve_contacts(model, contacts))
     run(program, q, parallel=False)
     run(program, q, parallel=True)
+
+
+def derivative_kernels():
+    """The analytical derivatives' tangent right-hand sides and multi-right-hand-side LU."""
+    from .problems import compile, forward_dynamics
+    model = models.humanoid()
+    q = np.tile(model.neutral_configuration(), (2, 1))
+    v = np.zeros((2, model.nv))
+    compile(forward_dynamics(model)).solve(q, v, tau=v, derivatives=True, backend="numba")
+
+
+def sparse_delassus_kernels():
+    """Nori's system for the Delassus matrix: the compiled assembly and LU."""
+    from .contacts import Contact
+    from .delassus import delassus
+    model = models.humanoid()
+    q = np.tile(model.neutral_configuration(), (2, 1))
+    delassus(model, q, [Contact("l_sole", "6d"), Contact("r_index_tip", "3d")], method="sparse",
+             backend="numba")

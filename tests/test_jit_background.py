@@ -109,21 +109,34 @@ def test_auto_answers_on_numpy_while_numba_compiles(tmp_path):
         assert jit.compiling() == ["the mass matrix kernel"], jit.compiling()
         jit.stop()
 
+        contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_index_tip", "3d")]
+        Lam = sd.delassus(model, q, contacts)             # method "pv-osimr", backend auto
+        assert jit.compiling() == ["the PV-OSIMr Delassus kernel"], jit.compiling()
+        assert np.array_equal(Lam, sd.delassus(model, q, contacts, backend="numpy"))
+        jit.stop()
+        Lam = sd.delassus(model, q, contacts, method="sparse")
+        assert jit.compiling() == ["the sparse Delassus kernels"], jit.compiling()
+        assert rel_err(Lam, sd.delassus(model, q, contacts, method="dense")) < 1e-10
+        jit.stop()
+
+        # derivatives: the fused kernel and the tangent kernels both compile in the background
+        dq, dv, dtau = fd.solve(q[:1], v[:1], tau=tau[:1], derivatives=True).derivatives
+        assert sorted(jit.compiling()) == ["the derivative kernels", "the fused ID/FD kernel"], \
+            jit.compiling()
+        pin.computeABADerivatives(pm, pd, q[0], v[0], tau[0])
+        Minv = np.triu(pd.Minv) + np.triu(pd.Minv, 1).T          # (Pinocchio fills one triangle)
+        assert rel_err(dq[0], pd.ddq_dq) < 1e-9 and rel_err(dtau[0], Minv) < 1e-9
+        jit.stop()
+
         sensors = [JointAccelerations(), ForceTorque("l_foot_ft_sensor")]
         problem = sd.EstimationProblem(model, sensors, unknown_wrenches=["l_foot"])
         plan = sd.compile_estimation(problem, method="map")
         truth = ground_truth(model, q, v, qdd)
         readings = {s.name: s.simulate(model, q, v, truth) for s in sensors}
-        est = plan.solve(q, v, readings)          # (the fused kernel's compile restarts on use)
+        est = plan.solve(q, v, readings)
         assert jit.compiling() == ["the MAP estimation kernel"], jit.compiling()
         assert rel_err(est["tau"], tau) < 1e-8
         assert np.array_equal(est["tau"], plan.solve(q, v, readings, backend="numpy")["tau"])
-        jit.stop()
-
-        contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_index_tip", "3d")]
-        Lam = sd.delassus(model, q, contacts)             # method "pv-osimr", backend auto
-        assert jit.compiling() == ["the PV-OSIMr Delassus kernel"], jit.compiling()
-        assert np.array_equal(Lam, sd.delassus(model, q, contacts, backend="numpy"))
         jit.stop()
         print("ok")
     """)
@@ -137,13 +150,16 @@ def test_each_background_compile_caches_every_kernel_auto_checks(tmp_path):
     again in its own process, with a warning)."""
     out = run_fresh(tmp_path, """
         from sparsedyn import jit_warm
-        from sparsedyn.kernels import assemble_numba, crba_numba, jit, normal_numba, pv_osimr_numba
+        from sparsedyn.kernels import (assemble_numba, crba_numba, jit, lu_multi_rhs, lu_numba,
+                                       normal_numba, pv_osimr_numba, tangent_numba)
         checked = {
             "fused_kernels": (assemble_numba._fused_serial, assemble_numba._fused_parallel),
             "map_kernels": (normal_numba._map_serial, normal_numba._map_parallel),
             "augmented_kernels": (normal_numba._aug_serial, normal_numba._aug_parallel),
             "mass_matrix_kernels": (crba_numba._serial, crba_numba._parallel),
-            "pv_osimr_kernels": (pv_osimr_numba._run_serial, pv_osimr_numba._run_parallel)}
+            "pv_osimr_kernels": (pv_osimr_numba._run_serial, pv_osimr_numba._run_parallel),
+            "sparse_delassus_kernels": (assemble_numba._assemble_range, lu_numba._batch_inner),
+            "derivative_kernels": (tangent_numba.tangent_rhs, lu_multi_rhs.solve_multi_rhs)}
         for name, dispatchers in checked.items():
             assert not any(jit.runnable(d) for d in dispatchers), name
             getattr(jit_warm, name)()

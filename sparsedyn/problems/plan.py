@@ -43,7 +43,7 @@ from ..spatial import Transform, to_linear_first
 from ..ir.assembly import AssemblyProgram
 from .base import ONLINE_BACKENDS, PlanBase
 from .dynamics import Problem
-from .plan_derivatives import solve_derivatives
+from .plan_derivatives import derivative_kernels_ready, solve_derivatives
 
 PLAN_FORMAT = "sparsedyn-plan"
 PLAN_VERSION = 1
@@ -206,6 +206,10 @@ class Plan(PlanBase):
             zero = np.zeros((3, B, model.nv, model.nv)) if derivatives else None
             return Result(self, np.zeros((B, self.system.shape[1])), single, derivatives=zero)
         requested, backend = backend, self._fused_backend(backend, B, full)
+        # auto: the tangent kernels only once they run without a JIT compile (else NumPy, their
+        # compile started in the background)
+        d_backend = "numba" if requested != "auto" or not derivatives \
+            or derivative_kernels_ready() else "numpy"
         if backend == "numpy":
             x = self._solve_numpy(q, vecs["v"], y, fx)
             dx = solve_derivatives(self, q, vecs["v"], x, "numpy") if derivatives else None
@@ -217,7 +221,7 @@ class Plan(PlanBase):
         joint, x = self._solve_compiled(q, v, y, fx, full, threads, backend)
         if derivatives:
             return Result(self, x, single, joint_space={problem.outputs[0]: joint},
-                          derivatives=solve_derivatives(self, q, v, x, "numba"))
+                          derivatives=solve_derivatives(self, q, v, x, d_backend))
 
         def vector():   # the other variables, on demand: the same compiled pass, full output
             # "auto" picks again for the full output: never a compiler run the caller did not ask for

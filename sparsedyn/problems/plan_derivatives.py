@@ -107,6 +107,14 @@ def tangent_data(plan):
     return _TANGENT_DATA[plan]
 
 
+def derivative_kernels_ready():
+    """True if the compiled tangent right-hand sides and multi-right-hand-side substitutions run
+    without a JIT compile; else False, their compile started in the background (kernels/jit.py)."""
+    from ..kernels import jit
+    return jit.ready("the derivative kernels", (tangent_rhs, solve_multi_rhs),
+                     "sparsedyn.jit_warm:derivative_kernels")
+
+
 def solve_derivatives(plan, q, v, x, backend):
     """(d out/dq, d out/dv, d out/dy), each (B, nv, nv), for batched checked q (B, nq), v (B, nv)
     and the problem's solution x (B, n_cols) at them; backend: "numpy" (the tangent right-hand
