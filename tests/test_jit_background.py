@@ -143,27 +143,31 @@ def test_auto_answers_on_numpy_while_numba_compiles(tmp_path):
     assert out.strip() == "ok"
 
 
+#: each background compile (sparsedyn.jit_warm) and the kernels the plans' auto checks for it
+WARMED = {
+    "fused_kernels": "assemble_numba._fused_serial, assemble_numba._fused_parallel",
+    "map_kernels": "normal_numba._map_serial, normal_numba._map_parallel",
+    "augmented_kernels": "normal_numba._aug_serial, normal_numba._aug_parallel",
+    "mass_matrix_kernels": "crba_numba._serial, crba_numba._parallel",
+    "pv_osimr_kernels": "pv_osimr_numba._run_serial, pv_osimr_numba._run_parallel",
+    "sparse_delassus_kernels": "assemble_numba._assemble_range, lu_numba._batch_inner",
+    "derivative_kernels": "tangent_numba.tangent_rhs, lu_multi_rhs.solve_multi_rhs"}
+
+
 @pytest.mark.slow
-def test_each_background_compile_caches_every_kernel_auto_checks(tmp_path):
-    """Each sparsedyn.jit_warm function, run on an empty cache, leaves every kernel its plans'
-    auto checks runnable (else, after the background compile, the caller would compile them
+@pytest.mark.parametrize("warm", sorted(WARMED))
+def test_each_background_compile_caches_every_kernel_auto_checks(tmp_path, warm):
+    """Each sparsedyn.jit_warm function, run alone on an empty cache, leaves every kernel auto
+    checks for it runnable (else, after the background compile, the caller would compile them
     again in its own process, with a warning)."""
-    out = run_fresh(tmp_path, """
+    out = run_fresh(tmp_path, f"""
         from sparsedyn import jit_warm
         from sparsedyn.kernels import (assemble_numba, crba_numba, jit, lu_multi_rhs, lu_numba,
                                        normal_numba, pv_osimr_numba, tangent_numba)
-        checked = {
-            "fused_kernels": (assemble_numba._fused_serial, assemble_numba._fused_parallel),
-            "map_kernels": (normal_numba._map_serial, normal_numba._map_parallel),
-            "augmented_kernels": (normal_numba._aug_serial, normal_numba._aug_parallel),
-            "mass_matrix_kernels": (crba_numba._serial, crba_numba._parallel),
-            "pv_osimr_kernels": (pv_osimr_numba._run_serial, pv_osimr_numba._run_parallel),
-            "sparse_delassus_kernels": (assemble_numba._assemble_range, lu_numba._batch_inner),
-            "derivative_kernels": (tangent_numba.tangent_rhs, lu_multi_rhs.solve_multi_rhs)}
-        for name, dispatchers in checked.items():
-            assert not any(jit.runnable(d) for d in dispatchers), name
-            getattr(jit_warm, name)()
-            assert all(jit.runnable(d) for d in dispatchers), name
+        dispatchers = ({WARMED[warm]})
+        assert not any(jit.runnable(d) for d in dispatchers)
+        jit_warm.{warm}()
+        assert all(jit.runnable(d) for d in dispatchers)
         print("ok")
     """)
     assert out.strip() == "ok"
