@@ -140,7 +140,7 @@ def cmd_demo(args):
 
     contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_sole", "6d")] + [
         sd.Contact(f"{s}_{f}_tip", "3d") for s in "lr" for f in ("thumb", "index", "middle")]
-    estimation = _demo_estimation_setup(sd, model, q, v, rng)
+    estimation = _EstimationDemo(sd, model, q, v, rng)
 
     # first answers, checked: on a fresh machine from the NumPy route while numba compiles the
     # kernels in background processes, all at once (kernels/jit.py); the timings wait for them
@@ -193,7 +193,7 @@ def _wait_for_kernels(sd):
               f"kernels, {time.perf_counter() - t0:.0f} s more)")
 
 
-class _demo_estimation_setup:
+class _EstimationDemo:
     """Joint torques and foot wrenches from ankle F/T sensors + joint accelerations (MAP/least
     squares: the set is over-determined by 6), readings simulated from the RNEA ground truth:
     planned here, solve(n) on the first n samples (tau's relative error), report() timed."""
@@ -264,8 +264,7 @@ def cmd_warmup(args):
     compiles in another module's functions would keep their old code after that module
     changed (an upgrade, an edit)."""
     import sparsedyn as sd
-    from . import jit_warm, models
-    from .sensors import ForceTorque, JointAccelerations
+    from . import jit_warm
     import numba
     caches = [Path(sd.__file__).parent.rglob("__pycache__/*.nb[ic]")]
     if numba.config.CACHE_DIR:                      # NUMBA_CACHE_DIR (run.sh's other venvs)
@@ -273,36 +272,8 @@ def cmd_warmup(args):
     for cached in (c for found in caches for c in found):
         cached.unlink(missing_ok=True)
     t0 = time.perf_counter()
-    model = models.humanoid()
-    rng = np.random.default_rng(0)
-    q = model.random_configuration(rng, batch=2)
-    v, a = rng.normal(size=(2, model.nv)), rng.normal(size=(2, model.nv))
-    # what backend="auto" compiles in the background when it is missing (kernels/jit.py) ...
-    for warm in (jit_warm.fused_kernels, jit_warm.map_kernels, jit_warm.augmented_kernels,
-                 jit_warm.mass_matrix_kernels, jit_warm.pv_osimr_kernels):
+    for warm in jit_warm.ALL:          # each family of kernels, on one thread and on two
         warm()
-    # ... and what only an explicit backend="numba" runs: a one-state pass over the whole
-    # solution, the derivatives' tangent kernel and multi-right-hand-side LU, the sparse Delassus
-    # route, the compiled exact estimation; enough states for every thread (Plan.solve gives a
-    # thread MIN_STATES_PER_THREAD at least) so that the parallel kernels compile too
-    from .kernels.parallel import MIN_STATES_PER_THREAD
-    B = 2 * MIN_STATES_PER_THREAD
-    qb = model.random_configuration(rng, batch=B)
-    vb, ab = rng.normal(size=(2, B, model.nv))
-    for key, given in (("id", "qdd"), ("fd", "tau")):
-        plan = sd.compile(make_problem(model, key, ["l_sole"]))
-        plan.solve(q[0], v[0], **{given: a[0]}, f_ext={"l_sole": np.zeros(6)}, outputs="all",
-                   backend="numba")
-        plan.solve(qb, vb, **{given: ab}, f_ext={"l_sole": np.zeros((B, 6))}, derivatives=True,
-                   backend="numba")
-    contacts = [sd.Contact("l_sole", "6d"), sd.Contact("r_index_tip", "3d")]
-    sd.delassus(model, q, contacts, method="sparse", backend="numba")
-    sensors = [JointAccelerations(), ForceTorque("l_foot_ft_sensor"), ForceTorque("r_foot_ft_sensor")]
-    problem = sd.EstimationProblem(model, sensors, unknown_wrenches=["l_foot", "r_foot", "chest"])
-    plan = sd.compile_estimation(problem, method="exact")
-    readings = {s.name: np.zeros((B, s.size)) for s in sensors}
-    for threads in (1, None):
-        plan.solve(qb, vb, readings, threads=threads, backend="numba")
     print(f"numba kernels compiled and cached ({time.perf_counter() - t0:.0f} s)")
     return 0
 

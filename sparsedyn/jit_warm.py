@@ -1,7 +1,8 @@
-"""What a background compile runs (sparsedyn.kernels.jit: `python -m sparsedyn.kernels.jit
-sparsedyn.jit_warm:<function>`), one function per family of numba kernels: each runs its
-kernels once on the embedded humanoid, on one thread and on two, which compiles them into
-numba's on-disk cache for every plan (their argument types do not depend on the model)."""
+"""What a background compile runs (sparsedyn.kernels.jit starts a subprocess running
+`compile_now("sparsedyn.jit_warm:<function>")`; `sparsedyn warmup` runs them all, ALL), one
+function per family of numba kernels: each runs its kernels once on the embedded humanoid, on
+one thread and on two, which compiles them into numba's on-disk cache for every plan (their
+argument types do not depend on the model)."""
 from __future__ import annotations
 
 import numpy as np
@@ -88,3 +89,8 @@ def sparse_delassus_kernels():
     q = np.tile(model.neutral_configuration(), (2, 1))
     delassus(model, q, [Contact("l_sole", "6d"), Contact("r_index_tip", "3d")], method="sparse",
              backend="numba")
+
+
+#: every family, in the order `sparsedyn warmup` compiles them
+ALL = (fused_kernels, map_kernels, augmented_kernels, mass_matrix_kernels, pv_osimr_kernels,
+       sparse_delassus_kernels, derivative_kernels)

@@ -643,4 +643,3 @@ class FusedSolver:
         else:
             _fused_serial(*args)
         return res.out, (res.x if full else None), res.broken
-

@@ -183,9 +183,8 @@ def from_pinocchio(pin_model, name=None, strict=False):
 
 def _armature(pm, nv):
     """Pinocchio's model.armature (nv,) in its v layout, which is ours (rotor inertia that its
-    rnea, aba and crba add to the mass matrix's diagonal; Model.with_armature)."""
-    armature = np.asarray(getattr(pm, "armature", np.zeros(nv)), dtype=float)
-    return armature if armature.shape == (nv,) else np.zeros(nv)
+    rnea, aba and crba add to the mass matrix's diagonal; Model.with_armature checks it)."""
+    return np.asarray(getattr(pm, "armature", np.zeros(nv)), dtype=float)
 
 
 def _add_frames(builder, fr, body_of, links, own):
