@@ -20,7 +20,7 @@ from .model import (Model, ModelBuilder, MujocoUnavailableError, from_mujoco, fr
                     from_pinocchio_q, load_mjcf, load_urdf, to_mujoco_a, to_mujoco_q,
                     to_mujoco_tau, to_mujoco_v, to_pinocchio_q)
 from .kernels.cholesky import SparseCholesky
-from .kernels.jit import wait as wait_for_kernels
+from .jit import wait as wait_for_kernels
 from .opcount import OpCount, count_operations
 from .planner import Factorization, PivotBreakdownWarning, plan_factorization
 from .problems import (Plan, aba_derivatives, compile, crba, forward_dynamics,

@@ -143,7 +143,7 @@ def cmd_demo(args):
     estimation = _EstimationDemo(sd, model, q, v, rng)
 
     # first answers, checked: on a fresh machine from the NumPy route while numba compiles the
-    # kernels in background processes, all at once (kernels/jit.py); the timings wait for them
+    # kernels in background processes, all at once (sparsedyn/jit.py); the timings wait for them
     print("\nonline, first answers:")
     w2 = {k: w[:2] for k, w in f_ext.items()}
     tau2 = plans["id"].solve(q[:2], v[:2], qdd=a[:2], f_ext=w2)["tau"]
@@ -185,7 +185,7 @@ def cmd_demo(args):
 
 def _wait_for_kernels(sd):
     """Wait for the numba kernels compiling in the background (first run on a machine only)."""
-    from .kernels import jit
+    from . import jit
     if jit.compiling():
         t0 = time.perf_counter()
         sd.wait_for_kernels()
@@ -264,7 +264,7 @@ def cmd_warmup(args):
     compiles in another module's functions would keep their old code after that module
     changed (an upgrade, an edit)."""
     import sparsedyn as sd
-    from . import jit_warm
+    from . import jit, jit_warm
     import numba
     caches = [Path(sd.__file__).parent.rglob("__pycache__/*.nb[ic]")]
     if numba.config.CACHE_DIR:                      # NUMBA_CACHE_DIR (run.sh's other venvs)
@@ -273,7 +273,7 @@ def cmd_warmup(args):
         cached.unlink(missing_ok=True)
     t0 = time.perf_counter()
     for warm in jit_warm.ALL:          # each family of kernels, on one thread and on two
-        warm()
+        jit.compile_now(f"{warm.__module__}:{warm.__name__}")
     print(f"numba kernels compiled and cached ({time.perf_counter() - t0:.0f} s)")
     return 0
 

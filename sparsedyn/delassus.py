@@ -40,7 +40,7 @@ import numpy as np
 from .batch import check_configuration, unbatch
 from .contacts import Contact, ResolvedContacts, contact_jacobian_sweeps, resolve_contacts
 from .errors import SingularModelError, check_finite
-from .kernels import jit
+from . import jit
 from .kinematics import joint_transforms
 from .loops.cluster_model import ClusterModel
 from .model.model import WORLD
@@ -93,13 +93,13 @@ BACKENDS = ("numba", "numpy")
 
 
 def _numba_ready(method):
-    """auto's check (kernels/jit.py): True if the method's compiled kernels run without a JIT
+    """auto's check (sparsedyn/jit.py): True if the method's compiled kernels run without a JIT
     compile now; else their compile starts in the background."""
     if method == "sparse":                 # (numba's import: on use)
         from .kernels.assemble_numba import _assemble_range
         from .kernels.lu_numba import _batch_inner
-        return jit.ready("the sparse Delassus kernels", (_assemble_range, _batch_inner),
-                         "sparsedyn.jit_warm:sparse_delassus_kernels")
+        return jit.ready("the assembly and LU kernels", (_assemble_range, _batch_inner),
+                         "sparsedyn.jit_warm:assembly_lu_kernels")
     from .kernels.pv_osimr_numba import _run_parallel, _run_serial
     return jit.ready("the PV-OSIMr Delassus kernel", (_run_serial, _run_parallel),
                      "sparsedyn.jit_warm:pv_osimr_kernels")
@@ -112,7 +112,7 @@ def _compiled(method):
 
 
 def _backend(method, backend):
-    if backend is None:     # auto: numba once its kernel runs without a JIT compile (kernels/jit)
+    if backend is None:     # auto: numba once its kernel runs without a JIT compile (sparsedyn/jit.py)
         if method not in COMPILED:
             return "numpy"
         return "numba" if _numba_ready(method) else "numpy"

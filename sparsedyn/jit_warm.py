@@ -1,4 +1,4 @@
-"""What a background compile runs (sparsedyn.kernels.jit starts a subprocess running
+"""What a background compile runs (sparsedyn.jit starts a subprocess running
 `compile_now("sparsedyn.jit_warm:<function>")`; `sparsedyn warmup` runs them all, ALL), one
 function per family of numba kernels: each runs its kernels once on the embedded humanoid, on
 one thread and on two, which compiles them into numba's on-disk cache for every plan (their
@@ -81,16 +81,28 @@ def derivative_kernels():
     compile(forward_dynamics(model)).solve(q, v, tau=v, derivatives=True, backend="numba")
 
 
-def sparse_delassus_kernels():
-    """Nori's system for the Delassus matrix: the compiled assembly and LU."""
+def assembly_lu_kernels():
+    """The compiled assembly of D, b and the LU program run apart (Nori's system for the Delassus
+    matrix; a Factorization's numba backend; an estimation plan's check of its sensor rows)."""
     from .contacts import Contact
     from .delassus import delassus
+    from .estimation import EstimationProblem
+    from .estimation.compiled_rows import sensor_assembly
+    from .sensors import ForceTorque, JointAccelerations
     model = models.humanoid()
     q = np.tile(model.neutral_configuration(), (2, 1))
     delassus(model, q, [Contact("l_sole", "6d"), Contact("r_index_tip", "3d")], method="sparse",
              backend="numba")
+    sensor_assembly(EstimationProblem(model, [JointAccelerations(), ForceTorque("l_foot_ft_sensor")],
+                                      unknown_wrenches=["l_foot"]))
+
+
+def planner_kernels():
+    """The planner's structural counts and the dependency levels of its programs."""
+    from .problems import compile, forward_dynamics
+    compile(forward_dynamics(models.humanoid()))
 
 
 #: every family, in the order `sparsedyn warmup` compiles them
-ALL = (fused_kernels, map_kernels, augmented_kernels, mass_matrix_kernels, pv_osimr_kernels,
-       sparse_delassus_kernels, derivative_kernels)
+ALL = (planner_kernels, fused_kernels, map_kernels, augmented_kernels, mass_matrix_kernels,
+       pv_osimr_kernels, assembly_lu_kernels, derivative_kernels)

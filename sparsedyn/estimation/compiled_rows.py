@@ -142,7 +142,7 @@ def _check(problem, program, rng, B=2):
     readings = {s.name: rng.normal(size=(B, s.size)) for s in problem.sensors}
     values, rhs, _, _ = problem.assemble(q, v, readings)
     y = rows.readings_vector(problem.check_readings(readings, B), B)
-    cv, crhs = assemble_batch(program, q, v, y, [])
+    cv, crhs = assemble_batch(program, q, v, y, [], interpret_while_compiling=True)
     for what, a, b in (("coefficients", cv, values), ("bias", crhs, rhs)):
         err = np.abs(a - b).max(axis=0) / max(1.0, float(np.abs(b).max()))
         if not np.all(err <= CHECK_TOL):

@@ -160,7 +160,7 @@ class EstimationPlan(PlanBase):
             if built:
                 return "c"
         if self.compiled is not None and not self.compiled.ready():
-            return "numpy"     # while numba compiles the route in the background (kernels/jit.py)
+            return "numpy"     # while numba compiles the route in the background (sparsedyn/jit.py)
         return self.backend
 
     @property

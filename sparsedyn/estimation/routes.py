@@ -7,7 +7,7 @@ class CompiledRoute:
     builds the twin once (`_c_twin`, the subclass's), on_backend("numba") is the route itself."""
 
     _c = None
-    #: the kernels' name and the "module:function" compiling them (kernels/jit.py)
+    #: the kernels' name and the "module:function" compiling them (sparsedyn/jit.py)
     JIT_KEY = JIT_WARM = None
 
     def on_backend(self, name):
@@ -19,8 +19,8 @@ class CompiledRoute:
 
     def ready(self):
         """True if the numba route runs without a JIT compile now; else False, its compile
-        started in the background (kernels/jit.py): backend="auto" answers on NumPy meanwhile."""
-        from ..kernels import jit
+        started in the background (sparsedyn/jit.py): backend="auto" answers on NumPy meanwhile."""
+        from .. import jit
         return jit.ready(self.JIT_KEY, self.jit_entry_points(), self.JIT_WARM)
 
     def _c_twin(self):

@@ -135,10 +135,10 @@ class ExactSolver:
         """Re-solve with partial pivoting (splu, with the planner's rank test) every state whose
         residual is not at round-off level: a small but nonzero generic pivot loses accuracy."""
         from scipy.sparse.linalg import splu
-        from .solve_map import _times
-        res = np.empty_like(rhs)
-        _times(np.ascontiguousarray(values), self._rows, self._cols, np.nan_to_num(x), rhs.shape[1], res)
-        res -= rhs
+        from .solve_map import scatter
+        n_entries = len(self._rows)
+        res = (scatter(np.arange(n_entries), self._rows, n_entries, rhs.shape[1])
+               @ (values * np.nan_to_num(x)[:, self._cols]).T).T - rhs
         scale = np.abs(values).max(axis=1) * np.abs(x).max(axis=1) + np.abs(rhs).max(axis=1)
         suspect = np.flatnonzero(ok & ~(np.abs(res).max(axis=1) <= BACKWARD_TOL * scale))
         n = x.shape[1]

@@ -50,7 +50,6 @@ import scipy.sparse as sp
 from ..errors import SingularModelError
 from ..kinematics import forward_kinematics
 
-from numba import njit
 
 #: the uninformative default prior's precision, relative to each variable's typical information
 RIDGE = 1e-15
@@ -70,42 +69,6 @@ WELL_CONDITIONED = 1e-8
 #: default (uninformative) prior "map" is least squares (BERDY's setting gives its own, e.g. 1e-8
 #: for the dynamics: a weight spread the normal equations pay for in accuracy)
 DEFAULT_VARIANCES = {"dynamics": 1e-4, "sensor": 1e-4}
-
-
-@njit(cache=True)
-def _normal_values(A, w, p, e1, e2, prow, t1, t2, diag, out):
-    """out[b] = entries of diag(p) + A_b^T diag(w) A_b (both triangles)."""
-    B = A.shape[0]
-    for b in range(B):
-        for k in range(out.shape[1]):
-            out[b, k] = 0.0
-        for k in range(e1.shape[0]):
-            val = w[prow[k]] * A[b, e1[k]] * A[b, e2[k]]
-            out[b, t1[k]] += val
-            if t2[k] != t1[k]:
-                out[b, t2[k]] += val
-        for c in range(diag.shape[0]):
-            out[b, diag[c]] += p[c]
-
-
-@njit(cache=True)
-def _transpose_times(A, rows, cols, y, n, out):
-    """out[b] = A_b^T y[b]."""
-    for b in range(A.shape[0]):
-        for c in range(n):
-            out[b, c] = 0.0
-        for e in range(rows.shape[0]):
-            out[b, cols[e]] += A[b, e] * y[b, rows[e]]
-
-
-@njit(cache=True)
-def _times(A, rows, cols, x, m, out):
-    """out[b] = A_b x[b]."""
-    for b in range(A.shape[0]):
-        for r in range(m):
-            out[b, r] = 0.0
-        for e in range(rows.shape[0]):
-            out[b, rows[e]] += A[b, e] * x[b, cols[e]]
 
 
 class NormalEquations:
@@ -138,27 +101,47 @@ class NormalEquations:
         struct.data[:] = 1.0
         self.pattern = struct
         self.e1, self.e2, self.prow = e1, e2, prow.astype(np.int64)
-        self.t1 = _lookup(struct, c1, c2)
-        self.t2 = _lookup(struct, c2, c1)
+        t1, t2 = _lookup(struct, c1, c2), _lookup(struct, c2, c1)
         self.diag = _lookup(struct, np.arange(n), np.arange(n))
+        # sums as sparse products (scatter matrices of 0/1), pair by pair in the order above:
+        # the entries' of N add up as in the entry-pair program of the compiled routes
+        pairs, off = np.arange(len(t1)), t2 != t1
+        self._pairs_to_N = scatter(np.r_[pairs, pairs[off]], np.r_[t1, t2[off]], len(t1),
+                                    struct.nnz)
+        self._entries_to_cols = scatter(np.arange(A.nnz), self.cols, A.nnz, n)
+        self._entries_to_rows = scatter(np.arange(A.nnz), self.rows, A.nnz, m)
 
     def values(self, A_values, w, p):
+        """(B, nnz(N)) entries of diag(p) + A_b^T diag(w) A_b (both triangles)."""
+        A_values = np.asarray(A_values)
         out = np.empty((A_values.shape[0], self.pattern.nnz))
-        _normal_values(np.ascontiguousarray(A_values), w, p, self.e1, self.e2, self.prow,
-                       self.t1, self.t2, self.diag, out)
+        for lo, hi in _chunks(A_values.shape[0], len(self.e1)):
+            pair = w[self.prow] * A_values[lo:hi, self.e1] * A_values[lo:hi, self.e2]
+            out[lo:hi] = (self._pairs_to_N @ pair.T).T
+        out[:, self.diag] += p
         return out
 
     def transpose_times(self, A_values, y):
-        out = np.empty((A_values.shape[0], self.n))
-        _transpose_times(np.ascontiguousarray(A_values), self.rows, self.cols,
-                         np.ascontiguousarray(y), self.n, out)
-        return out
+        """(B, n): A_b^T y[b]."""
+        return (self._entries_to_cols @ (np.asarray(A_values) * y[:, self.rows]).T).T
 
     def times(self, A_values, x):
-        out = np.empty((A_values.shape[0], self.m))
-        _times(np.ascontiguousarray(A_values), self.rows, self.cols, np.ascontiguousarray(x),
-               self.m, out)
-        return out
+        """(B, m): A_b x[b]."""
+        return (self._entries_to_rows @ (np.asarray(A_values) * x[:, self.cols]).T).T
+
+
+def scatter(src, dst, n_src, n_dst):
+    """(n_dst, n_src) CSR matrix of ones at (dst[k], src[k]): out = S @ v sums v's entries into
+    their destinations, each row in increasing src order."""
+    S = sp.csr_matrix((np.ones(len(src)), (dst, src)), shape=(n_dst, n_src))
+    S.sort_indices()
+    return S
+
+
+def _chunks(B, width, budget=4 * 2 ** 20):
+    """(lo, hi) ranges of states whose (states, width) float arrays take about `budget` items."""
+    step = max(1, budget // max(width, 1))
+    return [(lo, min(B, lo + step)) for lo in range(0, B, step)]
 
 
 def _lookup(csc, r, c):

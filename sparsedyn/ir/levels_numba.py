@@ -15,7 +15,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .. import jit
 from .instructions import READS_A, READS_B, READS_T
+
+#: op lists up to this size are levelled by the interpreter while numba compiles _levels
+#: (sparsedyn/jit.py); longer ones wait for the compiler, a small part of their planning
+INTERPRETED_OPS = 200_000
 
 
 @njit(cache=True)
@@ -61,5 +66,7 @@ def dependency_levels(code, t, a, b, n_slots, stage=None):
     stage = (np.zeros(code.size, dtype=np.int64) if stage is None
              else np.ascontiguousarray(stage, dtype=np.int64))
     as_int = (lambda x: np.ascontiguousarray(x, dtype=np.int64))
-    return _levels(code, as_int(t), as_int(a), as_int(b), stage, int(n_slots),
-                   READS_T, READS_A, READS_B)
+    levels = _levels if code.size > INTERPRETED_OPS else jit.runnable_now(
+        "the planner's kernels", _levels, "sparsedyn.jit_warm:planner_kernels")
+    return levels(code, as_int(t), as_int(a), as_int(b), stage, int(n_slots),
+                  READS_T, READS_A, READS_B)

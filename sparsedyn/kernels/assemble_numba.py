@@ -38,7 +38,7 @@ from numba import njit, prange
 from ..ir.fused import (AssemblyArrays, ExtraRowArrays, ProgramArrays, ResidualArrays,
                         RhsDestinations)
 from ..ir.assembly import ROT_ANGLE, ROT_QUAT
-from . import jit
+from .. import jit
 from .lu_numba import lane_scales, lane_split, run_lanes
 from .parallel import parallel_launch
 from .work_memory import WorkArrays
@@ -381,9 +381,11 @@ def _assemble_range(lo, hi, lanes, q, qd, y, model, xr, dest, values, rhs):
                 rhs[first + s, k] = w[nnz + k, s]
 
 
-def assemble_batch(program, q, qd, y, measured_order):
+def assemble_batch(program, q, qd, y, measured_order, interpret_while_compiling=False):
     """(values (B, nnz), rhs (B, n_rows)) of NewtonEulerSystem.assemble, compiled: y (B, m) holds
-    the measured blocks' values concatenated in measured_order (AssemblyProgram.bind)."""
+    the measured blocks' values concatenated in measured_order (AssemblyProgram.bind).
+    interpret_while_compiling: for a few states, run the kernel's interpreted twin while it would
+    have to compile (sparsedyn/jit.py)."""
     q, qd, y = _contiguous(q, qd, y)
     B = q.shape[0]
     slots = program.nnz + np.arange(program.n_rows)
@@ -391,8 +393,10 @@ def assemble_batch(program, q, qd, y, measured_order):
     xr = ExtraRowArrays(*program.bind_extra(slots))
     values = np.repeat(program.template[None], B, axis=0)          # constants in place
     rhs = np.empty((B, program.n_rows))
-    _assemble_range(0, B, min(MIN_LANES, B), q, qd, y, AssemblyArrays(*program.model_arrays()), xr,
-                    dest, values, rhs)
+    run = _assemble_range if not interpret_while_compiling else jit.runnable_now(
+        "the assembly and LU kernels", _assemble_range, "sparsedyn.jit_warm:assembly_lu_kernels")
+    run(0, B, min(MIN_LANES, B), q, qd, y, AssemblyArrays(*program.model_arrays()), xr, dest,
+        values, rhs)
     return values, rhs
 
 
@@ -612,7 +616,7 @@ class FusedSolver:
     def ready(self, warm):
         """True if run() needs no JIT compile now; else False, with `warm` ("module:function",
         which calls compile_kernels on some plan: every plan's fused kernel has the same
-        argument types) started in the background (kernels/jit.py)."""
+        argument types) started in the background (sparsedyn/jit.py)."""
         return jit.ready("the fused ID/FD kernel", (_fused_serial, _fused_parallel), warm)
 
     def compile_kernels(self):

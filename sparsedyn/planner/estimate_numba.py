@@ -25,10 +25,15 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from .. import jit
+
 #: estimate() of a candidate whose structural elimination went over its step budget
 OVER_BUDGET = -1
 #: estimate() of a candidate with a structurally zero pivot (neither stored nor filled in)
 ZERO_PIVOT = -2
+#: patterns up to this many nonzeros are counted by the interpreter while numba compiles the
+#: counter (sparsedyn/jit.py); larger ones wait for the compiler, a small part of their planning
+INTERPRETED_NNZ = 50_000
 
 
 @njit(cache=True, inline="always")
@@ -93,7 +98,9 @@ def estimate(pattern, row_perm, col_perm, cap, symmetric=False):
     (ZERO_PIVOT, k) when pivot k is structurally zero."""
     n = pattern.shape[0]
     B = sp.csc_matrix(pattern)[row_perm][:, col_perm].tocsc()
-    status, L_count, U_count = _structure_counts(
+    counts = _structure_counts if B.nnz > INTERPRETED_NNZ else jit.runnable_now(
+        "the planner's kernels", _structure_counts, "sparsedyn.jit_warm:planner_kernels")
+    status, L_count, U_count = counts(
         n, B.indptr.astype(np.int64), B.indices.astype(np.int64), int(min(cap, 2 ** 62)))
     if status == OVER_BUDGET:
         return OVER_BUDGET, -1

@@ -353,6 +353,15 @@ def checks_accuracy(pattern, program, trusted):
     return not (program.symmetric or constant_pivots or triangular or trusted)
 
 
+def _lu_kernel_ready():
+    """auto's check (sparsedyn/jit.py): the numba LU kernel runs without a JIT compile; else False,
+    its compile started in the background (the NumPy backend gives the same numbers bit for bit)."""
+    from .. import jit
+    from ..kernels.lu_numba import _batch_inner
+    return jit.ready("the assembly and LU kernels", (_batch_inner,),
+                     "sparsedyn.jit_warm:assembly_lu_kernels")
+
+
 class Factorization:
     """A compiled static-pivot LU plan: `solve(values, rhs)` for batches of states."""
 
@@ -429,7 +438,9 @@ class Factorization:
     def solve_status(self, values, rhs, backend=None):
         """(x, status) as solve: status (B,) int8 per state, OK, SINGULAR or OVERFLOW (x NaN
         where not OK); raises nothing for the states' numerics."""
-        backend = self._resolved_backend(backend or self.backend)
+        backend = backend or self.backend
+        if backend == "auto":
+            backend = "numba" if _lu_kernel_ready() else "numpy"
         if backend not in ("numba", "numpy"):
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         n, nnz = self.program.n, self.program.nnz

@@ -23,7 +23,8 @@ from .. import opcount
 from ..batch import check_configuration, unbatch
 from ..errors import nonfinite_error
 from ..ir.mass_matrix import MassMatrixProgram
-from ..kernels import crba_numba, jit
+from .. import jit
+from ..kernels import crba_numba
 from ..recursive.aba import SINGULAR_TOLERANCE
 from ..recursive.crba import crba as crba_numpy
 from ..recursive.ltl import _check_pivot, ltl, pattern

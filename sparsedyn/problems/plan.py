@@ -292,7 +292,7 @@ class Plan(PlanBase):
         """The backend that runs a batch of B states: "auto" -> "c" for small batches when the C
         library of this kind of call is built already (a compile takes seconds: it is paid
         where the user asks for C), else "numba" once its kernel runs without a JIT compile,
-        else "numpy" while numba compiles it in the background (kernels/jit.py)."""
+        else "numpy" while numba compiles it in the background (sparsedyn/jit.py)."""
         if backend != "auto":
             return backend
         if B <= AUTO_C_MAX_BATCH and backends.module("c").unavailable() is None:

@@ -109,8 +109,8 @@ def tangent_data(plan):
 
 def derivative_kernels_ready():
     """True if the compiled tangent right-hand sides and multi-right-hand-side substitutions run
-    without a JIT compile; else False, their compile started in the background (kernels/jit.py)."""
-    from ..kernels import jit
+    without a JIT compile; else False, their compile started in the background (sparsedyn/jit.py)."""
+    from .. import jit
     return jit.ready("the derivative kernels", (tangent_rhs, solve_multi_rhs),
                      "sparsedyn.jit_warm:derivative_kernels")
 

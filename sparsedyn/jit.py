@@ -10,23 +10,34 @@ route; once the subprocess has finished, the kernels load from the cache. A subp
 than a thread: a compiling thread holds the interpreter lock most of the time and would slow
 the NumPy answers several times over. `wait()` blocks until the compilations are done.
 
+Offline work that runs numba (the planner's structural counts, dependency levels, a check of a
+compiled assembly at two states) does not wait either: while its kernel would have to compile,
+`runnable_now` gives the kernel's interpreted twin, the same Python source run by the
+interpreter (small work: the callers compile instead where the interpreter would be slower).
+
 A subprocess left running when its parent exits finishes the cache for the next process (numba
-writes its cache files by rename: a killed one leaves none half-written).
+writes its cache files by rename: a killed one leaves none half-written). In that subprocess
+everything compiles in the foreground (it exists to compile; it starts no subprocess itself).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import subprocess
 import sys
 import tempfile
 import threading
+import types
 import warnings
+
+from numba.core.dispatcher import Dispatcher
 
 _lock = threading.Lock()
 _runnable = set()            # dispatchers known to need no compile
 _compiles = {}               # key -> (Popen, stderr file) of its background compile
 _reported = set()            # keys whose fruitless background compile was named in a warning
+_compiling_here = False      # this process is a background compile: compile, never delegate
 
 
 def runnable(dispatcher):
@@ -52,7 +63,7 @@ def ready(key, dispatchers, warm):
     background cannot help, so that the caller's call compiles in this process as numba always
     does: no subprocess can be started, or it ended without leaving the kernels in numba's cache
     (it failed, or the cache is not writable; named in a RuntimeWarning once)."""
-    if all(d in _runnable for d in dispatchers):
+    if _compiling_here or all(d in _runnable for d in dispatchers):
         return True
     with _lock:
         started = _compiles.get(key)
@@ -77,6 +88,24 @@ def ready(key, dispatchers, warm):
                       f"{proc.returncode}: {' | '.join(tail) or 'no message'}); compiling it in "
                       f"this process instead", RuntimeWarning, stacklevel=3)
     return True
+
+
+def runnable_now(key, dispatcher, warm):
+    """`dispatcher` if it runs without compiling now (ready(key, (dispatcher,), warm)), else its
+    interpreted twin, with the background compile of `warm` started."""
+    return dispatcher if ready(key, (dispatcher,), warm) else interpreted(dispatcher)
+
+
+@functools.lru_cache(maxsize=None)
+def interpreted(dispatcher):
+    """The plain Python function of a numba dispatcher, calling the interpreted twins of the
+    dispatchers it calls by their global names (numba's prange is range there)."""
+    f = dispatcher.py_func
+    names = dict(f.__globals__)
+    for name in f.__code__.co_names:
+        if isinstance(names.get(name), Dispatcher):
+            names[name] = interpreted(names[name])
+    return types.FunctionType(f.__code__, names, f.__name__, f.__defaults__, f.__closure__)
 
 
 def _start(warm):
@@ -122,5 +151,7 @@ def stop():
 
 def compile_now(warm):
     """Run `warm` ("module:function"): what the background process does."""
+    global _compiling_here
+    _compiling_here = True
     module, function = warm.split(":")
     getattr(importlib.import_module(module), function)()
