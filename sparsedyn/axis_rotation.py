@@ -74,16 +74,17 @@ def rotate_cost(patterns, k):
     for nz, sym in patterns:
         P = np.zeros((3, 3), bool)
         P[k, k] = nz[k, k]
-        for (a, b), (ra, rb) in (((nz[i, k], nz[j, k]), ((i, k), (j, k))),) + (
-                () if sym else (((nz[k, i], nz[k, j]), ((k, i), (k, j))),)):
-            m, ad = _vector_cost(a, b)
+        vectors = [((i, k), (j, k))] if sym else [((i, k), (j, k)), ((k, i), (k, j))]   # column k, row k
+        for a, b in vectors:
+            m, ad = _vector_cost(nz[a], nz[b])
             mul, add = mul + m, add + ad
-            P[ra] = P[rb] = a or b
+            P[a] = P[b] = nz[a] or nz[b]
         if sym:
             P[k, i], P[k, j] = P[i, k], P[j, k]
-        if nz[np.ix_((i, j), (i, j))].any():
+        block = np.ix_((i, j), (i, j))
+        if nz[block].any():
             mul, add = mul + 4, add + (5 if sym else 8)
-            P[np.ix_((i, j), (i, j))] = True
+            P[block] = True
         out.append(P)
     if mul:
         mul, add = mul + CONSTANTS[0], add + CONSTANTS[1]

@@ -364,11 +364,10 @@ def motion_congruence(X, M, pattern=None):
     B1 = A @ rx + B                                           # (T M)^T's upper right: A rx + B
     C1 = C - rx @ B1 + np.swapaxes(B, -1, -2) @ rx            # (-rx A + B^T) rx - rx B + C
     E = X.E
-    if st.axis is not None:
-        Et = np.swapaxes(E, -1, -2)                           # E M' E^T = (E^T)^T M' (E^T)
+    Et = np.swapaxes(E, -1, -2)
+    if st.axis is not None:                                   # E M' E^T = (E^T)^T M' (E^T)
         A2, B2, C2 = rotate_blocks(Et, [(A, True), (B1, False), (C1, True)], st.axis)
     else:
-        Et = np.swapaxes(E, -1, -2)
         A2, B2, C2 = E @ A @ Et, E @ B1 @ Et, E @ C1 @ Et
     out = np.empty(np.broadcast_shapes(M.shape, E.shape[:-2] + (6, 6)))
     out[..., :3, :3] = A2
