@@ -199,7 +199,7 @@ EFPA_PAPER = {ASIMO_HF: "78%; 67% / 56% zeros",
               "ASIMO-like + 2 arms + 2 legs, HF of all limbs": "SFA < EFPA, ratio ~ HF's; 73% zeros in H"}
 # what LTL-OSIM charges for computing H itself (crba.py: composite inertias, F = X^T F up the
 # support); seed 002 gives only the ratio, so the column "H given" shows it without these kinds
-CRBA_KINDS = ("X^T I X", "X^T*f")
+CRBA_KINDS = ("X^T I X", "I^c_p +", "X^T*f")
 # seed 002, Sec. V-B: the SFA's steps, as the kinds ltl_osim.py charges them
 SFA_STEPS = (("H by CRBA", CRBA_KINDS), ("H = L^T L", ("LTL",)), ("J", ("R X", "A S")),
              ("Y = J L^-1", ("L^-T x",)), ("Y Y^T", ("Y Y^T",)))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .axis_rotation import rotate_blocks
 from .opcount import charge, charge_matmul, counting
 from .spatial_costs import FULL6, cross_cost, product_cost, subspace_pattern
 from .transform_costs import GENERAL, TransformStructure
@@ -313,23 +314,30 @@ def transform_inertia(X, I):
     return np.swapaxes(Xinv, -1, -2) @ I @ Xinv
 
 
-def inertia_to_parent(X, I, pattern=None):
+def inertia_to_parent(X, I, pattern=None, by_axis=False):
     """X^T I X: a symmetric spatial (or articulated) inertia (...,6,6) in child (B) coordinates
     expressed in parent (A) coordinates, X = BX_A = (E, r) (book eq. 2.66, frames swapped).
 
     Compact form: with the blocks of I = [[A, B], [B^T, C]] rotated into parent axes
     (A1 = E^T A E, ...), X^T I X = [[A1 + rx B1^T - B2 rx, B2], [B2^T, C1]], B2 = B1 + rx C1
     (198 mul + 144 add instead of two dense 6x6 products). pattern: I's structural pattern (6x6
-    bool, symmetric), for the "paper" convention's count."""
+    bool, symmetric), for the "paper" convention's count. by_axis: where E is a rotation about a
+    coordinate axis (X.structure.axis), the blocks are rotated by double angles
+    (axis_rotation.py, seed 002's appendix form: 22m + 25a for a revolute's I^a)."""
+    st = X.structure if X.structure is not None else TransformStructure((GENERAL,))
+    axis = st.axis if by_axis else None
     if counting():
-        st = X.structure if X.structure is not None else TransformStructure((GENERAL,))
-        mul, add, _ = st.congruence_cost(np.ones((6, 6), bool) if pattern is None else pattern)
+        mul, add, _ = st.congruence_cost(np.ones((6, 6), bool) if pattern is None else pattern, by_axis)
         charge(mul, add, kind="X^T I X", written=(198, 144))
     E = X.E
-    Et = np.swapaxes(E, -1, -2)
-    A1 = Et @ I[..., :3, :3] @ E
-    B1 = Et @ I[..., :3, 3:] @ E
-    C1 = Et @ I[..., 3:, 3:] @ E
+    if axis is not None:
+        A1, B1, C1 = rotate_blocks(E, [(I[..., :3, :3], True), (I[..., :3, 3:], False),
+                                       (I[..., 3:, 3:], True)], axis)
+    else:
+        Et = np.swapaxes(E, -1, -2)
+        A1 = Et @ I[..., :3, :3] @ E
+        B1 = Et @ I[..., :3, 3:] @ E
+        C1 = Et @ I[..., 3:, 3:] @ E
     rx = skew(X.r)
     B2 = B1 + rx @ C1
     out = np.empty(np.broadcast_shapes(I.shape, E.shape[:-2] + (6, 6)))
@@ -339,6 +347,34 @@ def inertia_to_parent(X, I, pattern=None):
     out[..., 3:, 3:] = C1
     return out
 
+
+
+def motion_congruence(X, M, pattern=None):
+    """X M X^T for a symmetric M (..., 6, 6) mapping forces to motions (a Delassus block), X =
+    BX_A = rot(E) xlt(r) (eq. 2.24): first T M T^T with T = [[1, 0], [-rx, 1]], i.e. B' = A rx + B,
+    C' = C - rx B' + B^T rx, then E M' E^T, by double angles where E is a rotation about a
+    coordinate axis (axis_rotation.py; seed 002's appendix charges X Lambda X^T 63m + 54a at the
+    privileged child). pattern: M's structural pattern, for the paper count."""
+    st = X.structure if X.structure is not None else TransformStructure((GENERAL,))
+    if counting():
+        mul, add, _ = st.motion_congruence_cost(np.ones((6, 6), bool) if pattern is None else pattern)
+        charge(mul, add, kind="X M X^T", written=(198, 144))
+    A, B, C = M[..., :3, :3], M[..., :3, 3:], M[..., 3:, 3:]
+    rx = skew(X.r)
+    B1 = A @ rx + B                                           # (T M)^T's upper right: A rx + B
+    C1 = C - rx @ B1 + np.swapaxes(B, -1, -2) @ rx            # (-rx A + B^T) rx - rx B + C
+    E = X.E
+    Et = np.swapaxes(E, -1, -2)
+    if st.axis is not None:                                   # E M' E^T = (E^T)^T M' (E^T)
+        A2, B2, C2 = rotate_blocks(Et, [(A, True), (B1, False), (C1, True)], st.axis)
+    else:
+        A2, B2, C2 = E @ A @ Et, E @ B1 @ Et, E @ C1 @ Et
+    out = np.empty(np.broadcast_shapes(M.shape, E.shape[:-2] + (6, 6)))
+    out[..., :3, :3] = A2
+    out[..., :3, 3:] = B2
+    out[..., 3:, :3] = np.swapaxes(B2, -1, -2)
+    out[..., 3:, 3:] = C2
+    return out
 
 # --------------------------------------------------------------------------------------------
 # Rigid-body inertia

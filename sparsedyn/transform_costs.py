@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .axis_rotation import rotate_cost
 from .spatial_costs import FULL6, linear_cost, skew_pattern
 
 
@@ -53,9 +54,12 @@ def factor_of(E, r):
 
 @dataclass(frozen=True)
 class TransformStructure:
-    """iX_lambda(i) = X_J(q) X_T as the factors [X_T, X_J] (applied first to last to a motion)."""
+    """iX_lambda(i) = X_J(q) X_T as the factors [X_T, X_J] (applied first to last to a motion);
+    axis: k when X_T has no rotation and X_J is a pure rotation about the coordinate axis k (so
+    iX_lambda(i)'s E is one: axis_rotation.py applies), else None."""
 
     factors: tuple
+    axis: int | None = None
 
     def _sequence(self, op):
         """The matrices of `op`, applied first to last: X = X_J X_T applies X_T first; X^T and
@@ -82,19 +86,51 @@ class TransformStructure:
             cache[key] = best
         return cache[key]
 
-    def congruence_cost(self, I_nz):
+    def congruence_cost(self, I_nz, by_axis=False):
         """(mul, add, pattern) of X^T I X for a symmetric I of pattern I_nz (6x6): factor by factor
         (X_J's rotation first), G = I F then the upper triangle of F^T G only (the result is
-        symmetric); at most the general compact form's 198m + 144a (spatial.inertia_to_parent)."""
-        key = ("XtIX", I_nz.tobytes())
+        symmetric); by_axis (with self.axis): X_J's rotation by double angles on the blocks
+        (axis_rotation.py); at most the general compact form's 198m + 144a
+        (spatial.inertia_to_parent)."""
+        key = ("XtIX", I_nz.tobytes(), by_axis)
         cache = self.__dict__.setdefault("_cache", {})
         if key not in cache:
             mul = add = 0
             P = I_nz
-            for f in reversed(self.factors):
-                for F_nz, F_unit in reversed(f.matrices("X m")):
-                    m, a, P = _congruence_step(P, F_nz, F_unit)
-                    mul, add = mul + m, add + a
+            steps = [m for f in reversed(self.factors) for m in reversed(f.matrices("X m"))]
+            if by_axis and self.axis is not None:
+                mul, add, (A, B, C) = rotate_cost([(P[:3, :3], True), (P[:3, 3:], False),
+                                                  (P[3:, 3:], True)], self.axis)
+                P = np.block([[A, B], [B.T, C]])
+                steps = steps[1:]                       # X_J's rotation done; its r is zero
+            for F_nz, F_unit in steps:
+                m, a, P = _congruence_step(P, F_nz, F_unit)
+                mul, add = mul + m, add + a
+            if mul + add > 198 + 144:
+                mul, add, P = 198, 144, np.ones((6, 6), dtype=bool)
+            cache[key] = (mul, add, P)
+        return cache[key]
+
+
+    def motion_congruence_cost(self, M_nz):
+        """(mul, add, pattern) of X M X^T (spatial.motion_congruence) for a symmetric M of
+        pattern M_nz: F M F^T matrix by matrix (X_T's translation first), X_J's rotation about
+        self.axis by double angles; at most the general 198m + 144a."""
+        key = ("XMXt", M_nz.tobytes())
+        cache = self.__dict__.setdefault("_cache", {})
+        if key not in cache:
+            mul = add = 0
+            P = M_nz
+            steps = [m for f in self.factors for m in f.matrices("X m")]
+            if self.axis is not None:
+                steps = steps[:-1]                      # X_J's rotation, last: by double angles
+            for F_nz, F_unit in steps:
+                m, a, P = _congruence_step(P, F_nz.T, F_unit.T)
+                mul, add = mul + m, add + a
+            if self.axis is not None:
+                m, a, (A, B, C) = rotate_cost([(P[:3, :3], True), (P[:3, 3:], False),
+                                              (P[3:, 3:], True)], self.axis)
+                mul, add, P = mul + m, add + a, np.block([[A, B], [B.T, C]])
             if mul + add > 198 + 144:
                 mul, add, P = 198, 144, np.ones((6, 6), dtype=bool)
             cache[key] = (mul, add, P)
@@ -129,6 +165,21 @@ def joint_factor(joint, samples=4, seed=0):
     return Factor(np.any(E != 0, axis=0), np.all(np.abs(E) == 1, axis=0), np.any(np.asarray(p) != 0, axis=0))
 
 
+def rotation_axis(joint, samples=4, seed=0):
+    """k if X_J is a pure rotation about the coordinate axis k (E[k, k] = 1, the rest of row and
+    column k zero, no translation) at random configurations, else None."""
+    rng = np.random.default_rng(seed)
+    qs = np.stack([joint.random_configuration(rng) for _ in range(samples)])
+    R, p = (np.asarray(a, float) for a in joint.placement(qs))
+    if np.any(p != 0):
+        return None
+    for k in range(3):
+        rest = [a for a in range(3) if a != k]
+        if np.all(R[:, k, k] == 1) and not np.any(R[:, k, rest]) and not np.any(R[:, rest, k]):
+            return k
+    return None
+
+
 _STRUCTURES = weakref.WeakKeyDictionary()     # model -> its transforms' structures
 
 
@@ -161,6 +212,7 @@ def model_structures(model):
         for i, joint in enumerate(model.joints):
             T = np.asarray(model.joint_placements[i])
             tree = IDENTITY if i in privileged else factor_of(T[:3, :3].T, T[:3, 3])
-            out.append(TransformStructure((tree, joint_factor(joint))))
+            plain = np.array_equal(T[:3, :3], np.eye(3))
+            out.append(TransformStructure((tree, joint_factor(joint)), rotation_axis(joint) if plain else None))
         hit = _STRUCTURES[model] = tuple(out)
     return hit

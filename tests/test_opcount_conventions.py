@@ -148,3 +148,87 @@ def test_every_pivot_is_inverted_once_under_the_paper_convention():
         with count_operations() as ops:
             fn(*args)
         assert ops.by_kind["D^-1"] == expected, fn.__name__
+
+
+def _axis_structure(k, r_nz=(False, False, False)):
+    """A revolute joint about the coordinate axis k behind a translation of pattern r_nz (the
+    privileged child when r_nz is zero)."""
+    i, j = (k + 1) % 3, (k + 2) % 3
+    E = np.zeros((3, 3), bool)
+    E[np.ix_((i, j), (i, j))] = True
+    E[k, k] = True
+    U = np.zeros((3, 3), bool)
+    U[k, k] = True
+    tree = Factor(np.eye(3, dtype=bool), np.eye(3, dtype=bool), np.array(r_nz))
+    return TransformStructure((tree, Factor(E, U, np.zeros(3, bool))), k)
+
+
+def _axis_transform(k, sign, r, rng, structure):
+    from sparsedyn.spatial import rotation_about_axis
+    axis = np.zeros(3)
+    axis[k] = sign
+    E = np.swapaxes(rotation_about_axis(axis, rng.uniform(-3, 3, size=len(r))), -1, -2)
+    return Transform(E, r, structure)
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_double_angle_congruences_match_dense_products(k, sign):
+    """The double-angle forms (axis_rotation.py) against dense NumPy: E^T M E of symmetric and
+    general 3x3 blocks, X^T I X of a general symmetric 6x6 and of rigid-body inertias (Table 2.5
+    form), X M X^T; for rotations about +-e_k, behind a translation and without one."""
+    from sparsedyn.axis_rotation import rotate_blocks
+    from sparsedyn.rigid_congruence import rigid_inertia_to_parent
+    from sparsedyn.spatial import inertia_to_parent, motion_congruence, spatial_inertia
+    rng = np.random.default_rng(k)
+    B = 5
+    M = rng.normal(size=(B, 6, 6))
+    M = M + M.swapaxes(1, 2)
+    I = np.stack([spatial_inertia(rng.uniform(1, 3), rng.normal(size=3), np.diag(rng.uniform(1, 2, 3)))
+                  for _ in range(B)])
+    for r in (np.zeros((B, 3)), rng.normal(size=(B, 3))):
+        X = _axis_transform(k, sign, r, rng, _axis_structure(k, r[0] != 0))
+        G = rng.normal(size=(B, 3, 3))
+        S3, = rotate_blocks(X.E, [(G + G.swapaxes(1, 2), True)], k)
+        Et = X.E.swapaxes(1, 2)
+        np.testing.assert_allclose(S3, Et @ (G + G.swapaxes(1, 2)) @ X.E, atol=1e-12)
+        np.testing.assert_allclose(rotate_blocks(X.E, [(G, False)], k)[0], Et @ G @ X.E, atol=1e-12)
+        Xm = X.matrix()
+        np.testing.assert_allclose(inertia_to_parent(X, M, by_axis=True), Xm.swapaxes(1, 2) @ M @ Xm, atol=1e-12)
+        np.testing.assert_allclose(rigid_inertia_to_parent(X, I), Xm.swapaxes(1, 2) @ I @ Xm, atol=1e-12)
+        np.testing.assert_allclose(motion_congruence(X, M), Xm @ M @ Xm.swapaxes(1, 2), atol=1e-12)
+    Xg = Transform(np.linalg.qr(rng.normal(size=(3, 3)))[0][None], rng.normal(size=(1, 3)))
+    Xm = Xg.matrix()
+    np.testing.assert_allclose(rigid_inertia_to_parent(Xg, I), Xm.swapaxes(1, 2) @ I @ Xm, atol=1e-12)
+    np.testing.assert_allclose(motion_congruence(Xg, M), Xm @ M @ Xm.swapaxes(1, 2), atol=1e-12)
+
+
+def test_privileged_child_congruences_cost_what_seed_002_charges():
+    """Seed 002, appendix, privileged child (a pure rotation about z): X^T I^a L X = 22m + 25a on
+    I^a's 15 entries (I^a S = 0 zeroes row and column 2). By hand, double angles (axis_rotation.py):
+    A's 2x2 block 4m + 5a; B (row 2 zero): its column 2 rotated 4m + 2a, its 2x2 block 4m + 8a; C
+    whole: 4m + 2a + 4m + 5a; constants s^2, c s, 2 c s, 1 - 2 s^2: 2m + 3a. X Lambda X^T on a dense
+    symmetric 6x6: A and C 8m + 7a each, B 12m + 12a (its row 2 too), constants 2m + 3a:
+    30m + 29a, within the seed's 63m + 54a. The plain two-product forms stay the reference."""
+    st = _axis_structure(2)
+    S = np.zeros((6, 1))
+    S[2, 0] = 1.0
+    Ia = zero_axes_after_projection(np.ones((6, 6), bool), S)
+    assert st.congruence_cost(Ia, by_axis=True)[:2] == (22, 25)
+    assert st.congruence_cost(Ia)[:2] == (68, 34)                      # G = I F, then F^T G
+    full = np.ones((6, 6), bool)
+    assert st.motion_congruence_cost(full)[:2] == (30, 29)
+    assert st.congruence_cost(full)[:2] == (80, 40)
+
+
+def test_rigid_body_congruence_costs_by_hand():
+    """CRBA's composite inertia (m, h, Ibar) across a revolute about z behind a translation
+    r = (l, 0, 0) (the ASIMO-like model's transforms), Table 2.5 form: Ibar by double angles
+    8m + 7a, y = E^T h 4m + 2a, constants 2m + 3a; h' = y + m r 1m + 1a; the upper triangles of
+    rx yx (entries (1,1), (2,2): 2m) and h'x rx ((0,1), (0,2), (1,1), (2,2): 4m) and their
+    subtraction from Ibar (6a): 21m + 19a. The general symmetric 6x6 form costs 162 (120 the
+    rotation, 42 the translation)."""
+    from sparsedyn.rigid_congruence import rigid_congruence_cost
+    st = _axis_structure(2, (True, False, False))
+    assert rigid_congruence_cost(st) == (21, 19)
+    assert sum(st.congruence_cost(np.ones((6, 6), bool))[:2]) == 162

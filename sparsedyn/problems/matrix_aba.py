@@ -67,7 +67,8 @@ def matrix_aba(model, q, qd, tau, f_ext_body=None):
     for i in range(N - 1, -1, -1):                                 # eq. (13): I^A_i
         pivots[i] = Pivot(model, IA[i], i)
         if model.parents[i] != WORLD:
-            IA[model.parents[i]] += pivots[i].articulated_to_parent(Xup[i], IA[i])
+            # two-product rotations, as the ABA it is compared with (recursive/aba.py)
+            IA[model.parents[i]] += pivots[i].articulated_to_parent(Xup[i], IA[i], by_axis=False)
     W = {k: sp.lil_matrix(system.shape) for k in ("R", 1, 2, 3, 4)}
     for k in W:
         W[k].setdiag(1.0)

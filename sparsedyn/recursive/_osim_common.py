@@ -52,13 +52,16 @@ class Pivot:
             charge(*ldlt_invert_cost(n), kind="D^-1", written=(n ** 3, n ** 3, n))
             self.Dinv = np.linalg.inv(D)
 
-    def articulated_to_parent(self, X, IA):
-        """X^T (I^A - U D^-1 U^T) X: the articulated inertia seen from the parent."""
+    def articulated_to_parent(self, X, IA, by_axis=True):
+        """X^T (I^A - U D^-1 U^T) X: the articulated inertia seen from the parent; by_axis: a
+        rotation about a coordinate axis by double angles, as seed 002's appendix counts the
+        Delassus recursions (spatial.inertia_to_parent)."""
         PIa = zero_axes_after_projection(np.ones((6, 6), bool), self.S) if counting() else None
         if PIa is not None:                                     # symmetric: 21 entries, fewer
             k = int(np.triu(PIa).sum())                         # when S has unit axes (I^a S = 0)
             charge(k * self.n, k * self.n, kind="U D^-1 U^T", written=(21 * self.n, 21 * self.n))
-        return inertia_to_parent(X, IA - self.times_Dinv(self.U) @ self.U.swapaxes(1, 2), PIa)
+        return inertia_to_parent(X, IA - self.times_Dinv(self.U) @ self.U.swapaxes(1, 2), PIa,
+                                 by_axis=by_axis)        # seed 002, appendix: 22m + 25a
 
     def S_times_columns(self, Y, kind="S Y"):
         """S Y for columns Y (B, n, c) -> (B, 6, c): paper count, the products with S's non-unit

@@ -1,6 +1,8 @@
 """CRBA: the joint-space inertia matrix M(q) (full, symmetric), batched.
 
-Featherstone, Table 6.2 (composite-rigid-body algorithm). Preconditions: a tree with
+Featherstone, Table 6.2 (composite-rigid-body algorithm); a composite inertia is a rigid-body
+inertia, transformed and summed in its 10-parameter form (m, h, Ibar; Table 2.5,
+rigid_congruence.py). Preconditions: a tree with
 parent(i) < i. Returns (B, nv, nv) (or (nv, nv)) in Pinocchio's v layout.
 """
 from __future__ import annotations
@@ -11,7 +13,8 @@ from ..batch import check_configuration, unbatch
 from ..errors import check_finite
 from ..kinematics import joint_transforms
 from ..model.model import WORLD
-from ..spatial import inertia_to_parent
+from ..opcount import charge
+from ..rigid_congruence import rigid_inertia_to_parent
 from ._common import S_product, joint_armature
 
 
@@ -22,7 +25,8 @@ def crba_sweeps(model, q, Xup=None):
     for i in range(model.nbodies - 1, -1, -1):                     # composite inertias, tips first
         p = model.parents[i]
         if p != WORLD:
-            IC[p] += inertia_to_parent(Xup[i], IC[i])             # I^c_p += X^T I^c_i X
+            IC[p] += rigid_inertia_to_parent(Xup[i], IC[i])       # I^c_p += X^T I^c_i X
+            charge(add=10, kind="I^c_p +", written=(0, 21))       # m, h, Ibar's upper triangle
     M = np.zeros((B, model.nv, model.nv))
     for i, joint in enumerate(model.joints):
         si = model.v_slice(i)

@@ -7,6 +7,8 @@ coordinates, X_i = iX_lambda(i), K_i = S_i D_i^-1 S_i^T, L_i = 1 - K_i I^A_i (se
 
     inward    I^A_lambda(i) += X_i^T L_i^T I^A_i X_i                        (articulated inertias)
     outward   Om_ii = L_i X_i Om_lambda(i)lambda(i) X_i^T L_i^T + K_i,  Om_00 = 0
+              (X Om X^T one symmetric congruence, by double angles about a joint's axis: the
+              appendix's X Lambda_p(i)p(i) X^T)
               ("RJK calculates Lambda^-1_kk via a recursion that calculates Lambda^-1_ii from
               Lambda^-1_p(i)p(i)", Sec. V-A)
     cross     Om_jc = L_j X_j Om_lambda(j)c  down from the common ancestor c = GCA(b1, b2) to
@@ -27,6 +29,7 @@ import numpy as np
 
 from ..model.model import WORLD
 from ..opcount import charge_matmul
+from ..spatial import motion_congruence
 from ._osim_common import Pivot, initial_inertias, transform_times_columns
 from .efpa import _L_times
 from .pv_osimr import _topology
@@ -49,7 +52,7 @@ def kjr_sweeps(model, q, Xup, rc):
             continue
         piv, p = pivots[i], int(model.parents[i])
         S = np.broadcast_to(piv.S, (B,) + piv.S.shape)
-        prop = None if p == WORLD else _propagate(piv, Xup[i], _propagate(piv, Xup[i], Om[p]).swapaxes(1, 2))
+        prop = None if p == WORLD else _L_congruence(piv, motion_congruence(Xup[i], Om[p]))
         Om[i] = piv.rank_update(prop, S, piv.times_Dinv(S))        # + K_i (Om_00 = 0 at the root)
 
     down = {}                                                      # down[(j, a)] = Om_ja, a anc-or-self of j
@@ -91,6 +94,11 @@ def kjr_sweeps(model, q, Xup, rc):
             out[:, rc.rows(k2), rc.rows(k1)] = blk
             out[:, rc.rows(k1), rc.rows(k2)] = blk.swapaxes(1, 2)
     return out
+
+
+def _L_congruence(piv, C):
+    """L_i C L_i^T = L_i (L_i C)^T for a symmetric C (B, 6, 6)."""
+    return _L_times(piv, _L_times(piv, C).swapaxes(1, 2))
 
 
 def _propagate(piv, X, C):
