@@ -7,8 +7,10 @@ written as literals:
      the chain program's slots;
   2. the chain program (ir/chain_program.py) as straight-line statements, the products rounding
      as written ((a * b) * c, then the sum left to right; -ffp-contract=off), so x equals the
-     numba kernel's up to the rounding of libm's sin/cos against its own: factor; x = 0;
-     solve; resid; solve (the refinement step); the probe;
+     numba kernel's up to the rounding of libm's sin/cos against its own and the sign of a
+     zero: factor; x = 0; solve; resid; solve (the refinement step); the probe, each folded
+     at plan time where the plan fixes values (c_chain_fold: ONE, x = 0, state-independent
+     columns of the factor);
   3. the flags: 1 (a pivot not positive; q, a body velocity, x or the probe not finite), else 2
      (a direction the data may not determine: d_j - p_j <= tol (N_jj - p_j) or |z_j| >
      z_tol_j), plus 4 when a quaternion of q is not unit-norm.
@@ -36,6 +38,7 @@ import numpy as np
 
 from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
 from ..ir.chain_program import PRIOR_ROWS
+from .c_chain_fold import ChainFolder
 from .c_source import BAD_QUATERNION, CHUNK, _table, assembly_statements, lit
 from .generated_c import CFLAGS_LONG, build, library_path, split_run
 
@@ -94,8 +97,9 @@ def chain_statements(chains, i):
     return out
 
 
-def _part(name, chains, lo, hi, helpers):
-    """Instructions lo..hi-1 as static helpers of about CHUNK lines; the lines calling them."""
+def _part(name, statements, helpers):
+    """Statements (one list per instruction, never split) as static helpers of about CHUNK
+    lines; the lines calling them."""
     calls, body = [], []
 
     def flush():
@@ -103,14 +107,35 @@ def _part(name, chains, lo, hi, helpers):
         helpers.append("\n".join([f"static void {fn}(double *restrict w)", "{", "  double acc;",
                                   "  (void)acc;", *body, "}"]))
         calls.append(f"  {fn}(w);")
-    for i in range(lo, hi):
-        body.extend(chain_statements(chains, i))
+    for lines in statements:
+        body.extend(lines)
         if len(body) >= CHUNK:
             flush()
             body = []
     if body:
         flush()
     return calls
+
+
+def _program(prefix, chains, ms, helpers):
+    """The lines running the program: factor; x = 0; solve; resid; solve again (the
+    refinement step); probe. Folded at plan time (c_chain_fold, each part in the state the
+    previous ones leave; the solve's code serves both calls when folding gives the same
+    statements in both states, else the refinement step has its own), or as written when a
+    folded value would not be finite."""
+    parts = (("factor", 0, ms.factor_end), ("solve", ms.factor_end, ms.solve_end),
+             ("resid", ms.solve_end, ms.resid_end), ("refine", ms.factor_end, ms.solve_end),
+             ("probe", ms.resid_end, chains.ins_t.size))
+    try:
+        folder = ChainFolder(chains, {int(ms.one): 1.0})
+        code = {name: [folder.statements(i) for i in range(lo, hi)] for name, lo, hi in parts}
+    except ValueError:
+        code = {name: [chain_statements(chains, i) for i in range(lo, hi)]
+                for name, lo, hi in parts}
+    calls = {name: _part(f"{prefix}_{name}", code[name], helpers) for name in code
+             if name != "refine" or code["refine"] != code["solve"]}
+    calls.setdefault("refine", calls["solve"])
+    return [line for name, _, _ in parts for line in calls[name]]
 
 
 def _sample_statements(route, prefix, L, m, n, tables):
@@ -173,11 +198,7 @@ def map_source(route, prefix):
     if per_sample:
         body += _sample_statements(route, prefix, L, m, n, tables)
     body += [f"  w[{int(s)}] = 0.0;" for s in ms.x_slot]
-    factor, solve, resid, probe = (
-        _part(f"{prefix}_{name}", chains, lo, hi, helpers) for name, lo, hi in (
-            ("factor", 0, ms.factor_end), ("solve", ms.factor_end, ms.solve_end),
-            ("resid", ms.solve_end, ms.resid_end), ("probe", ms.resid_end, chains.ins_t.size)))
-    body += factor + solve + resid + solve + probe      # the solve again: the refinement step
+    body += _program(prefix, chains, ms, helpers)
     tol = lit(ms.sing_tol)
     if per_sample:                           # the call's prior and probe scale, known columns
         t = f"{prefix}_f"
@@ -191,14 +212,18 @@ def map_source(route, prefix):
                  f"    if (sa[k] != 0.0) und += (d - p0 <= {tol} * (w[{t}_nkk[k]] - p0)) + "
                  "(fabs(z) > zt);", "  }"]
     else:
+        # the same tests in integer flags: x - x is 0 for a finite x and NaN otherwise, so one
+        # sum `fin` tests every x and z finite
         test_p, z_tol = route._static_tests[3][0], route._static_tests[4][0]
-        for j in range(n):                   # x - x: NaN unless finite
+        body.append("  { double fin = 0.0; int ibad = 0, iund = 0;")
+        for j in range(n):
             d_, nk = int(ms.d_slot[j]), int(ms.nkk_slot[j])
             xs, zs = int(ms.x_slot[j]), int(ms.z_slot[j])
             p0, ztj = lit(test_p[j]), lit(z_tol[j])
-            body += [f"  d = w[{d_}]; v = w[{xs}]; z = w[{zs}];",
-                     "  bad += !(d > 0.0) + (v - v != 0.0) + (z - z != 0.0);",
-                     f"  und += (d - {p0} <= {tol} * (w[{nk}] - {p0})) + (fabs(z) > {ztj});"]
+            body += [f"  d = w[{d_}]; v = w[{xs}]; z = w[{zs}]; fin += (v - v) + (z - z);",
+                     f"  ibad |= !(d > 0.0); iund |= (d - {p0} <= {tol} * (w[{nk}] - {p0})) | "
+                     f"(fabs(z) > {ztj});"]
+        body.append("  bad += ibad + (fin != 0.0); und += iund; }")
     body += [f"  x[{j}] = w[{int(ms.x_slot[j])}];" for j in range(n)]
     body += [f"  return (bad > 0.0 ? 1 : (und > 0.0 ? 2 : 0)) + "
              f"(quat_bad ? {QUATERNION_FLAG} : 0);", "}"]

@@ -33,6 +33,7 @@ undetermined variables.
 """
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 
@@ -441,7 +442,7 @@ class EstimateSolver:
             ptrs = [a.ctypes.data for a in (self._q, self._v, self._y)]
             ptrs += [self._samp.ctypes.data if self._samp.size else None, self._x.ctypes.data,
                      self._work.ctypes.data]
-            self._run = lambda: fn(*ptrs)
+            self._run = functools.partial(fn, *ptrs)
             if self._sample is not None:
                 self._samp[:] = route.sample_rows(self._sample)[0]
         else:
