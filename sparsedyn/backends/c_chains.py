@@ -199,32 +199,24 @@ def map_source(route, prefix):
         body += _sample_statements(route, prefix, L, m, n, tables)
     body += [f"  w[{int(s)}] = 0.0;" for s in ms.x_slot]
     body += _program(prefix, chains, ms, helpers)
-    tol = lit(ms.sing_tol)
+    # the tests per variable, a loop over tables: x - x is 0 for a finite x and NaN otherwise,
+    # so one sum `fin` tests every x and z finite; x copied out on the way
+    t = f"{prefix}_f"
+    tables += [_table(f"{t}_{name}", getattr(ms, f"{name}_slot"), "int")
+               for name in ("d", "nkk", "x", "z")]
     if per_sample:                           # the call's prior and probe scale, known columns
-        t = f"{prefix}_f"
-        tables += [_table(f"{t}_{name}", getattr(ms, f"{name}_slot"), "int")
-                   for name in ("d", "nkk", "x", "z")]
-        zt = lit(float(route.sample_tol))
-        body += [f"  for (k = 0; k < {n}; k++) {{",
-                 f"    d = w[{t}_d[k]]; v = w[{t}_x[k]]; z = w[{t}_z[k]]; p0 = sp[k];",
-                 f"    zt = {zt} / sqrt(J[k]);",
-                 "    bad += !(d > 0.0) + (v - v != 0.0) + (z - z != 0.0);",
-                 f"    if (sa[k] != 0.0) und += (d - p0 <= {tol} * (w[{t}_nkk[k]] - p0)) + "
-                 "(fabs(z) > zt);", "  }"]
+        p0, zt, known = "sp[k]", f"{lit(float(route.sample_tol))} / sqrt(J[k])", "(sa[k] != 0.0)"
     else:
-        # the same tests in integer flags: x - x is 0 for a finite x and NaN otherwise, so one
-        # sum `fin` tests every x and z finite
-        test_p, z_tol = route._static_tests[3][0], route._static_tests[4][0]
-        body.append("  { double fin = 0.0; int ibad = 0, iund = 0;")
-        for j in range(n):
-            d_, nk = int(ms.d_slot[j]), int(ms.nkk_slot[j])
-            xs, zs = int(ms.x_slot[j]), int(ms.z_slot[j])
-            p0, ztj = lit(test_p[j]), lit(z_tol[j])
-            body += [f"  d = w[{d_}]; v = w[{xs}]; z = w[{zs}]; fin += (v - v) + (z - z);",
-                     f"  ibad |= !(d > 0.0); iund |= (d - {p0} <= {tol} * (w[{nk}] - {p0})) | "
-                     f"(fabs(z) > {ztj});"]
-        body.append("  bad += ibad + (fin != 0.0); und += iund; }")
-    body += [f"  x[{j}] = w[{int(ms.x_slot[j])}];" for j in range(n)]
+        tables += [_table(f"{t}_p", route._static_tests[3][0], "double"),
+                   _table(f"{t}_zt", route._static_tests[4][0], "double")]
+        p0, zt, known = f"{t}_p[k]", f"{t}_zt[k]", "1"
+    body += ["  { double fin = 0.0; int ibad = 0, iund = 0;",
+             f"  for (k = 0; k < {n}; k++) {{",
+             f"    d = w[{t}_d[k]]; v = w[{t}_x[k]]; z = w[{t}_z[k]]; p0 = {p0}; zt = {zt};",
+             "    fin += (v - v) + (z - z); ibad |= !(d > 0.0); x[k] = v;",
+             f"    iund |= {known} & ((d - p0 <= {lit(ms.sing_tol)} * (w[{t}_nkk[k]] - p0)) | "
+             "(fabs(z) > zt));", "  }",
+             "  bad += ibad + (fin != 0.0); und += iund; }"]
     body += [f"  return (bad > 0.0 ? 1 : (und > 0.0 ? 2 : 0)) + "
              f"(quat_bad ? {QUATERNION_FLAG} : 0);", "}"]
     n_samp = m + 4 * n if per_sample else 0
