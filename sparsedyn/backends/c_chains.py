@@ -19,6 +19,7 @@ Interface of a unit with prefix P:
     #define P_WORK_DOUBLES n, P_SAMPLE_DOUBLES s
     int P_map(q, qd, y, samp, x, work)                 one state: x (n,) and its flag
     void P_map_batch(B, q, qd, y, samp, x, flag, work) B states, flag (B,) unsigned char
+    int P_map_packed(a)                                P_map(a[0], ..., a[5]): one argument
 samp: a per-sample route's numbers of the state (s = m + 4 n doubles: the row weights, the
 prior precisions in N and in the gradient, the prior mean, 1/0 per active/known variable;
 solve_map.SampleData), read as _scale_samples does; NULL for a route without.
@@ -31,6 +32,7 @@ generated_c.CFLAGS_LONG), so a route is built on first use and cached (generated
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import threading
 
@@ -223,6 +225,8 @@ def map_source(route, prefix):
     api = [f"#define {prefix.upper()}_WORK_DOUBLES {L.size}",
            f"#define {prefix.upper()}_SAMPLE_DOUBLES {n_samp}",
            f"int {prefix}_work_doubles(void) {{ return {L.size}; }}",
+           f"int {prefix}_map_packed(void *const *a) "
+           f"{{ return {prefix}_map(a[0], a[1], a[2], a[3], a[4], a[5]); }}",
            f"void {prefix}_map_batch(long B, const double *q, const double *qd, const double *y, "
            "const double *samp, double *x, unsigned char *flag, double *work)", "{", "  long b;",
            "  for (b = 0; b < B; b++)",
@@ -261,13 +265,24 @@ class CMapKernel:
                 one = getattr(lib, f"{self.PREFIX}_map")
                 one.argtypes = [ctypes.c_void_p] * 6
                 one.restype = ctypes.c_int
-                self._lib = lib, batch, one
+                packed = getattr(lib, f"{self.PREFIX}_map_packed")
+                packed.argtypes = [ctypes.c_void_p]
+                packed.restype = ctypes.c_int
+                self._lib = lib, batch, one, packed
             return self._lib
 
     def one(self):
         """int f(q, qd, y, samp, x, work): one state (pointers; samp: sample_row's numbers of
         a per-sample route, else NULL; work of work_doubles doubles)."""
         return self.library()[2]
+
+    def bound(self, pointers):
+        """f() -> one()'s flag for fixed buffers `pointers` (q, qd, y, samp or None, x, work):
+        one ctypes argument per call (the six pointers as an array) instead of six."""
+        packed = (ctypes.c_void_p * 6)(*pointers)
+        call = functools.partial(self.library()[3], ctypes.addressof(packed))
+        call.pointers = packed                 # alive as long as the callable
+        return call
 
     @staticmethod
     def sample_rows(sample):
