@@ -50,8 +50,8 @@ class ChainFolder:
         self.chains, self.known = chains, dict(known)
 
     def _factor(self, a, b):
-        """(run-time operand expression, known factor or None) of w[a] * w[b], b's value known
-        or neither; None when both are known."""
+        """(the run-time part, the known factor or None) of w[a] * w[b] when at most one of the
+        two is known (x * y == y * x exactly)."""
         va, vb = self.known.get(a), self.known.get(b)
         if va is not None and vb is not None:
             return None
