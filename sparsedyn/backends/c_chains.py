@@ -7,8 +7,10 @@ written as literals:
      the chain program's slots;
   2. the chain program (ir/chain_program.py) as straight-line statements, the products rounding
      as written ((a * b) * c, then the sum left to right; -ffp-contract=off), so x equals the
-     numba kernel's up to the rounding of libm's sin/cos against its own: factor; x = 0;
-     solve; resid; solve (the refinement step); the probe;
+     numba kernel's up to the rounding of libm's sin/cos against its own and the sign of a
+     zero: factor; x = 0; solve; resid; solve (the refinement step); the probe, each folded
+     at plan time where the plan fixes values (c_chain_fold: ONE, x = 0, state-independent
+     columns of the factor);
   3. the flags: 1 (a pivot not positive; q, a body velocity, x or the probe not finite), else 2
      (a direction the data may not determine: d_j - p_j <= tol (N_jj - p_j) or |z_j| >
      z_tol_j), plus 4 when a quaternion of q is not unit-norm.
@@ -17,6 +19,7 @@ Interface of a unit with prefix P:
     #define P_WORK_DOUBLES n, P_SAMPLE_DOUBLES s
     int P_map(q, qd, y, samp, x, work)                 one state: x (n,) and its flag
     void P_map_batch(B, q, qd, y, samp, x, flag, work) B states, flag (B,) unsigned char
+    int P_map_packed(a)                                P_map(a[0], ..., a[5]): one argument
 samp: a per-sample route's numbers of the state (s = m + 4 n doubles: the row weights, the
 prior precisions in N and in the gradient, the prior mean, 1/0 per active/known variable;
 solve_map.SampleData), read as _scale_samples does; NULL for a route without.
@@ -29,6 +32,7 @@ generated_c.CFLAGS_LONG), so a route is built on first use and cached (generated
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import threading
 
@@ -36,6 +40,7 @@ import numpy as np
 
 from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
 from ..ir.chain_program import PRIOR_ROWS
+from .c_chain_fold import ChainFolder
 from .c_source import BAD_QUATERNION, CHUNK, _table, assembly_statements, lit
 from .generated_c import CFLAGS_LONG, build, library_path, split_run
 
@@ -94,8 +99,9 @@ def chain_statements(chains, i):
     return out
 
 
-def _part(name, chains, lo, hi, helpers):
-    """Instructions lo..hi-1 as static helpers of about CHUNK lines; the lines calling them."""
+def _part(name, statements, helpers):
+    """Statements (one list per instruction, never split) as static helpers of about CHUNK
+    lines; the lines calling them."""
     calls, body = [], []
 
     def flush():
@@ -103,14 +109,35 @@ def _part(name, chains, lo, hi, helpers):
         helpers.append("\n".join([f"static void {fn}(double *restrict w)", "{", "  double acc;",
                                   "  (void)acc;", *body, "}"]))
         calls.append(f"  {fn}(w);")
-    for i in range(lo, hi):
-        body.extend(chain_statements(chains, i))
+    for lines in statements:
+        body.extend(lines)
         if len(body) >= CHUNK:
             flush()
             body = []
     if body:
         flush()
     return calls
+
+
+def _program(prefix, chains, ms, helpers):
+    """The lines running the program: factor; x = 0; solve; resid; solve again (the
+    refinement step); probe. Folded at plan time (c_chain_fold, each part in the state the
+    previous ones leave; the solve's code serves both calls when folding gives the same
+    statements in both states, else the refinement step has its own), or as written when a
+    folded value would not be finite."""
+    parts = (("factor", 0, ms.factor_end), ("solve", ms.factor_end, ms.solve_end),
+             ("resid", ms.solve_end, ms.resid_end), ("refine", ms.factor_end, ms.solve_end),
+             ("probe", ms.resid_end, chains.ins_t.size))
+    try:
+        folder = ChainFolder(chains, {int(ms.one): 1.0})
+        code = {name: [folder.statements(i) for i in range(lo, hi)] for name, lo, hi in parts}
+    except ValueError:
+        code = {name: [chain_statements(chains, i) for i in range(lo, hi)]
+                for name, lo, hi in parts}
+    calls = {name: _part(f"{prefix}_{name}", code[name], helpers) for name in code
+             if name != "refine" or code["refine"] != code["solve"]}
+    calls.setdefault("refine", calls["solve"])
+    return [line for name, _, _ in parts for line in calls[name]]
 
 
 def _sample_statements(route, prefix, L, m, n, tables):
@@ -173,39 +200,33 @@ def map_source(route, prefix):
     if per_sample:
         body += _sample_statements(route, prefix, L, m, n, tables)
     body += [f"  w[{int(s)}] = 0.0;" for s in ms.x_slot]
-    factor, solve, resid, probe = (
-        _part(f"{prefix}_{name}", chains, lo, hi, helpers) for name, lo, hi in (
-            ("factor", 0, ms.factor_end), ("solve", ms.factor_end, ms.solve_end),
-            ("resid", ms.solve_end, ms.resid_end), ("probe", ms.resid_end, chains.ins_t.size)))
-    body += factor + solve + resid + solve + probe      # the solve again: the refinement step
-    tol = lit(ms.sing_tol)
+    body += _program(prefix, chains, ms, helpers)
+    # the tests per variable, a loop over tables: x - x is 0 for a finite x and NaN otherwise,
+    # so one sum `fin` tests every x and z finite; x copied out on the way
+    t = f"{prefix}_f"
+    tables += [_table(f"{t}_{name}", getattr(ms, f"{name}_slot"), "int")
+               for name in ("d", "nkk", "x", "z")]
     if per_sample:                           # the call's prior and probe scale, known columns
-        t = f"{prefix}_f"
-        tables += [_table(f"{t}_{name}", getattr(ms, f"{name}_slot"), "int")
-                   for name in ("d", "nkk", "x", "z")]
-        zt = lit(float(route.sample_tol))
-        body += [f"  for (k = 0; k < {n}; k++) {{",
-                 f"    d = w[{t}_d[k]]; v = w[{t}_x[k]]; z = w[{t}_z[k]]; p0 = sp[k];",
-                 f"    zt = {zt} / sqrt(J[k]);",
-                 "    bad += !(d > 0.0) + (v - v != 0.0) + (z - z != 0.0);",
-                 f"    if (sa[k] != 0.0) und += (d - p0 <= {tol} * (w[{t}_nkk[k]] - p0)) + "
-                 "(fabs(z) > zt);", "  }"]
+        p0, zt, known = "sp[k]", f"{lit(float(route.sample_tol))} / sqrt(J[k])", "(sa[k] != 0.0)"
     else:
-        test_p, z_tol = route._static_tests[3][0], route._static_tests[4][0]
-        for j in range(n):                   # x - x: NaN unless finite
-            d_, nk = int(ms.d_slot[j]), int(ms.nkk_slot[j])
-            xs, zs = int(ms.x_slot[j]), int(ms.z_slot[j])
-            p0, ztj = lit(test_p[j]), lit(z_tol[j])
-            body += [f"  d = w[{d_}]; v = w[{xs}]; z = w[{zs}];",
-                     "  bad += !(d > 0.0) + (v - v != 0.0) + (z - z != 0.0);",
-                     f"  und += (d - {p0} <= {tol} * (w[{nk}] - {p0})) + (fabs(z) > {ztj});"]
-    body += [f"  x[{j}] = w[{int(ms.x_slot[j])}];" for j in range(n)]
+        tables += [_table(f"{t}_p", route._static_tests[3][0], "double"),
+                   _table(f"{t}_zt", route._static_tests[4][0], "double")]
+        p0, zt, known = f"{t}_p[k]", f"{t}_zt[k]", "1"
+    body += ["  { double fin = 0.0; int ibad = 0, iund = 0;",
+             f"  for (k = 0; k < {n}; k++) {{",
+             f"    d = w[{t}_d[k]]; v = w[{t}_x[k]]; z = w[{t}_z[k]]; p0 = {p0}; zt = {zt};",
+             "    fin += (v - v) + (z - z); ibad |= !(d > 0.0); x[k] = v;",
+             f"    iund |= {known} & ((d - p0 <= {lit(ms.sing_tol)} * (w[{t}_nkk[k]] - p0)) | "
+             "(fabs(z) > zt));", "  }",
+             "  bad += ibad + (fin != 0.0); und += iund; }"]
     body += [f"  return (bad > 0.0 ? 1 : (und > 0.0 ? 2 : 0)) + "
              f"(quat_bad ? {QUATERNION_FLAG} : 0);", "}"]
     n_samp = m + 4 * n if per_sample else 0
     api = [f"#define {prefix.upper()}_WORK_DOUBLES {L.size}",
            f"#define {prefix.upper()}_SAMPLE_DOUBLES {n_samp}",
            f"int {prefix}_work_doubles(void) {{ return {L.size}; }}",
+           f"int {prefix}_map_packed(void *const *a) "
+           f"{{ return {prefix}_map(a[0], a[1], a[2], a[3], a[4], a[5]); }}",
            f"void {prefix}_map_batch(long B, const double *q, const double *qd, const double *y, "
            "const double *samp, double *x, unsigned char *flag, double *work)", "{", "  long b;",
            "  for (b = 0; b < B; b++)",
@@ -244,13 +265,24 @@ class CMapKernel:
                 one = getattr(lib, f"{self.PREFIX}_map")
                 one.argtypes = [ctypes.c_void_p] * 6
                 one.restype = ctypes.c_int
-                self._lib = lib, batch, one
+                packed = getattr(lib, f"{self.PREFIX}_map_packed")
+                packed.argtypes = [ctypes.c_void_p]
+                packed.restype = ctypes.c_int
+                self._lib = lib, batch, one, packed
             return self._lib
 
     def one(self):
         """int f(q, qd, y, samp, x, work): one state (pointers; samp: sample_row's numbers of
         a per-sample route, else NULL; work of work_doubles doubles)."""
         return self.library()[2]
+
+    def bound(self, pointers):
+        """f() -> one()'s flag for fixed buffers `pointers` (q, qd, y, samp or None, x, work):
+        one ctypes argument per call (the six pointers as an array) instead of six."""
+        packed = (ctypes.c_void_p * 6)(*pointers)
+        call = functools.partial(self.library()[3], ctypes.addressof(packed))
+        call.pointers = packed                 # alive as long as the callable
+        return call
 
     @staticmethod
     def sample_rows(sample):

@@ -437,11 +437,10 @@ class EstimateSolver:
         if backend == "c" and plan.method != "exact":
             self._work = np.zeros(route.work_doubles)
             self._samp = np.zeros(route.sizes["n_samp"])
-            fn = route.one()
             ptrs = [a.ctypes.data for a in (self._q, self._v, self._y)]
             ptrs += [self._samp.ctypes.data if self._samp.size else None, self._x.ctypes.data,
                      self._work.ctypes.data]
-            self._run = lambda: fn(*ptrs)
+            self._run = route.bound(ptrs)
             if self._sample is not None:
                 self._samp[:] = route.sample_rows(self._sample)[0]
         else:
