@@ -28,8 +28,10 @@ REVOLUTE, PRISMATIC, SPHERICAL, PLANAR, FREE = (JOINT_CODES[k] for k in
                                                 ("revolute", "prismatic", "spherical", "planar", "free"))
 
 
-# Helpers are inlined into _state (numba IR inlining): a call that passes arrays costs refcount
-# traffic comparable to a 3x3 product, and views would too, so they take whole arrays + indices.
+# The per-body steps of the backward sweep are written out in _state's body loop: a helper taking
+# arrays, even numba-inlined, costs a reference count update (an atomic NRT_incref/decref call)
+# per array and body (experiments/kernel_design.md, "Reference counts in the PV-OSIMr kernel").
+# The two helpers left run only off the revolute path (multi-DoF joints, quaternions).
 _INLINE = dict(cache=True, inline="always")
 
 
@@ -45,111 +47,6 @@ def _quat_to_rotation(x, y, z, w, R):
     R[2, 0] = 2 * (x * z - y * w)
     R[2, 1] = 2 * (y * z + x * w)
     R[2, 2] = 1 - 2 * (x * x + y * y)
-
-
-@njit(**_INLINE)
-def _joint_transform(jt, i, k, axis, XT_R, XT_p, q, RJ, pJ, E, r):
-    """X_i = iX_lambda(i) = X_J(q_i) X_T(i) as (E, r) (kinematics.joint_transforms, Featherstone
-    eq. 4.29): R = R_T R_J, p = p_T + R_T p_J, E = R^T, r = p; q_i = q[k:k + nq_i]."""
-    pJ[0] = 0.0
-    pJ[1] = 0.0
-    pJ[2] = 0.0
-    if jt == REVOLUTE or jt == PLANAR:               # Rodrigues (spatial.rotation_about_axis)
-        if jt == REVOLUTE:
-            a0, a1, a2, th = axis[i, 0], axis[i, 1], axis[i, 2], q[k]
-        else:                                        # planar: rotation theta about z, p = (x, y, 0)
-            a0, a1, a2, th = 0.0, 0.0, 1.0, q[k + 2]
-            pJ[0] = q[k]
-            pJ[1] = q[k + 1]
-        s, c1 = np.sin(th), 1.0 - np.cos(th)
-        RJ[0, 0] = 1.0 - c1 * (a1 * a1 + a2 * a2)    # 1 + s K + (1 - c) K^2, K = skew(a)
-        RJ[1, 1] = 1.0 - c1 * (a0 * a0 + a2 * a2)
-        RJ[2, 2] = 1.0 - c1 * (a0 * a0 + a1 * a1)
-        RJ[0, 1] = -s * a2 + c1 * a0 * a1
-        RJ[1, 0] = s * a2 + c1 * a0 * a1
-        RJ[0, 2] = s * a1 + c1 * a0 * a2
-        RJ[2, 0] = -s * a1 + c1 * a0 * a2
-        RJ[1, 2] = -s * a0 + c1 * a1 * a2
-        RJ[2, 1] = s * a0 + c1 * a1 * a2
-    elif jt == PRISMATIC:
-        for a in range(3):
-            for b in range(3):
-                RJ[a, b] = 1.0 if a == b else 0.0
-            pJ[a] = q[k] * axis[i, a]
-    elif jt == SPHERICAL:
-        _quat_to_rotation(q[k], q[k + 1], q[k + 2], q[k + 3], RJ)
-    else:                                            # FREE: position then quaternion
-        _quat_to_rotation(q[k + 3], q[k + 4], q[k + 5], q[k + 6], RJ)
-        for a in range(3):
-            pJ[a] = q[k + a]
-    for a in range(3):
-        r[a] = XT_p[i, a] + XT_R[i, a, 0] * pJ[0] + XT_R[i, a, 1] * pJ[1] + XT_R[i, a, 2] * pJ[2]
-        for b in range(3):
-            E[b, a] = XT_R[i, a, 0] * RJ[0, b] + XT_R[i, a, 1] * RJ[1, b] + XT_R[i, a, 2] * RJ[2, b]
-
-
-@njit(**_INLINE)
-def _rows_times_transform(R, d, c, E, r):
-    """R[d, :c] <- R[d, :c] X for the motion transform X = (E, r); mirrors
-    spatial.rows_times_transform: [Ra E - (Rl E) x r, Rl E] (24 mul + 18 add per row)."""
-    e00, e01, e02, e10, e11, e12, e20, e21, e22 = (E[0, 0], E[0, 1], E[0, 2], E[1, 0], E[1, 1],
-                                                   E[1, 2], E[2, 0], E[2, 1], E[2, 2])
-    r0, r1, r2 = r[0], r[1], r[2]
-    for k in range(c):
-        x0, x1, x2, x3, x4, x5 = R[d, k, 0], R[d, k, 1], R[d, k, 2], R[d, k, 3], R[d, k, 4], R[d, k, 5]
-        l0 = x3 * e00 + x4 * e10 + x5 * e20
-        l1 = x3 * e01 + x4 * e11 + x5 * e21
-        l2 = x3 * e02 + x4 * e12 + x5 * e22
-        R[d, k, 0] = x0 * e00 + x1 * e10 + x2 * e20 - (l1 * r2 - l2 * r1)
-        R[d, k, 1] = x0 * e01 + x1 * e11 + x2 * e21 - (l2 * r0 - l0 * r2)
-        R[d, k, 2] = x0 * e02 + x1 * e12 + x2 * e22 - (l0 * r1 - l1 * r0)
-        R[d, k, 3] = l0
-        R[d, k, 4] = l1
-        R[d, k, 5] = l2
-
-
-@njit(**_INLINE)
-def _add_inertia_to_parent(IA, i, p, E, r, T):
-    """IA[p] += X^T IA[i] X for X = (E, r) and a symmetric IA[i]; mirrors spatial.inertia_to_parent:
-    with A1 = E^T A E, B1 = E^T B E, C1 = E^T C E (IA[i] = [[A, B], [B^T, C]]), B2 = B1 + rx C1,
-    X^T IA X = [[A1 + rx B1^T - B2 rx, B2], [B2^T, C1]]. Scratch T (4, 3, 3)."""
-    e00, e01, e02, e10, e11, e12, e20, e21, e22 = (E[0, 0], E[0, 1], E[0, 2], E[1, 0], E[1, 1],
-                                                   E[1, 2], E[2, 0], E[2, 1], E[2, 2])
-    for blk in range(3):                             # T[0..2] = A1, B1, C1
-        ro = 3 if blk == 2 else 0
-        co = 0 if blk == 0 else 3
-        for k in range(3):                           # T[3] = block E
-            x0, x1, x2 = IA[i, ro + k, co], IA[i, ro + k, co + 1], IA[i, ro + k, co + 2]
-            T[3, k, 0] = x0 * e00 + x1 * e10 + x2 * e20
-            T[3, k, 1] = x0 * e01 + x1 * e11 + x2 * e21
-            T[3, k, 2] = x0 * e02 + x1 * e12 + x2 * e22
-        for b in range(3):
-            w0, w1, w2 = T[3, 0, b], T[3, 1, b], T[3, 2, b]
-            T[blk, 0, b] = e00 * w0 + e10 * w1 + e20 * w2
-            T[blk, 1, b] = e01 * w0 + e11 * w1 + e21 * w2
-            T[blk, 2, b] = e02 * w0 + e12 * w1 + e22 * w2
-    r0, r1, r2 = r[0], r[1], r[2]
-    for a in range(3):                               # T[3] = B2 = B1 + rx C1, column by column
-        c0, c1, c2 = T[2, 0, a], T[2, 1, a], T[2, 2, a]
-        T[3, 0, a] = T[1, 0, a] + r1 * c2 - r2 * c1
-        T[3, 1, a] = T[1, 1, a] + r2 * c0 - r0 * c2
-        T[3, 2, a] = T[1, 2, a] + r0 * c1 - r1 * c0
-    for a in range(3):
-        # (rx B1^T)[:, a] = r x B1[a, :];  (B2 rx)[a, :] = -(r x B2[a, :])
-        b0, b1, b2 = T[1, a, 0], T[1, a, 1], T[1, a, 2]
-        c0, c1, c2 = T[3, a, 0], T[3, a, 1], T[3, a, 2]
-        T[0, 0, a] += r1 * b2 - r2 * b1
-        T[0, 1, a] += r2 * b0 - r0 * b2
-        T[0, 2, a] += r0 * b1 - r1 * b0
-        T[0, a, 0] += r1 * c2 - r2 * c1
-        T[0, a, 1] += r2 * c0 - r0 * c2
-        T[0, a, 2] += r0 * c1 - r1 * c0
-    for a in range(3):
-        for b in range(3):
-            IA[p, a, b] += T[0, a, b]
-            IA[p, a, 3 + b] += T[3, a, b]
-            IA[p, 3 + b, a] += T[3, a, b]
-            IA[p, 3 + a, 3 + b] += T[2, a, b]
 
 
 @njit(**_INLINE)
@@ -208,62 +105,6 @@ def _pivot(n, i, S_idx, S_val, S_nnz, armature, tol, IA, U, D, Dinv):
     return True
 
 
-@njit(**_INLINE)
-def _one_dof(i, p, h, axis, armature, tol, IA, Rst, Om, d, branching, rows, E, r, T, u):
-    """Algorithm 3 lines 7-15 for a 1-DoF joint (S_i = axis on rows h..h+2): u = H^A S, the
-    scalar pivot d_i, the articulated inertia to the parent and, if ES(i) is non-empty, the span
-    updates (16)-(17) (or the fresh span of a branching link, line 7) on R[d], Om[d], d = D(i).
-    Same formulas as the generic multi-DoF path in _state, with D^-1 a scalar. False: singular."""
-    a0, a1, a2 = axis[i, 0], axis[i, 1], axis[i, 2]
-    for row in range(6):                             # line 8: U = H^A S
-        u[row, 0] = IA[i, row, h] * a0 + IA[i, row, h + 1] * a1 + IA[i, row, h + 2] * a2
-    dd = u[h, 0] * a0 + u[h + 1, 0] * a1 + u[h + 2, 0] * a2 + armature[i, 0]
-    if not dd > tol:                                 # aba.check_articulated_pivots
-        return False
-    dinv = 1.0 / dd
-    if p >= 0:                                       # lines 10-11: H^A - u u^T / d, to the parent
-        for row in range(6):
-            v = u[row, 0] * dinv
-            for col in range(row, 6):
-                IA[i, row, col] -= v * u[col, 0]
-                IA[i, col, row] = IA[i, row, col]
-        _add_inertia_to_parent(IA, i, p, E, r, T)
-    if d < 0:                                        # line 14: ES(i) empty
-        return True
-    if branching:                                    # line 7 then 15: Om = s s^T / d
-        for row in range(6):
-            for col in range(6):
-                Om[d, row, col] = 0.0
-                Rst[d, row, col] = 1.0 if row == col else 0.0
-        for a in range(3):
-            for b in range(3):
-                Om[d, h + a, h + b] = axis[i, a] * dinv * axis[i, b]
-        if p >= 0:                                   # line 13: (1 - s u^T / d) X
-            for a in range(3):
-                f = axis[i, a] * dinv
-                for col in range(6):
-                    Rst[d, h + a, col] -= f * u[col, 0]
-            _rows_times_transform(Rst, d, 6, E, r)
-        return True
-    c = rows[d]
-    for k in range(c):                               # R s, kept in u's second column
-        u[k, 1] = Rst[d, k, h] * a0 + Rst[d, k, h + 1] * a1 + Rst[d, k, h + 2] * a2
-    for k in range(c):                               # eq. (16): Om += (R s)(R s)^T / d
-        f = u[k, 1] * dinv
-        for l in range(k, c):
-            v = f * u[l, 1]
-            Om[d, k, l] += v
-            if l != k:
-                Om[d, l, k] += v
-    if p >= 0:                                       # eq. (17): R <- (R - (R s / d) u^T) X
-        for k in range(c):
-            f = u[k, 1] * dinv
-            for col in range(6):
-                Rst[d, k, col] -= f * u[col, 0]
-        _rows_times_transform(Rst, d, c, E, r)
-    return True
-
-
 @njit(cache=True)
 def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, RS, RSD, T):
     """Algorithm 3 for one configuration q into out (m, m). Returns -1, or the body whose
@@ -272,41 +113,150 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
     nvj, S_idx, S_val, S_nnz, tol = P.nvj, P.S_idx, P.S_val, P.S_nnz, P.tol
     armature = P.armature
     d_slot, branching, rows, ee_slot, half = P.d_slot, P.branching, P.rows, P.ee_slot, P.half
+    K0, a_slot, pair_rows, offsets = P.K0, P.a_slot, P.pair_rows, P.offsets
+    kc_dst, kc_src, kc_rslot, w_slot, w_pair = P.kc_dst, P.kc_src, P.kc_rslot, P.w_slot, P.w_pair
+    blk_k1, blk_k2, blk_p1, blk_w = P.blk_k1, P.blk_k2, P.blk_p1, P.blk_w
     nb = jtype.shape[0]
     IA[:] = P.inertia                                # line 2: H^A_i = H_i
     for k in range(ee_slot.shape[0]):                # line 4: lambda(i)P_i = K_i^T, Om_i = 0
-        Rst[ee_slot[k]] = P.K0[k]
+        Rst[ee_slot[k]] = K0[k]
         Om[ee_slot[k]] = 0.0
     for i in range(nb - 1, -1, -1):                  # line 5: backward sweep
-        _joint_transform(jtype[i], i, qidx[i], axis, XT_R, XT_p, q, RJ, pJ, E, r)
+        # X_i = iX_lambda(i) = X_J(q_i) X_T(i) as (E, r) (kinematics.joint_transforms, Featherstone
+        # eq. 4.29): R = R_T R_J, p = p_T + R_T p_J, E = R^T, r = p; q_i = q[k:k + nq_i]
+        jt, k = jtype[i], qidx[i]
+        pJ[0] = 0.0
+        pJ[1] = 0.0
+        pJ[2] = 0.0
+        if jt == REVOLUTE or jt == PLANAR:           # Rodrigues (spatial.rotation_about_axis)
+            if jt == REVOLUTE:
+                a0, a1, a2, th = axis[i, 0], axis[i, 1], axis[i, 2], q[k]
+            else:                                    # planar: rotation theta about z, p = (x, y, 0)
+                a0, a1, a2, th = 0.0, 0.0, 1.0, q[k + 2]
+                pJ[0] = q[k]
+                pJ[1] = q[k + 1]
+            sn, c1 = np.sin(th), 1.0 - np.cos(th)
+            RJ[0, 0] = 1.0 - c1 * (a1 * a1 + a2 * a2)   # 1 + s K + (1 - c) K^2, K = skew(a)
+            RJ[1, 1] = 1.0 - c1 * (a0 * a0 + a2 * a2)
+            RJ[2, 2] = 1.0 - c1 * (a0 * a0 + a1 * a1)
+            RJ[0, 1] = -sn * a2 + c1 * a0 * a1
+            RJ[1, 0] = sn * a2 + c1 * a0 * a1
+            RJ[0, 2] = sn * a1 + c1 * a0 * a2
+            RJ[2, 0] = -sn * a1 + c1 * a0 * a2
+            RJ[1, 2] = -sn * a0 + c1 * a1 * a2
+            RJ[2, 1] = sn * a0 + c1 * a1 * a2
+        elif jt == PRISMATIC:
+            for a in range(3):
+                for b in range(3):
+                    RJ[a, b] = 1.0 if a == b else 0.0
+                pJ[a] = q[k] * axis[i, a]
+        elif jt == SPHERICAL:
+            _quat_to_rotation(q[k], q[k + 1], q[k + 2], q[k + 3], RJ)
+        else:                                        # FREE: position then quaternion
+            _quat_to_rotation(q[k + 3], q[k + 4], q[k + 5], q[k + 6], RJ)
+            for a in range(3):
+                pJ[a] = q[k + a]
+        for a in range(3):
+            r[a] = (XT_p[i, a] + XT_R[i, a, 0] * pJ[0] + XT_R[i, a, 1] * pJ[1]
+                    + XT_R[i, a, 2] * pJ[2])
+            for b in range(3):
+                E[b, a] = (XT_R[i, a, 0] * RJ[0, b] + XT_R[i, a, 1] * RJ[1, b]
+                           + XT_R[i, a, 2] * RJ[2, b])
+        e00, e01, e02, e10, e11, e12, e20, e21, e22 = (E[0, 0], E[0, 1], E[0, 2], E[1, 0], E[1, 1],
+                                                       E[1, 2], E[2, 0], E[2, 1], E[2, 2])
+        r0, r1, r2 = r[0], r[1], r[2]
         n = nvj[i]
         p = parent[i]
-        if n == 1:                                   # 1-DoF joints as vectors
-            if not _one_dof(i, p, half[i], axis, armature, tol, IA, Rst, Om, d_slot[i],
-                            branching[i], rows, E, r, T, U):
+        h = half[i]
+        dinv = 0.0
+        if n == 1:                                   # 1-DoF: S_i = axis on rows h..h+2, U[:, 0] = u
+            a0, a1, a2 = axis[i, 0], axis[i, 1], axis[i, 2]
+            for row in range(6):                     # line 8: u = H^A s, pivot d_i = s^T u
+                U[row, 0] = IA[i, row, h] * a0 + IA[i, row, h + 1] * a1 + IA[i, row, h + 2] * a2
+            dd = U[h, 0] * a0 + U[h + 1, 0] * a1 + U[h + 2, 0] * a2 + armature[i, 0]
+            if not dd > tol:                         # aba.check_articulated_pivots
                 return i
-            continue
-        if not _pivot(n, i, S_idx, S_val, S_nnz, armature, tol, IA, U, D, Dinv):   # line 8
-            return i
-        for row in range(6):                         # V = U D^-1
-            for a in range(n):
-                acc = 0.0
-                for b in range(n):
-                    acc += U[row, b] * Dinv[b, a]
-                V[row, a] = acc
-        if p >= 0:                                   # lines 10-11: H^A_p += X^T (H^A - U D^-1 U^T) X
-            for row in range(6):
-                for col in range(row, 6):
+            dinv = 1.0 / dd
+            if p >= 0:                               # lines 10-11: H^A - u u^T / d
+                for row in range(6):
+                    v = U[row, 0] * dinv
+                    for col in range(row, 6):
+                        IA[i, row, col] -= v * U[col, 0]
+                        IA[i, col, row] = IA[i, row, col]
+        else:
+            if not _pivot(n, i, S_idx, S_val, S_nnz, armature, tol, IA, U, D, Dinv):   # line 8
+                return i
+            for row in range(6):                     # V = U D^-1
+                for a in range(n):
                     acc = 0.0
-                    for a in range(n):
-                        acc += V[row, a] * U[col, a]
-                    IA[i, row, col] -= acc
-                    IA[i, col, row] = IA[i, row, col]
-            _add_inertia_to_parent(IA, i, p, E, r, T)
+                    for b in range(n):
+                        acc += U[row, b] * Dinv[b, a]
+                    V[row, a] = acc
+            if p >= 0:                               # lines 10-11: H^A - U D^-1 U^T
+                for row in range(6):
+                    for col in range(row, 6):
+                        acc = 0.0
+                        for a in range(n):
+                            acc += V[row, a] * U[col, a]
+                        IA[i, row, col] -= acc
+                        IA[i, col, row] = IA[i, row, col]
+        if p >= 0:
+            # IA[p] += X^T IA[i] X for X = (E, r) and a symmetric IA[i]; mirrors
+            # spatial.inertia_to_parent: with A1 = E^T A E, B1 = E^T B E, C1 = E^T C E
+            # (IA[i] = [[A, B], [B^T, C]]), B2 = B1 + rx C1,
+            # X^T IA X = [[A1 + rx B1^T - B2 rx, B2], [B2^T, C1]]
+            for blk in range(3):                     # T[0..2] = A1, B1, C1
+                ro = 3 if blk == 2 else 0
+                co = 0 if blk == 0 else 3
+                for a in range(3):                   # T[3] = block E
+                    x0, x1, x2 = IA[i, ro + a, co], IA[i, ro + a, co + 1], IA[i, ro + a, co + 2]
+                    T[3, a, 0] = x0 * e00 + x1 * e10 + x2 * e20
+                    T[3, a, 1] = x0 * e01 + x1 * e11 + x2 * e21
+                    T[3, a, 2] = x0 * e02 + x1 * e12 + x2 * e22
+                for b in range(3):
+                    w0, w1, w2 = T[3, 0, b], T[3, 1, b], T[3, 2, b]
+                    T[blk, 0, b] = e00 * w0 + e10 * w1 + e20 * w2
+                    T[blk, 1, b] = e01 * w0 + e11 * w1 + e21 * w2
+                    T[blk, 2, b] = e02 * w0 + e12 * w1 + e22 * w2
+            for a in range(3):                       # T[3] = B2 = B1 + rx C1, column by column
+                c0, c1, c2 = T[2, 0, a], T[2, 1, a], T[2, 2, a]
+                T[3, 0, a] = T[1, 0, a] + r1 * c2 - r2 * c1
+                T[3, 1, a] = T[1, 1, a] + r2 * c0 - r0 * c2
+                T[3, 2, a] = T[1, 2, a] + r0 * c1 - r1 * c0
+            for a in range(3):
+                # (rx B1^T)[:, a] = r x B1[a, :];  (B2 rx)[a, :] = -(r x B2[a, :])
+                b0, b1, b2 = T[1, a, 0], T[1, a, 1], T[1, a, 2]
+                c0, c1, c2 = T[3, a, 0], T[3, a, 1], T[3, a, 2]
+                T[0, 0, a] += r1 * b2 - r2 * b1
+                T[0, 1, a] += r2 * b0 - r0 * b2
+                T[0, 2, a] += r0 * b1 - r1 * b0
+                T[0, a, 0] += r1 * c2 - r2 * c1
+                T[0, a, 1] += r2 * c0 - r0 * c2
+                T[0, a, 2] += r0 * c1 - r1 * c0
+            for a in range(3):
+                for b in range(3):
+                    IA[p, a, b] += T[0, a, b]
+                    IA[p, a, 3 + b] += T[3, a, b]
+                    IA[p, 3 + b, a] += T[3, a, b]
+                    IA[p, 3 + a, 3 + b] += T[2, a, b]
         d = d_slot[i]
         if d < 0:                                    # line 14: ES(i) empty
             continue
-        if branching[i]:                             # line 7: iP_i = 1, iOm_i = 0
+        c = 6                                        # rows of R[d] that X multiplies below
+        if branching[i] and n == 1:                  # line 7 then 15: Om = s s^T / d
+            for row in range(6):
+                for col in range(6):
+                    Om[d, row, col] = 0.0
+                    Rst[d, row, col] = 1.0 if row == col else 0.0
+            for a in range(3):
+                for b in range(3):
+                    Om[d, h + a, h + b] = axis[i, a] * dinv * axis[i, b]
+            if p >= 0:                               # line 13: (1 - s u^T / d) X
+                for a in range(3):
+                    f = axis[i, a] * dinv
+                    for col in range(6):
+                        Rst[d, h + a, col] -= f * U[col, 0]
+        elif branching[i]:                           # line 7: iP_i = 1, iOm_i = 0
             for row in range(6):                     # line 15: S D^-1 S^T
                 for col in range(6):
                     Om[d, row, col] = 0.0
@@ -325,38 +275,68 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
                         sv, row = S_val[i, a, t], S_idx[i, a, t]
                         for col in range(6):
                             Rst[d, row, col] -= sv * V[col, a]
-                _rows_times_transform(Rst, d, 6, E, r)
-            continue
-        c = rows[d]
-        for k in range(c):                           # RS = R S, RSD = R S D^-1
-            for a in range(n):
-                acc = 0.0
-                for t in range(S_nnz[i, a]):
-                    acc += Rst[d, k, S_idx[i, a, t]] * S_val[i, a, t]
-                RS[k, a] = acc
-            for a in range(n):
-                acc = 0.0
-                for b in range(n):
-                    acc += RS[k, b] * Dinv[b, a]
-                RSD[k, a] = acc
-        for k in range(c):                           # eq. (16): Om += RS D^-1 (RS)^T, symmetric
-            for l in range(k, c):
-                acc = 0.0
+        elif n == 1:
+            c = rows[d]
+            a0, a1, a2 = axis[i, 0], axis[i, 1], axis[i, 2]
+            for k in range(c):                       # R s, kept in U's second column
+                U[k, 1] = Rst[d, k, h] * a0 + Rst[d, k, h + 1] * a1 + Rst[d, k, h + 2] * a2
+            for k in range(c):                       # eq. (16): Om += (R s)(R s)^T / d
+                f = U[k, 1] * dinv
+                for l in range(k, c):
+                    v = f * U[l, 1]
+                    Om[d, k, l] += v
+                    if l != k:
+                        Om[d, l, k] += v
+            if p >= 0:                               # eq. (17): R <- (R - (R s / d) u^T) X
+                for k in range(c):
+                    f = U[k, 1] * dinv
+                    for col in range(6):
+                        Rst[d, k, col] -= f * U[col, 0]
+        else:
+            c = rows[d]
+            for k in range(c):                       # RS = R S, RSD = R S D^-1
                 for a in range(n):
-                    acc += RSD[k, a] * RS[l, a]
-                Om[d, k, l] += acc
-                if l != k:
-                    Om[d, l, k] += acc
-        if p >= 0:                                   # eq. (17): R <- (R - RS D^-1 U^T) X
-            for k in range(c):
-                for col in range(6):
+                    acc = 0.0
+                    for t in range(S_nnz[i, a]):
+                        acc += Rst[d, k, S_idx[i, a, t]] * S_val[i, a, t]
+                    RS[k, a] = acc
+                for a in range(n):
+                    acc = 0.0
+                    for b in range(n):
+                        acc += RS[k, b] * Dinv[b, a]
+                    RSD[k, a] = acc
+            for k in range(c):                       # eq. (16): Om += RS D^-1 (RS)^T
+                for l in range(k, c):
                     acc = 0.0
                     for a in range(n):
-                        acc += RSD[k, a] * U[col, a]
-                    Rst[d, k, col] -= acc
-            _rows_times_transform(Rst, d, c, E, r)
+                        acc += RSD[k, a] * RS[l, a]
+                    Om[d, k, l] += acc
+                    if l != k:
+                        Om[d, l, k] += acc
+            if p >= 0:                               # eq. (17): R <- R - RS D^-1 U^T
+                for k in range(c):
+                    for col in range(6):
+                        acc = 0.0
+                        for a in range(n):
+                            acc += RSD[k, a] * U[col, a]
+                        Rst[d, k, col] -= acc
+        if p >= 0:
+            # R[d, :c] <- R[d, :c] X for the motion transform X = (E, r); mirrors
+            # spatial.rows_times_transform: [Ra E - (Rl E) x r, Rl E] (24 mul + 18 add per row)
+            for k in range(c):
+                x0, x1, x2 = Rst[d, k, 0], Rst[d, k, 1], Rst[d, k, 2]
+                x3, x4, x5 = Rst[d, k, 3], Rst[d, k, 4], Rst[d, k, 5]
+                l0 = x3 * e00 + x4 * e10 + x5 * e20
+                l1 = x3 * e01 + x4 * e11 + x5 * e21
+                l2 = x3 * e02 + x4 * e12 + x5 * e22
+                Rst[d, k, 0] = x0 * e00 + x1 * e10 + x2 * e20 - (l1 * r2 - l2 * r1)
+                Rst[d, k, 1] = x0 * e01 + x1 * e11 + x2 * e21 - (l2 * r0 - l0 * r2)
+                Rst[d, k, 2] = x0 * e02 + x1 * e12 + x2 * e22 - (l0 * r1 - l1 * r0)
+                Rst[d, k, 3] = l0
+                Rst[d, k, 4] = l1
+                Rst[d, k, 5] = l2
     for s in range(P.nslots):                        # lines 16-17, eq. (18), forward over N
-        a = P.a_slot[s]
+        a = a_slot[s]
         c = rows[s]
         if a < 0:
             for k in range(c):
@@ -376,37 +356,37 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
                     acc += RSD[k, col] * Rst[s, l, col]
                 Om0[s, k, l] = acc
                 Om0[s, l, k] = acc
-    for t in range(P.kc_dst.shape[0]):               # lines 18-22, eq. (19)
-        dst, src, rs = P.kc_dst[t], P.kc_src[t], P.kc_rslot[t]
+    for t in range(kc_dst.shape[0]):               # lines 18-22, eq. (19)
+        dst, src, rs = kc_dst[t], kc_src[t], kc_rslot[t]
         if src < 0:                                  # line 20: A(e)K_e = A(e)P_e^T
             for k in range(6):
                 for col in range(6):
                     Kst[dst, k, col] = Rst[rs, k, col]
             continue
-        for k in range(P.pair_rows[dst]):            # line 22: K[(A(c), e)] = K[(c, e)] R[c]
+        for k in range(pair_rows[dst]):            # line 22: K[(A(c), e)] = K[(c, e)] R[c]
             for col in range(6):
                 acc = 0.0
                 for l in range(6):
                     acc += Kst[src, k, l] * Rst[rs, l, col]
                 Kst[dst, k, col] = acc
     for k in range(ee_slot.shape[0]):                # line 28: diagonal blocks 0Om_e
-        o, c, e = P.offsets[k], rows[ee_slot[k]], ee_slot[k]
+        o, c, e = offsets[k], rows[ee_slot[k]], ee_slot[k]
         for a in range(c):
             for b in range(c):
                 out[o + a, o + b] = Om0[e, a, b]
-    for w in range(P.w_slot.shape[0]):               # 0Om_c cK_e2^T, once per (c, e2)
-        oc, pr = P.w_slot[w], P.w_pair[w]
+    for w in range(w_slot.shape[0]):               # 0Om_c cK_e2^T, once per (c, e2)
+        oc, pr = w_slot[w], w_pair[w]
         for row in range(6):
-            for b in range(P.pair_rows[pr]):
+            for b in range(pair_rows[pr]):
                 acc = 0.0
                 for l in range(6):
                     acc += Om0[oc, row, l] * Kst[pr, b, l]
                 Wst[w, row, b] = acc
-    for t in range(P.blk_k1.shape[0]):               # lines 25-26, eq. (13)
-        k1, k2, p1, w = P.blk_k1[t], P.blk_k2[t], P.blk_p1[t], P.blk_w[t]
-        o1, o2 = P.offsets[k1], P.offsets[k2]
-        for a in range(P.offsets[k1 + 1] - o1):
-            for b in range(P.offsets[k2 + 1] - o2):
+    for t in range(blk_k1.shape[0]):               # lines 25-26, eq. (13)
+        k1, k2, p1, w = blk_k1[t], blk_k2[t], blk_p1[t], blk_w[t]
+        o1, o2 = offsets[k1], offsets[k2]
+        for a in range(offsets[k1 + 1] - o1):
+            for b in range(offsets[k2 + 1] - o2):
                 acc = 0.0
                 for l in range(6):
                     acc += Kst[p1, a, l] * Wst[w, l, b]
