@@ -98,11 +98,9 @@ def _numba_ready(method):
     if method == "sparse":                 # (numba's import: on use)
         from .kernels.assemble_numba import _assemble_range
         from .kernels.lu_numba import _batch_inner
-        return jit.ready("the assembly and LU kernels", (_assemble_range, _batch_inner),
-                         "sparsedyn.jit_warm:assembly_lu_kernels")
+        return jit.ready("the assembly and LU kernels", (_assemble_range, _batch_inner))
     from .kernels.pv_osimr_numba import _run_parallel, _run_serial
-    return jit.ready("the PV-OSIMr Delassus kernel", (_run_serial, _run_parallel),
-                     "sparsedyn.jit_warm:pv_osimr_kernels")
+    return jit.ready("the PV-OSIMr Delassus kernel", (_run_serial, _run_parallel))
 
 
 def _compiled(method):

@@ -39,6 +39,17 @@ _compiles = {}               # key -> (Popen, stderr file) of its background com
 _reported = set()            # keys whose fruitless background compile was named in a warning
 _compiling_here = False      # this process is a background compile: compile, never delegate
 
+#: the package's kernel families: their name (the key) and the function compiling them
+#: (sparsedyn/jit_warm.py)
+FAMILIES = {"the planner's kernels": "sparsedyn.jit_warm:planner_kernels",
+            "the fused ID/FD kernel": "sparsedyn.jit_warm:fused_kernels",
+            "the assembly and LU kernels": "sparsedyn.jit_warm:assembly_lu_kernels",
+            "the MAP estimation kernel": "sparsedyn.jit_warm:map_kernels",
+            "the augmented MAP estimation kernel": "sparsedyn.jit_warm:augmented_kernels",
+            "the mass matrix kernel": "sparsedyn.jit_warm:mass_matrix_kernels",
+            "the PV-OSIMr Delassus kernel": "sparsedyn.jit_warm:pv_osimr_kernels",
+            "the derivative kernels": "sparsedyn.jit_warm:derivative_kernels"}
+
 
 def runnable(dispatcher):
     """True if calling the numba `dispatcher` needs no compile: compiled in this process, or a
@@ -57,9 +68,9 @@ def runnable(dispatcher):
     return found
 
 
-def ready(key, dispatchers, warm):
+def ready(key, dispatchers, warm=None):
     """True if every dispatcher runs without compiling now. Otherwise False, after starting the
-    subprocess that runs `warm` ("module:function") once per key. True as well where the
+    subprocess that runs `warm` ("module:function"; default: FAMILIES[key]) once per key. True as well where the
     background cannot help, so that the caller's call compiles in this process as numba always
     does: no subprocess can be started, or it ended without leaving the kernels in numba's cache
     (it failed, or the cache is not writable; named in a RuntimeWarning once)."""
@@ -71,7 +82,7 @@ def ready(key, dispatchers, warm):
             if all(runnable(d) for d in dispatchers):
                 return True
             try:
-                _compiles[key] = _start(warm)
+                _compiles[key] = _start(warm or FAMILIES[key])
             except OSError:
                 return True
             return False
@@ -90,10 +101,10 @@ def ready(key, dispatchers, warm):
     return True
 
 
-def runnable_now(key, dispatcher, warm):
-    """`dispatcher` if it runs without compiling now (ready(key, (dispatcher,), warm)), else its
-    interpreted twin, with the background compile of `warm` started."""
-    return dispatcher if ready(key, (dispatcher,), warm) else interpreted(dispatcher)
+def runnable_now(key, dispatcher):
+    """`dispatcher` if it runs without compiling now (ready(key, (dispatcher,))), else its
+    interpreted twin, with the background compile of its family started."""
+    return dispatcher if ready(key, (dispatcher,)) else interpreted(dispatcher)
 
 
 @functools.lru_cache(maxsize=None)
@@ -142,10 +153,11 @@ def stop():
     """Terminate the background compilations still running (their kernels are then compiled
     again by the next call that needs them)."""
     with _lock:
-        for proc, _ in _compiles.values():
+        for proc, log in _compiles.values():
             if proc.poll() is None:
                 proc.terminate()
                 proc.wait()
+            log.close()
         _compiles.clear()
 
 

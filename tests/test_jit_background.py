@@ -167,6 +167,12 @@ WARMED = {
     "derivative_kernels": "tangent_numba.tangent_rhs, lu_multi_rhs.solve_multi_rhs"}
 
 
+def test_every_family_has_its_warm_up_function():
+    from sparsedyn import jit, jit_warm
+    assert sorted(jit.FAMILIES.values()) == sorted(f"sparsedyn.jit_warm:{w}" for w in WARMED)
+    assert sorted(f.__name__ for f in jit_warm.ALL) == sorted(WARMED)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("warm", sorted(WARMED))
 def test_each_background_compile_caches_every_kernel_auto_checks(tmp_path, warm):
@@ -216,3 +222,20 @@ def test_interpreted_twins_compute_what_the_kernels_compute():
     assert np.array_equal(levels, jit.interpreted(levels_numba._levels)(*lv_args))
     assert levels.max() > 10
     assert jit.interpreted(_assemble_range) is jit.interpreted(_assemble_range)   # built once
+
+
+def test_interpreted_count_hands_an_undecided_candidate_to_the_compiled_counter(monkeypatch):
+    """While the counter compiles, the interpreter counts a few steps at most; a candidate it
+    cannot decide in them is counted by the compiled kernel, with the same result."""
+    import sparsedyn as sd
+    from sparsedyn import jit
+    from sparsedyn.planner import estimate_numba
+    plan = sd.compile(sd.forward_dynamics(sd.models.humanoid()))
+    p = plan.factorization.program
+    expected = estimate_numba.estimate(plan.system.pattern, p.row_perm, p.col_perm, np.inf)
+    used = []
+    twin = jit.interpreted(estimate_numba._structure_counts)
+    monkeypatch.setattr(jit, "runnable_now", lambda key, d: used.append(key) or twin)
+    monkeypatch.setattr(estimate_numba, "INTERPRETED_STEPS", 10)
+    assert estimate_numba.estimate(plan.system.pattern, p.row_perm, p.col_perm, np.inf) == expected
+    assert used == ["the planner's kernels"] and expected[0] > 0

@@ -59,7 +59,6 @@ class AugmentedMAP(CompiledRoute):
     """Fused assembly + static-pivot LU of K + probe + refinement for a batch of states."""
 
     JIT_KEY = "the augmented MAP estimation kernel"
-    JIT_WARM = "sparsedyn.jit_warm:augmented_kernels"
 
     @staticmethod
     def jit_entry_points():

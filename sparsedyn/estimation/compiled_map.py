@@ -74,7 +74,7 @@ class CompiledMAP(CompiledRoute):
     W^1/2 A diag(active), the prior's numbers into their slots (kernels/normal_numba.py,
     SampleInputs); the pattern, the order and the program are the same for every sample."""
 
-    JIT_KEY, JIT_WARM = "the MAP estimation kernel", "sparsedyn.jit_warm:map_kernels"
+    JIT_KEY = "the MAP estimation kernel"
 
     @staticmethod
     def jit_entry_points():

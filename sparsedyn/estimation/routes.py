@@ -7,8 +7,8 @@ class CompiledRoute:
     builds the twin once (`_c_twin`, the subclass's), on_backend("numba") is the route itself."""
 
     _c = None
-    #: the kernels' name and the "module:function" compiling them (sparsedyn/jit.py)
-    JIT_KEY = JIT_WARM = None
+    #: the kernels' family (sparsedyn/jit.py FAMILIES)
+    JIT_KEY = None
 
     def on_backend(self, name):
         if name == "numba":
@@ -21,7 +21,7 @@ class CompiledRoute:
         """True if the numba route runs without a JIT compile now; else False, its compile
         started in the background (sparsedyn/jit.py): backend="auto" answers on NumPy meanwhile."""
         from .. import jit
-        return jit.ready(self.JIT_KEY, self.jit_entry_points(), self.JIT_WARM)
+        return jit.ready(self.JIT_KEY, self.jit_entry_points())
 
     def _c_twin(self):
         raise NotImplementedError(f"backend 'c': {type(self).__name__} has no C form")

@@ -161,7 +161,7 @@ class CompiledExact(CompiledRoute):
         self.threshold = PROBE_GAIN * float(np.abs(delta).max())
 
     def ready(self):
-        return self.fused.ready("sparsedyn.jit_warm:fused_kernels")
+        return self.fused.ready()
 
     def _c_twin(self):
         """The same route on the fused program as generated C (backends/generated_c.py)."""

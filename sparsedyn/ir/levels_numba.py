@@ -67,6 +67,6 @@ def dependency_levels(code, t, a, b, n_slots, stage=None):
              else np.ascontiguousarray(stage, dtype=np.int64))
     as_int = (lambda x: np.ascontiguousarray(x, dtype=np.int64))
     levels = _levels if code.size > INTERPRETED_OPS else jit.runnable_now(
-        "the planner's kernels", _levels, "sparsedyn.jit_warm:planner_kernels")
+        "the planner's kernels", _levels)
     return levels(code, as_int(t), as_int(a), as_int(b), stage, int(n_slots),
                   READS_T, READS_A, READS_B)

@@ -394,7 +394,7 @@ def assemble_batch(program, q, qd, y, measured_order, interpret_while_compiling=
     values = np.repeat(program.template[None], B, axis=0)          # constants in place
     rhs = np.empty((B, program.n_rows))
     run = _assemble_range if not interpret_while_compiling else jit.runnable_now(
-        "the assembly and LU kernels", _assemble_range, "sparsedyn.jit_warm:assembly_lu_kernels")
+        "the assembly and LU kernels", _assemble_range)
     run(0, B, min(MIN_LANES, B), q, qd, y, AssemblyArrays(*program.model_arrays()), xr, dest,
         values, rhs)
     return values, rhs
@@ -613,11 +613,11 @@ class FusedSolver:
                            self.ir.program.col_perm, float(self.ir.program.tol)))
         return self._kernels[full]
 
-    def ready(self, warm):
-        """True if run() needs no JIT compile now; else False, with `warm` ("module:function",
-        which calls compile_kernels on some plan: every plan's fused kernel has the same
-        argument types) started in the background (sparsedyn/jit.py)."""
-        return jit.ready("the fused ID/FD kernel", (_fused_serial, _fused_parallel), warm)
+    def ready(self):
+        """True if run() needs no JIT compile now; else False, with its compile (compile_kernels
+        on some plan: every plan's fused kernel has the same argument types) started in the
+        background (sparsedyn/jit.py)."""
+        return jit.ready("the fused ID/FD kernel", (_fused_serial, _fused_parallel))
 
     def compile_kernels(self):
         """Run the serial and the parallel kernel once each, on two states of zeros (their

@@ -31,9 +31,10 @@ from .. import jit
 OVER_BUDGET = -1
 #: estimate() of a candidate with a structurally zero pivot (neither stored nor filled in)
 ZERO_PIVOT = -2
-#: patterns up to this many nonzeros are counted by the interpreter while numba compiles the
-#: counter (sparsedyn/jit.py); larger ones wait for the compiler, a small part of their planning
-INTERPRETED_NNZ = 50_000
+#: while numba compiles the counter (sparsedyn/jit.py) the interpreter counts a pattern of up to
+#: this many nonzeros for up to this many steps (~1 s); larger work waits for the compiler, a
+#: small part of its planning
+INTERPRETED_NNZ, INTERPRETED_STEPS = 50_000, 10 ** 6
 
 
 @njit(cache=True, inline="always")
@@ -98,10 +99,15 @@ def estimate(pattern, row_perm, col_perm, cap, symmetric=False):
     (ZERO_PIVOT, k) when pivot k is structurally zero."""
     n = pattern.shape[0]
     B = sp.csc_matrix(pattern)[row_perm][:, col_perm].tocsc()
-    counts = _structure_counts if B.nnz > INTERPRETED_NNZ else jit.runnable_now(
-        "the planner's kernels", _structure_counts, "sparsedyn.jit_warm:planner_kernels")
-    status, L_count, U_count = counts(
-        n, B.indptr.astype(np.int64), B.indices.astype(np.int64), int(min(cap, 2 ** 62)))
+    args = (n, B.indptr.astype(np.int64), B.indices.astype(np.int64))
+    cap = int(min(cap, 2 ** 62))
+    counts = _structure_counts
+    if B.nnz <= INTERPRETED_NNZ:
+        counts = jit.runnable_now("the planner's kernels", _structure_counts)
+    interpreted = counts is not _structure_counts
+    status, L_count, U_count = counts(*args, min(cap, INTERPRETED_STEPS) if interpreted else cap)
+    if interpreted and status == OVER_BUDGET and cap > INTERPRETED_STEPS:   # undecided there
+        status, L_count, U_count = _structure_counts(*args, cap)
     if status == OVER_BUDGET:
         return OVER_BUDGET, -1
     if status == ZERO_PIVOT:

@@ -358,8 +358,7 @@ def _lu_kernel_ready():
     its compile started in the background (the NumPy backend gives the same numbers bit for bit)."""
     from .. import jit
     from ..kernels.lu_numba import _batch_inner
-    return jit.ready("the assembly and LU kernels", (_batch_inner,),
-                     "sparsedyn.jit_warm:assembly_lu_kernels")
+    return jit.ready("the assembly and LU kernels", (_batch_inner,))
 
 
 class Factorization:

@@ -101,9 +101,8 @@ class MassMatrixPlan(PlanBase):
         self.check_threads(threads)                 # a bad value is named on every route
         q, single = check_configuration(model, q)
         B = q.shape[0]
-        if backend == "auto" and not jit.ready(
-                "the mass matrix kernel", (crba_numba._serial, crba_numba._parallel),
-                "sparsedyn.jit_warm:mass_matrix_kernels"):
+        if backend == "auto" and not jit.ready("the mass matrix kernel",
+                                               (crba_numba._serial, crba_numba._parallel)):
             backend = "numpy"            # while numba compiles it in the background
         if backend == "numpy" or opcount.counting():      # the compiled kernel charges nothing
             res = crba_numpy(model, q)

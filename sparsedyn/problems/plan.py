@@ -298,8 +298,7 @@ class Plan(PlanBase):
         if B <= AUTO_C_MAX_BATCH and backends.module("c").unavailable() is None:
             if self.kernel("c").ready("full" if full or self.ir.checks_residual else "outputs"):
                 return "c"
-        return "numba" if self.kernel("numba").ready("sparsedyn.jit_warm:fused_kernels") \
-            else "numpy"
+        return "numba" if self.kernel("numba").ready() else "numpy"
 
     def _check_outputs(self, outputs):
         """True if the whole solution vector is wanted in this pass."""

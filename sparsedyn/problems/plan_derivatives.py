@@ -111,8 +111,7 @@ def derivative_kernels_ready():
     """True if the compiled tangent right-hand sides and multi-right-hand-side substitutions run
     without a JIT compile; else False, their compile started in the background (sparsedyn/jit.py)."""
     from .. import jit
-    return jit.ready("the derivative kernels", (tangent_rhs, solve_multi_rhs),
-                     "sparsedyn.jit_warm:derivative_kernels")
+    return jit.ready("the derivative kernels", (tangent_rhs, solve_multi_rhs))
 
 
 def solve_derivatives(plan, q, v, x, backend):
