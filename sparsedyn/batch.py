@@ -6,14 +6,17 @@ naming the argument (and the joint, for quaternions).
 """
 from __future__ import annotations
 
+import sys
+import threading
 import weakref
 
 import numpy as np
 
 
 
-def as_batch(x, width, name, batch=None):
-    """Return (array of shape (B, width), was_single). `batch` forces B (broadcasting a single row)."""
+def as_batch(x, width, name, batch=None, finite=True):
+    """Return (array of shape (B, width), was_single). `batch` forces B (broadcasting a single row);
+    finite=False leaves the finiteness check to the caller (state_copies)."""
     try:
         arr = np.asarray(x, dtype=float)
     except (TypeError, ValueError):
@@ -28,8 +31,8 @@ def as_batch(x, width, name, batch=None):
             arr = np.broadcast_to(arr, (batch, width))
         else:
             raise ValueError(f"{name}: batch size {arr.shape[0]} does not match {batch}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
+    if finite and not np.isfinite(arr).all():
+        bad = ~np.isfinite(arr)
         rows, cols = np.nonzero(bad)
         raise ValueError(f"{name}: non-finite value at batch index {rows[0]}, column {cols[0]} "
                          f"({int(bad.sum())} non-finite entries)")
@@ -57,29 +60,38 @@ def _quaternion_columns(model):
 def check_configuration(model, q, name="q"):
     """Batch q and check that quaternions (free-flyer, spherical) have unit norm."""
     q, single = as_batch(q, model.nq, name)
+    _check_quaternions(model, q, name)
+    return q, single
+
+
+def _check_quaternions(model, q, name):
     cols, names = _quaternion_columns(model)
     if len(names) and q.shape[0]:
-        quat = q[:, cols]
-        err = np.abs(np.sqrt((quat * quat).sum(axis=-1)) - 1.0)
+        # column by column (slices of q, no gathered copy)
+        err = np.empty((q.shape[0], len(names)))
+        for k, start in enumerate(cols[:, 0]):
+            quat = q[:, start:start + 4]
+            err[:, k] = np.abs(np.sqrt(np.einsum("ij,ij->i", quat, quat)) - 1.0)
         if err.max() > QUATERNION_TOL:
             b, k = np.unravel_index(int(np.argmax(err)), err.shape)
             raise ValueError(f"{name}: quaternion of joint {names[k]!r} is not unit-norm at batch "
                              f"index {b} (norm {np.linalg.norm(q[b, cols[k]]):.6g})")
-    return q, single
 
 
-def state(model, q, **vectors):
+def state(model, q, checked=True, **vectors):
     """Batch q and the nv-wide vectors given as keywords (None passes through as zeros=False).
+    checked=False leaves the finiteness and quaternion checks to the caller (state_copies).
 
     Returns (q, dict of batched vectors, B, single)."""
-    q, single = check_configuration(model, q)
+    q, single = check_configuration(model, q) if checked else as_batch(q, model.nq, "q",
+                                                                       finite=False)
     B = q.shape[0]
     out = {}
     for key, val in vectors.items():
         if val is None:
             out[key] = None
             continue
-        arr, s = as_batch(val, model.nv, key)
+        arr, s = as_batch(val, model.nv, key, finite=checked)
         if arr.shape[0] != B:
             if arr.shape[0] == 1:
                 arr = np.broadcast_to(arr, (B, model.nv))
@@ -92,6 +104,65 @@ def state(model, q, **vectors):
         single = single and s
         out[key] = arr
     return q, out, B, single
+
+
+def state_copies(model, q, blocks, **vectors):
+    """state(), with q and the vectors returned as private copies (the caller may change its
+    arrays while they live: views of one block of `blocks`, a CopyBlocks) and checked on the
+    copies in one pass; a failed check raises what state() raises."""
+    q, out, B, single = state(model, q, checked=False, **vectors)
+    keys = [k for k, v in out.items() if v is not None]
+    arrays = [np.asarray(a, dtype=float) for a in [q] + [out[k] for k in keys]]
+    block = blocks.get(sum(a.size for a in arrays))
+    copies, start = [], 0
+    for a in arrays:
+        view = block[start:start + a.size].reshape(a.shape)
+        view[...] = a
+        copies.append(view)
+        start += a.size
+    q, *copies = copies
+    # a sum is finite only if every entry is (one pass, no temporary); a finite sum that
+    # overflowed runs the checks below, which then pass
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.sum(block)
+    if not np.isfinite(total):
+        # state()'s checks in state()'s order on the copies (the same values): the first
+        # non-finite argument, or a quaternion of q before a later argument, is named
+        check_configuration(model, q)
+        for key, arr in zip(keys, copies):
+            as_batch(arr, model.nv, key)
+    _check_quaternions(model, q, "q")
+    out.update(zip(keys, copies))
+    return q, out, B, single
+
+
+class CopyBlocks:
+    """Blocks of memory for state_copies, each reused once no copy made in it is referenced: a
+    fresh block per call would be page-faulted in every time (the allocator hands blocks of
+    megabytes back to the system when they are freed; experiments/kernel_design.md, "Input
+    copies of plan.solve"). Holds at most `keep` unreferenced blocks; thread-safe."""
+
+    def __init__(self, keep=4):
+        self.keep = keep
+        self._blocks = []
+        self._lock = threading.Lock()
+
+    def get(self, size):
+        """A float64 block of `size` that nothing else references."""
+        with self._lock:
+            for k in range(len(self._blocks)):
+                block = self._blocks[k]
+                # references: the list, `block` and getrefcount's argument; a copy (a view)
+                # made in it adds one
+                if sys.getrefcount(block) == 3:
+                    if block.size == size:
+                        return block
+                    del self._blocks[k]              # unreferenced, of another size
+                    break
+            block = np.empty(size)
+            if len(self._blocks) < self.keep:
+                self._blocks.append(block)
+            return block
 
 
 def unbatch(x, single):

@@ -152,6 +152,72 @@ def test_named_variables_lazy_and_eager_vs_pinocchio():
     assert len(list(lazy)) == len(lazy)
 
 
+def test_lazy_results_keep_their_inputs_while_later_solves_reuse_memory():
+    """plan.solve copies its inputs into memory it reuses once no result refers to them: lazy
+    results kept across later solves (the caller refilling its arrays in place each time) still
+    give Pinocchio's body accelerations for their own inputs, and memory of dropped results is
+    reused (the copies of a solve are views of one block of the plan's)."""
+    model, pmodel, conv, plan = _setup("humanoid", "id", False)
+    rng = np.random.default_rng(25)
+    B = 4
+    q = model.random_configuration(rng, batch=B)
+    v, a = np.empty((2, B, model.nv))
+    kept = []
+    for k in range(3):
+        q[:] = model.random_configuration(rng, batch=B)
+        v[:], a[:] = rng.normal(size=(2, B, model.nv))
+        kept.append((plan.solve(q, v, qdd=a, backend="numba"), q.copy(), v.copy(), a.copy()))
+        for _ in range(5):                               # results dropped at once
+            plan.solve(model.random_configuration(rng, batch=B), rng.normal(size=v.shape),
+                       qdd=a, backend="numba")
+    blocks = plan._copy_blocks
+    assert len(blocks._blocks) <= blocks.keep
+    link = model.link_names[-1]
+    for res, qk, vk, ak in kept:
+        for b in range(B):
+            _, pdata = _pin(pmodel, conv(model, pmodel, qk[b]), vk[b], ak[b], None, "id")
+            jid = pmodel.frames[pmodel.getFrameId(link, pin.BODY)].parentJoint
+            assert rel_err(res["a", link][b], pdata.a_gf[jid].vector) <= TOL
+    # once the kept results are gone, their blocks are handed out again
+    del kept, res
+    held = [id(blk) for blk in blocks._blocks]
+    assert id(blocks.get(q.size + v.size + a.size)) in held
+
+
+def test_plan_solve_names_bad_inputs_as_the_recursive_functions_do():
+    """plan.solve checks its inputs on their copies in one pass; what it raises for a non-finite
+    or non-unit-quaternion input is what sd.rnea raises (state's checks, in state's order), and
+    finite inputs whose sum overflows pass the check (the solve then names the states that
+    overflow)."""
+    model, _, _, plan = _setup("humanoid", "id", False)
+    rng = np.random.default_rng(26)
+    B = 5
+    q = model.random_configuration(rng, batch=B)
+    v, a = rng.normal(size=(2, B, model.nv))
+
+    def bad(what, row, col, value):
+        args = {"q": q.copy(), "v": v.copy(), "a": a.copy()}
+        for w, r, c, x in zip(what, row, col, value):
+            args[w][r, c] = x
+        return args
+
+    cases = [bad("q", [2], [8], [np.nan]), bad("v", [4], [0], [np.inf]),
+             bad("a", [1], [3], [-np.inf]), bad("q", [3], [3], [2.0]),          # quaternion
+             bad("qv", [3, 1], [3, 5], [2.0, np.nan])]      # q's quaternion before v's NaN
+    for args in cases:
+        with pytest.raises(ValueError) as expected:
+            sd.rnea(model, args["q"], args["v"], args["a"])
+        with pytest.raises(ValueError) as got:
+            plan.solve(args["q"], args["v"], qdd=args["a"])
+        assert str(got.value) == str(expected.value).replace("a:", "qdd:", 1)
+        assert str(got.value).split(":")[0] in ("q", "v", "qdd")
+    a_big = a.copy()
+    a_big[2, :2] = 1e308                                   # finite; their sum is not
+    with pytest.raises(ValueError, match=r"\[2\]") as got:
+        plan.solve(q, v, qdd=a_big)
+    assert "non-finite value" not in str(got.value)
+
+
 @pytest.mark.parametrize("name", ["mixed", "humanoid"])
 def test_compiled_assembly_satisfies_the_equations(name):
     """The compiled D(q), b(q, qd) (assemble_batch) against an independent oracle: the RNEA's

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import backends, opcount
-from ..batch import state, unbatch
+from ..batch import CopyBlocks, state_copies, unbatch
 from ..errors import (IllPosedError, PlanMismatchError, SingularModelError, check_assembled,
                       nonfinite_error)
 from ..files import atomic_write, read_npz
@@ -111,6 +111,7 @@ class Plan(PlanBase):
         self._kernels = {}
         self._lock = threading.Lock()        # kernels are built once, by one thread
         self._local = threading.local()      # each thread's single-state solver (_one_state)
+        self._copy_blocks = CopyBlocks()     # memory of solve's private input copies
         self._single_c = False               # "auto" runs single states on C (its library is built)
 
     # ------------------------------------------------------------------ offline facts
@@ -193,7 +194,10 @@ class Plan(PlanBase):
         full = self._check_outputs(outputs) or bool(derivatives)
         threads_given = threads
         self.check_threads(threads)                 # a bad value is named on every route
-        q, vecs, B, single = state(model, q, v=v, **{problem.given: given[problem.given]})
+        # private copies, checked in one pass: the on-demand pass below must see the inputs of
+        # this call even if the caller reuses its arrays in the meantime
+        q, vecs, B, single = state_copies(model, q, self._copy_blocks, v=v,
+                                          **{problem.given: given[problem.given]})
         y = vecs[problem.given]
         fx = None
         if problem.fx_bodies:
@@ -215,9 +219,7 @@ class Plan(PlanBase):
             dx = solve_derivatives(self, q, vecs["v"], x, "numpy") if derivatives else None
             return Result(self, x, single, derivatives=dx)
         threads = self.threads_for(threads_given, B)
-        # private copies (cheap next to the solve): the on-demand pass below must see the inputs
-        # of this call even if the caller reuses its arrays in the meantime
-        q, v, y = (np.array(a, dtype=float, order="C") for a in (q, vecs["v"], y))
+        v = vecs["v"]
         joint, x = self._solve_compiled(q, v, y, fx, full, threads, backend)
         if derivatives:
             return Result(self, x, single, joint_space={problem.outputs[0]: joint},
