@@ -17,10 +17,12 @@ import numpy as np
 
 from ...errors import SingularModelError
 from ...kinematics import joint_transforms
-from ...opcount import charge, counting
-from ...spatial import Transform, cross_force, cross_motion
-from .._common import S_times, inertia_times, matmul
+from ...opcount import charge, counting, suspended
+from ...spatial import Transform, cross_force, cross_motion, inertia_to_parent, rows_times_transform
+from ...spatial_costs import linear_cost
+from .._common import S_times, inertia_times
 from ..aba import SINGULAR_TOLERANCE, articulated_scale
+from ._cluster_patterns import cluster_patterns, composed_structure, congruence_cost
 
 
 
@@ -35,33 +37,18 @@ class ClusterPass:
     qd: list        # per cluster: (B, n_k) spanning joint velocities G_k yd_k
 
 
-def block_rows(S_i, G_rows):
-    """S_i G_k[rows of body i]: (6, n_i) x (B, n_i, m) -> (B, 6, m), or S_i when G = 1."""
-    charge(6 * G_rows.shape[1] * G_rows.shape[2], 6 * (G_rows.shape[1] - 1) * G_rows.shape[2], kind="S G")
-    return np.einsum("ij,bjk->bik", S_i, G_rows)
-
-
-def apply_motion_columns(X, M):
-    """X M for a (B, 6, m) matrix of motion columns (charged m times)."""
-    m = M.shape[-1]
-    if counting():
-        mul, add, _ = X.structure_cost("X m", np.ones(6, bool))
-        charge(mul * (m - 1), add * (m - 1), kind="X*m", written=(24 * (m - 1), 18 * (m - 1)))
-    return np.swapaxes(_batched(X).apply_motion(np.swapaxes(M, 1, 2)), 1, 2)
-
-
 def _batched(X):
     """The same transform with a broadcast axis for the columns of a matrix."""
     return Transform(X.E[:, None], X.r[:, None], X.structure)
 
 
-def transpose_force_columns(X, F):
-    """X^T F for a (B, 6, m) matrix of force columns (charged m times)."""
-    m = F.shape[-1]
+def apply_motion_columns(X, M):
+    """X M for a (B, 6, m) matrix of motion columns (charged once per column)."""
+    m = M.shape[-1]
     if counting():
-        mul, add, _ = X.structure_cost("X^T f", np.ones(6, bool))
-        charge(mul * (m - 1), add * (m - 1), kind="X^T*f", written=(24 * (m - 1), 18 * (m - 1)))
-    return np.swapaxes(_batched(X).transpose_apply_force(np.swapaxes(F, 1, 2)), 1, 2)
+        mul, add, _ = X.structure_cost("X m", np.ones(6, bool))
+        charge(mul * (m - 1), add * (m - 1), kind="X*m", written=(24 * (m - 1), 18 * (m - 1)))
+    return np.swapaxes(_batched(X).apply_motion(np.swapaxes(M, 1, 2)), 1, 2)
 
 
 def cluster_motion(Xout, out_blocks, x_parent):
@@ -78,18 +65,32 @@ def cluster_force_to_parent(Xout, out_blocks, f, n_parent):
     return out
 
 
-def cluster_congruence(Xout, out_blocks, Ia, n_parent):
-    """(kX_lambda(k))^T Ia kX_lambda(k) (Algorithm 1, line 32) exploiting the one-block-per-row
-    structure of eq. 17: (B, 6 n_b, 6 n_b) -> (B, 6 n_p, 6 n_p)."""
+def cluster_congruence(Xout, out_blocks, Ia, n_parent, pattern=None):
+    """(kX_lambda(k))^T Ia kX_lambda(k) (Algorithm 1, line 32) by eq. 17's one block per block row:
+    block (Lambda(i), Lambda(j)) sums X_i^T Ia_ij X_j over the bodies i, j of those output
+    blocks. Diagonal terms are congruences in the compact form (spatial.inertia_to_parent); for
+    i < j, X_i^T (Ia_ij X_j) in compact form (rows of Ia_ij by X_j, then X_i^T on the columns)
+    is also the (j, i) term transposed. (B, 6 n_b, 6 n_b) -> (B, 6 n_p, 6 n_p) and, with
+    `pattern` (Ia's), the result's pattern; the paper count is the upper triangle's."""
     B, nb = Ia.shape[0], len(Xout)
-    Xm = [X.matrix() for X in Xout]
-    W = np.zeros((B, 6 * nb, 6 * n_parent))
-    for li, ob in enumerate(out_blocks):
-        W[:, :, 6 * ob:6 * ob + 6] += matmul(Ia[:, :, 6 * li:6 * li + 6], Xm[li], kind="X^T I X")
+    blk = [slice(6 * li, 6 * li + 6) for li in range(max(nb, n_parent))]
     out = np.zeros((B, 6 * n_parent, 6 * n_parent))
-    for li, ob in enumerate(out_blocks):
-        out[:, 6 * ob:6 * ob + 6] += matmul(np.swapaxes(Xm[li], 1, 2), W[:, 6 * li:6 * li + 6], kind="X^T I X")
-    return out
+    with suspended():                               # charged below, from the patterns
+        for li, (X, a) in enumerate(zip(Xout, out_blocks)):
+            out[:, blk[a], blk[a]] += inertia_to_parent(X, Ia[:, blk[li], blk[li]])
+            for lj in range(li + 1, nb):
+                W = rows_times_transform(Xout[lj], Ia[:, blk[li], blk[lj]])
+                T = np.swapaxes(_batched(X).transpose_apply_force(np.swapaxes(W, 1, 2)), 1, 2)
+                b = out_blocks[lj]
+                out[:, blk[a], blk[b]] += T
+                out[:, blk[b], blk[a]] += np.swapaxes(T, 1, 2)
+    if counting():
+        written = (nb * 216 * (nb + n_parent), nb * 180 * (nb + n_parent))
+        mul, add, P = congruence_cost([X.structure for X in Xout], out_blocks, n_parent,
+                                      np.ones(Ia.shape[1:], bool) if pattern is None else pattern)
+        charge(mul, add, kind="X^T I X", written=written)
+        return out, P
+    return out, None
 
 
 def forward_pass(cm, q, yd, Xup=None):
@@ -102,26 +103,32 @@ def forward_pass(cm, q, yd, Xup=None):
         lp, ob = cm.local_parents[k], cm.output_blocks[k]
         Xo = []
         for li, i in enumerate(c.bodies):                                      # lines 9-10 (eq. 17, 20)
-            Xo.append(Xup[i] if lp[li] < 0 else Xup[i].compose(Xo[lp[li]]))
+            if lp[li] < 0:
+                Xo.append(Xup[i])
+            else:
+                Xo.append(Xup[i].compose(Xo[lp[li]]))
+                Xo[-1].structure = composed_structure(Xup[i], Xo[lp[li]])
         G, g = cm.cluster_explicit(k, q, yd)                                   # line 11
         ydk = yd[:, cm.y_slice(k)]
         qdk = ydk if G is None else np.einsum("bij,bj->bi", G, ydk)
         nb, m = len(c.bodies), c.ny
         S = np.zeros((B, nb, 6, m))                                            # line 12, by eq. 20's recursion
         col = 0
-        for li, i in enumerate(c.bodies):
-            rows = slice(col, col + model.joints[i].nv)
-            col += model.joints[i].nv
-            if G is None:
-                S[:, li, :, rows] = model.joints[i].S
-            else:
-                S[:, li] = block_rows(model.joints[i].S, G[:, rows])
-            if lp[li] >= 0:
-                S[:, li] += apply_motion_columns(Xup[i], S[:, lp[li]])
+        with suspended():                                                      # charged from S_k's pattern
+            for li, i in enumerate(c.bodies):
+                rows = slice(col, col + model.joints[i].nv)
+                col += model.joints[i].nv
+                S[:, li] = model.joints[i].S if G is None else np.einsum("ij,bjk->bik", model.joints[i].S, G[:, rows])
+                if lp[li] >= 0:
+                    S[:, li] += apply_motion_columns(Xup[i], S[:, lp[li]])
         S = S.reshape(B, 6 * nb, m)
+        if counting():
+            pat = cluster_patterns(cm)[k]
+            charge(*pat.build, kind="S_k", written=pat.written)
+            charge(*linear_cost(pat.S_nz, pat.S_unit, np.ones(m, bool))[:2], kind="S yd",
+                   written=(6 * nb * m, 6 * nb * (m - 1)))
         parent_v = (np.zeros((B, 6)) if cm.parents[k] < 0 else res.v[cm.parents[k]])
         vJ = np.einsum("bij,bj->bi", S, ydk).reshape(B, nb, 6)
-        charge(6 * nb * m, 6 * nb * (m - 1), kind="S yd")
         if cm.parents[k] < 0:
             v = vJ                                                             # line 13, v_0 = 0
         else:
