@@ -20,7 +20,7 @@ from ...kinematics import joint_transforms
 from ...opcount import charge, counting, suspended
 from ...spatial import Transform, cross_force, cross_motion, inertia_to_parent, rows_times_transform
 from ...spatial_costs import linear_cost
-from .._common import S_times, inertia_times
+from .._common import S_times, inertia_times, subspace_out_pattern, tracked
 from ..aba import SINGULAR_TOLERANCE, articulated_scale
 from ._cluster_patterns import cluster_patterns, composed_structure, congruence_cost
 
@@ -139,7 +139,8 @@ def forward_pass(cm, q, yd, Xup=None):
             Si = model.joints[i].S
             rows = slice(col, col + Si.shape[1])
             col += Si.shape[1]
-            ck[:, li] = cross_motion(v[:, li], S_times(Si, qdk[:, rows]))      # v_i x S_i qd_i
+            ck[:, li] = cross_motion(v[:, li], S_times(Si, qdk[:, rows]), None,
+                                     tracked(subspace_out_pattern(Si)))        # v_i x S_i qd_i
             if g is not None:
                 ck[:, li] += S_times(Si, g[:, rows])                           # S_i g_i
             if lp[li] >= 0:

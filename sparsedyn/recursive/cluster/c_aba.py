@@ -64,7 +64,7 @@ def c_aba_sweeps(cm, q, yd, tau, f_ext_body, armature=None, Xup=None):
         Sy, _ = charged_product(fp.S[k], rhs[..., None], PS, None, "U^T a', S ydd")
         acc[k] = (a_prime + Sy[..., 0]).reshape(B, -1, 6)                          # line 42
         n6, m = fp.S[k].shape[1:]
-        charge(add=m + n6, kind="U^T a', S ydd")
+        charge(add=m + (int(PS[0].any(1).sum()) if PS else n6), kind="U^T a', S ydd", written=(0, m + n6))
     return ydd, acc
 
 

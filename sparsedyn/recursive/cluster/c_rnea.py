@@ -33,7 +33,7 @@ def c_rnea_sweeps(cm, q, yd, ydd, f_ext_body, Xup=None):
                                   (pats[k].S_nz, pats[k].S_unit), None, "S ydd")
         acc[k] = (cluster_motion(fp.Xout[k], cm.output_blocks[k], a0 if p < 0 else acc[p]) + fp.c[k]
                   + Sydd.reshape(B, -1, 6))                                        # eq. (33)
-        charge(add=S.shape[1], kind="S ydd")
+        charge(add=int(pats[k].S_nz.any(1).sum()) if pats else 0, kind="S ydd", written=(0, S.shape[1]))
         f[k] = np.stack([inertia_times(model.inertias[i], acc[k][:, li])
                          + cross_force(fp.v[k][:, li], inertia_times(model.inertias[i], fp.v[k][:, li]))
                          - f_ext_body[:, i] for li, i in enumerate(c.bodies)], axis=1)     # eq. (34)

@@ -1,0 +1,115 @@
+"""The cluster algorithms' structured forms (seed 003, Sec. V) against their straightforward dense
+references, and their paper-convention counts against the tree algorithms' closed forms.
+
+Oracles: the dense cluster transform of eq. 17 (one nonzero 6x6 block per block row, assembled
+here as a 6 n_b x 6 n_p matrix) and dense products with it; S_k evaluated at states the pattern
+probe did not see; Featherstone's closed forms for ABA and RNEA (single-body clusters reduce the
+cluster algorithms to them, Sec. VI-VII)."""
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from sparsedyn.loops import ClusterModel, belt_chain, four_bar, geared_chain, mini_cheetah, tello_like
+from sparsedyn.models import serial_chain
+from sparsedyn.opcount import count_operations
+from sparsedyn.recursive.cluster import c_aba, c_efpa, c_rnea
+from sparsedyn.recursive.cluster._cluster_common import cluster_congruence, forward_pass
+from sparsedyn.recursive.cluster._cluster_patterns import cluster_patterns
+
+SYSTEMS = {"geared_chain": lambda: geared_chain(4), "belt_chain": lambda: belt_chain(4),
+           "mini_cheetah": mini_cheetah, "tello_like": tello_like, "four_bar": four_bar}
+
+
+def dense_cluster_transform(Xout, out_blocks, n_parent):
+    """kX_lambda(k) of eq. 17 as a dense (B, 6 n_b, 6 n_p) matrix."""
+    B = Xout[0].E.shape[0]
+    X = np.zeros((B, 6 * len(Xout), 6 * n_parent))
+    for li, (Xi, ob) in enumerate(zip(Xout, out_blocks)):
+        X[:, 6 * li:6 * li + 6, 6 * ob:6 * ob + 6] = Xi.matrix()
+    return X
+
+
+def random_symmetric(rng, B, n):
+    A = rng.normal(size=(B, n, n))
+    return A + np.swapaxes(A, 1, 2)
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_cluster_congruence_equals_the_dense_transform_product(name):
+    cm = SYSTEMS[name]()
+    rng = np.random.default_rng(7)
+    q, yd, _ = cm.random_state(8, batch=3)
+    fp = forward_pass(cm, q, yd)
+    checked = 0
+    for k in range(cm.nclusters):
+        p = cm.parents[k]
+        if p < 0:
+            continue
+        n_p, nb = len(cm.clusters[p].bodies), len(cm.clusters[k].bodies)
+        Ia = random_symmetric(rng, 3, 6 * nb)
+        X = dense_cluster_transform(fp.Xout[k], cm.output_blocks[k], n_p)
+        ref = np.swapaxes(X, 1, 2) @ Ia @ X
+        with count_operations():
+            out, P = cluster_congruence(fp.Xout[k], cm.output_blocks[k], Ia, n_p)
+        scale = np.abs(ref).max()
+        assert np.abs(out - ref).max() <= 1e-12 * scale, (name, k)
+        assert not np.any(out[:, ~P]), (name, k)                  # zero outside the pattern
+        checked += 1
+    assert checked > 0
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_cluster_subspace_pattern_holds_at_unseen_states(name):
+    cm = SYSTEMS[name]()
+    pats = cluster_patterns(cm)
+    q, yd, _ = cm.random_state(99, batch=5)
+    fp = forward_pass(cm, q, yd)
+    for k, pt in enumerate(pats):
+        S = fp.S[k]
+        assert not np.any(S[:, ~pt.S_nz]), (name, k)
+        assert np.all(np.abs(S[:, pt.S_unit]) == 1.0), (name, k)
+        assert pt.S_nz.sum() < pt.S_nz.size, (name, k)                # S_k is structurally sparse
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_counting_conventions_do_not_change_numerics(name):
+    cm = SYSTEMS[name]()
+    q, yd, w = cm.random_state(3, batch=2)
+    ref = c_aba(cm, q, yd, w), c_rnea(cm, q, yd, w)
+    for convention in ("paper", "as_written"):
+        with count_operations(convention) as ops:
+            out = c_aba(cm, q, yd, w), c_rnea(cm, q, yd, w)
+        assert ops.flops > 0
+        for a, b in zip(out, ref):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("n", [10, 30])
+def test_single_body_clusters_count_like_featherstone_closed_forms(n):
+    """On a tree every cluster is one body: C-ABA and C-RNEA are ABA and RNEA, and their paper
+    counts are within 10% of Featherstone's closed forms (as tests/test_opcount_conventions.py
+    requires of ABA and RNEA)."""
+    model = serial_chain(n)
+    cm = ClusterModel(model)
+    rng = np.random.default_rng(0)
+    q = model.random_configuration(rng)
+    v, x = rng.normal(size=(2, model.nv))
+    with count_operations() as caba:
+        c_aba(cm, q, v, x)
+    with count_operations() as crnea:
+        c_rnea(cm, q, v, x)
+    assert abs(caba.flops / (429 * n - 507) - 1) < 0.10
+    assert abs(crnea.flops / (174 * n - 208) - 1) < 0.10
+
+
+def test_structured_c_efpa_equals_the_dense_inverse_osim():
+    cm = tello_like()
+    q, _, _ = cm.random_state(5, batch=2)
+    frames = ["left_foot", "right_shin"]
+    with count_operations():
+        osim = c_efpa(cm, q, frames)
+    H = sd.crba(cm.model, q[0])
+    G, _ = cm.explicit(q[0], np.zeros(cm.ny))
+    J = np.vstack([sd.frame_jacobian(cm.model, q[0], f) for f in frames]) @ G
+    ref = J @ np.linalg.solve(G.T @ H @ G, J.T)
+    assert np.abs(osim[0] - ref).max() <= 1e-9 * np.abs(ref).max()
