@@ -19,8 +19,8 @@ from ...errors import SingularModelError
 from ...kinematics import joint_transforms
 from ...opcount import charge, counting, suspended
 from ...spatial import Transform, cross_force, cross_motion, inertia_to_parent, rows_times_transform
-from ...spatial_costs import linear_cost
-from .._common import S_times, inertia_times, subspace_out_pattern, tracked
+from ...spatial_costs import FULL6, cross_cost, linear_cost
+from .._common import S_times, charge_sum, inertia_times, out_pattern, subspace_out_pattern, tracked
 from ..aba import SINGULAR_TOLERANCE, articulated_scale
 from ._cluster_patterns import cluster_patterns, composed_structure, congruence_cost
 
@@ -35,6 +35,7 @@ class ClusterPass:
     c: list         # per cluster: (B, n_b, 6) velocity-product acceleration c_k
     v: list         # per cluster: (B, n_b, 6) body velocities
     qd: list        # per cluster: (B, n_k) spanning joint velocities G_k yd_k
+    pc: list        # per cluster: (6 n_b,) structural pattern of c_k (None when not counting)
 
 
 def _batched(X):
@@ -58,11 +59,20 @@ def cluster_motion(Xout, out_blocks, x_parent):
 
 
 def cluster_force_to_parent(Xout, out_blocks, f, n_parent):
-    """lambda(k)X_k^* f = (kX_lambda(k))^T f (eq. 35): f (B, n_b, 6) -> (B, n_p, 6)."""
+    """lambda(k)X_k^* f = (kX_lambda(k))^T f (eq. 35): f (B, n_b, 6) -> (B, n_p, 6); the paper
+    count includes adding each body's force into its output body's (6 additions)."""
     out = np.zeros((f.shape[0], n_parent, 6))
     for li, (X, ob) in enumerate(zip(Xout, out_blocks)):
         out[:, ob] += X.transpose_apply_force(f[:, li])
+    charge_adds(6 * len(Xout))
     return out
+
+
+def charge_adds(n):
+    """Paper count of n vector-entry additions (the as-written count leaves them out, as
+    _common.charge_sum does)."""
+    if counting() and n:
+        charge(add=int(n), kind="+", written=(0, 0))
 
 
 def cluster_congruence(Xout, out_blocks, Ia, n_parent, pattern=None):
@@ -98,7 +108,7 @@ def forward_pass(cm, q, yd, Xup=None):
     model = cm.model
     B = q.shape[0]
     Xup = joint_transforms(model, q) if Xup is None else Xup                  # lines 5-6
-    res = ClusterPass([], [], [], [], [])
+    res = ClusterPass([], [], [], [], [], [])
     for k, c in enumerate(cm.clusters):
         lp, ob = cm.local_parents[k], cm.output_blocks[k]
         Xo = []
@@ -133,23 +143,31 @@ def forward_pass(cm, q, yd, Xup=None):
             v = vJ                                                             # line 13, v_0 = 0
         else:
             v = cluster_motion(Xo, ob, parent_v) + vJ                          # line 13
+            charge_adds(counting() and cluster_patterns(cm)[k].S_nz.any(1).sum())
         ck = np.zeros((B, nb, 6))                                              # lines 18-19 (erratum)
+        pc = [None] * nb
+        g_nz = cluster_patterns(cm)[k].g_nz if counting() else None
         col = 0
         for li, i in enumerate(c.bodies):
             Si = model.joints[i].S
             rows = slice(col, col + Si.shape[1])
             col += Si.shape[1]
-            ck[:, li] = cross_motion(v[:, li], S_times(Si, qdk[:, rows]), None,
-                                     tracked(subspace_out_pattern(Si)))        # v_i x S_i qd_i
+            pJ = tracked(subspace_out_pattern(Si))
+            ck[:, li] = cross_motion(v[:, li], S_times(Si, qdk[:, rows]), None, pJ)   # v_i x S_i qd_i
+            pc[li] = out_pattern(cross_cost, FULL6 if pJ is not None else None, pJ)
             if g is not None:
                 ck[:, li] += S_times(Si, g[:, rows])                           # S_i g_i
+                if g_nz is not None and g_nz[rows].any():
+                    pc[li] = charge_sum(pc[li], pJ)
             if lp[li] >= 0:
-                ck[:, li] += Xup[i].apply_motion(ck[:, lp[li]])                # LambdaX_lambda
+                ck[:, li] += Xup[i].apply_motion(ck[:, lp[li]], pc[lp[li]])    # LambdaX_lambda
+                pc[li] = charge_sum(pc[li], out_pattern(Xup[i].structure_cost, "X m", pc[lp[li]]))
         res.Xout.append(Xo)
         res.S.append(S)
         res.c.append(ck)
         res.v.append(v)
         res.qd.append(qdk)
+        res.pc.append(None if pc[0] is None else np.concatenate(pc))
     return res
 
 
@@ -164,6 +182,7 @@ def cluster_inertia(model, bodies, B):
 
 def bias_forces(model, bodies, v, f_ext_body):
     """stack(v_i x* I_i v_i - f_ext_i) (line 21 / eq. 34), (B, n_b, 6)."""
+    charge_adds(6 * sum(bool(f_ext_body[:, i].any()) for i in bodies))
     return np.stack([cross_force(v[:, li], inertia_times(model.inertias[i], v[:, li])) - f_ext_body[:, i]
                      for li, i in enumerate(bodies)], axis=1)
 

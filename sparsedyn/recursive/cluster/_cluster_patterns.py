@@ -36,6 +36,7 @@ class ClusterPattern:
 
     S_nz: np.ndarray
     S_unit: np.ndarray
+    g_nz: np.ndarray        # (n,) g_k's structurally nonzero entries (None: no constraint)
     I_nz: np.ndarray
     build: tuple            # (mul, add) of S_k from G_k
     written: tuple          # (mul, add) of the dense form of the same
@@ -50,19 +51,19 @@ def product_pattern(A_nz, A_unit, B_nz, B_unit):
 
 
 def _probe_G(cm, k):
-    """(nz, unit) of G_k over PROBES random assembled states (None for G = 1)."""
+    """(nz, unit) of G_k and the nz of g_k over PROBES random assembled states (None for G = 1)."""
     with suspended():
         q, yd, _ = cm.random_state(12345 + k, batch=PROBES)
-        G, _ = cm.cluster_explicit(k, q, yd)
+        G, g = cm.cluster_explicit(k, q, yd)
     if G is None:
-        return None
-    return np.any(G != 0, axis=0), np.all(np.abs(G) == 1, axis=0)
+        return None, None
+    return (np.any(G != 0, axis=0), np.all(np.abs(G) == 1, axis=0)), np.any(np.asarray(g) != 0, axis=0)
 
 
 def _cluster_pattern(cm, k, structures):
     model, c = cm.model, cm.clusters[k]
     nb, m = len(c.bodies), c.ny
-    G = _probe_G(cm, k)
+    G, g_nz = _probe_G(cm, k)
     S_nz, S_unit = np.zeros((6 * nb, m), bool), np.zeros((6 * nb, m), bool)
     mul = add = wmul = wadd = col = 0
     for li, i in enumerate(c.bodies):
@@ -90,7 +91,7 @@ def _cluster_pattern(cm, k, structures):
             S_unit[blk, j] &= ~out
         wmul, wadd = wmul + 24 * m, wadd + 18 * m
     I_nz = np.kron(np.eye(nb, dtype=bool), np.ones((6, 6), bool))
-    return ClusterPattern(S_nz, S_unit, I_nz, (mul, add), (wmul, wadd))
+    return ClusterPattern(S_nz, S_unit, g_nz, I_nz, (mul, add), (wmul, wadd))
 
 
 _PATTERNS = weakref.WeakKeyDictionary()

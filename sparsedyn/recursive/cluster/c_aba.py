@@ -17,7 +17,8 @@ from ...opcount import charge, counting
 from .._common import external_forces, gravity_acceleration, refuse_armature
 from ..aba import _solve_small
 from ._articulation import articulate
-from ._cluster_common import bias_forces, cluster_force_to_parent, cluster_inertia, cluster_motion, forward_pass
+from ._cluster_common import (bias_forces, charge_adds, cluster_force_to_parent, cluster_inertia, cluster_motion,
+                              forward_pass)
 from ._cluster_patterns import charged_product, cluster_patterns, dense
 
 
@@ -42,7 +43,8 @@ def c_aba_sweeps(cm, q, yd, tau, f_ext_body, armature=None, Xup=None):
         Dinv_u[k] = _solve_small(ak.D, u, "D^-1 u")
         p = cm.parents[k]
         if p >= 0:
-            Iac, _ = charged_product(ak.Ia, fp.c[k].reshape(B, -1, 1), dense(ak.PIa), None, "pa")
+            Iac, _ = charged_product(ak.Ia, fp.c[k].reshape(B, -1, 1), dense(ak.PIa),
+                                     dense(None if fp.pc[k] is None else fp.pc[k][:, None]), "pa")
             UDu, _ = charged_product(ak.U, Dinv_u[k][..., None], dense(ak.PU), None, "pa")
             pa = pA[k] + Iac[..., 0] + UDu[..., 0]                                 # line 31
             charge(add=2 * pa.shape[1], kind="pa")
@@ -55,6 +57,7 @@ def c_aba_sweeps(cm, q, yd, tau, f_ext_body, armature=None, Xup=None):
         p = cm.parents[k]
         a_prime = (cluster_motion(fp.Xout[k], cm.output_blocks[k], a0 if p < 0 else acc[p])
                    + fp.c[k]).reshape(B, -1)                                       # line 40
+        charge_adds(fp.pc[k] is not None and fp.pc[k].sum())
         PS = None if pats is None else (pats[k].S_nz, pats[k].S_unit)
         ak = art[k]
         Uta, _ = charged_product(np.swapaxes(ak.U, 1, 2), a_prime[..., None],

@@ -15,7 +15,7 @@ from ...errors import check_finite
 from ...opcount import charge, counting
 from ...spatial import cross_force
 from .._common import external_forces, gravity_acceleration, inertia_times, refuse_armature
-from ._cluster_common import cluster_force_to_parent, cluster_motion, forward_pass
+from ._cluster_common import charge_adds, cluster_force_to_parent, cluster_motion, forward_pass
 from ._cluster_patterns import charged_product, cluster_patterns
 
 
@@ -34,9 +34,11 @@ def c_rnea_sweeps(cm, q, yd, ydd, f_ext_body, Xup=None):
         acc[k] = (cluster_motion(fp.Xout[k], cm.output_blocks[k], a0 if p < 0 else acc[p]) + fp.c[k]
                   + Sydd.reshape(B, -1, 6))                                        # eq. (33)
         charge(add=int(pats[k].S_nz.any(1).sum()) if pats else 0, kind="S ydd", written=(0, S.shape[1]))
+        charge_adds(fp.pc[k] is not None and fp.pc[k].sum())                      # + c_k
         f[k] = np.stack([inertia_times(model.inertias[i], acc[k][:, li])
                          + cross_force(fp.v[k][:, li], inertia_times(model.inertias[i], fp.v[k][:, li]))
                          - f_ext_body[:, i] for li, i in enumerate(c.bodies)], axis=1)     # eq. (34)
+        charge_adds(sum(6 + 6 * bool(f_ext_body[:, i].any()) for i in c.bodies))
     tau = np.zeros((B, cm.ny))
     for k in range(cm.nclusters - 1, -1, -1):                                      # backward pass
         S = fp.S[k]
