@@ -16,8 +16,9 @@ import numpy as np
 
 from ...opcount import charge
 from ..aba import charge_pivot_inverse
-from ._cluster_common import check_cluster_pivots, cluster_congruence
+from ._cluster_common import check_cluster_pivots
 from ._cluster_patterns import charged_product, dense, rows_of, solve_rows, zero_axes
+from ._cluster_transform import cluster_congruence
 
 
 @dataclass
@@ -54,7 +55,7 @@ def articulate(cm, k, fp, IA, PIA, pats, armature=None):
     Ia = IA[k] - UDU                                                               # line 30
     charge(add=n6 * (n6 + 1) // 2 if PIa is None else int(np.triu(PIa).sum()), kind="U D^-1 U^T",
            written=(0, 0))
-    XIX, PX = cluster_congruence(fp.Xout[k], cm.output_blocks[k], Ia, len(cm.clusters[p].bodies), PIa)
+    XIX, PX = cluster_congruence(fp.ct[k], Ia, len(cm.clusters[p].bodies), PIa)
     IA[p] += XIX                                                                   # line 32
     if PX is not None:
         charge(add=int(np.triu(PIA[p] & PX).sum()), kind="I^A_p +", written=(0, 0))

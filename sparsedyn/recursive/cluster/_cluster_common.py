@@ -18,11 +18,12 @@ import numpy as np
 from ...errors import SingularModelError
 from ...kinematics import joint_transforms
 from ...opcount import charge, counting, suspended
-from ...spatial import Transform, cross_force, cross_motion, inertia_to_parent, rows_times_transform
+from ...spatial import cross_force, cross_motion
 from ...spatial_costs import FULL6, cross_cost, linear_cost
 from .._common import S_times, charge_sum, inertia_times, out_pattern, subspace_out_pattern, tracked
 from ..aba import SINGULAR_TOLERANCE, articulated_scale
-from ._cluster_patterns import cluster_patterns, composed_structure, congruence_cost
+from ._cluster_patterns import cluster_patterns, composed_structure
+from ._cluster_transform import batched, cluster_transform
 
 
 
@@ -36,11 +37,7 @@ class ClusterPass:
     v: list         # per cluster: (B, n_b, 6) body velocities
     qd: list        # per cluster: (B, n_k) spanning joint velocities G_k yd_k
     pc: list        # per cluster: (6 n_b,) structural pattern of c_k (None when not counting)
-
-
-def _batched(X):
-    """The same transform with a broadcast axis for the columns of a matrix."""
-    return Transform(X.E[:, None], X.r[:, None], X.structure)
+    ct: list        # per cluster: its ClusterTransform (eq. 17, factored; None for the roots)
 
 
 def apply_motion_columns(X, M):
@@ -49,7 +46,7 @@ def apply_motion_columns(X, M):
     if counting():
         mul, add, _ = X.structure_cost("X m", np.ones(6, bool))
         charge(mul * (m - 1), add * (m - 1), kind="X*m", written=(24 * (m - 1), 18 * (m - 1)))
-    return np.swapaxes(_batched(X).apply_motion(np.swapaxes(M, 1, 2)), 1, 2)
+    return np.swapaxes(batched(X).apply_motion(np.swapaxes(M, 1, 2)), 1, 2)
 
 
 def cluster_motion(Xout, out_blocks, x_parent):
@@ -75,40 +72,12 @@ def charge_adds(n):
         charge(add=int(n), kind="+", written=(0, 0))
 
 
-def cluster_congruence(Xout, out_blocks, Ia, n_parent, pattern=None):
-    """(kX_lambda(k))^T Ia kX_lambda(k) (Algorithm 1, line 32) by eq. 17's one block per block row:
-    block (Lambda(i), Lambda(j)) sums X_i^T Ia_ij X_j over the bodies i, j of those output
-    blocks. Diagonal terms are congruences in the compact form (spatial.inertia_to_parent); for
-    i < j, X_i^T (Ia_ij X_j) in compact form (rows of Ia_ij by X_j, then X_i^T on the columns)
-    is also the (j, i) term transposed. (B, 6 n_b, 6 n_b) -> (B, 6 n_p, 6 n_p) and, with
-    `pattern` (Ia's), the result's pattern; the paper count is the upper triangle's."""
-    B, nb = Ia.shape[0], len(Xout)
-    blk = [slice(6 * li, 6 * li + 6) for li in range(max(nb, n_parent))]
-    out = np.zeros((B, 6 * n_parent, 6 * n_parent))
-    with suspended():                               # charged below, from the patterns
-        for li, (X, a) in enumerate(zip(Xout, out_blocks)):
-            out[:, blk[a], blk[a]] += inertia_to_parent(X, Ia[:, blk[li], blk[li]])
-            for lj in range(li + 1, nb):
-                W = rows_times_transform(Xout[lj], Ia[:, blk[li], blk[lj]])
-                T = np.swapaxes(_batched(X).transpose_apply_force(np.swapaxes(W, 1, 2)), 1, 2)
-                b = out_blocks[lj]
-                out[:, blk[a], blk[b]] += T
-                out[:, blk[b], blk[a]] += np.swapaxes(T, 1, 2)
-    if counting():
-        written = (nb * 216 * (nb + n_parent), nb * 180 * (nb + n_parent))
-        mul, add, P = congruence_cost([X.structure for X in Xout], out_blocks, n_parent,
-                                      np.ones(Ia.shape[1:], bool) if pattern is None else pattern)
-        charge(mul, add, kind="X^T I X", written=written)
-        return out, P
-    return out, None
-
-
 def forward_pass(cm, q, yd, Xup=None):
     """Algorithm 1, forward pass #1 (lines 3-19): Xout, S_k, c_k, v_k of every cluster."""
     model = cm.model
     B = q.shape[0]
     Xup = joint_transforms(model, q) if Xup is None else Xup                  # lines 5-6
-    res = ClusterPass([], [], [], [], [], [])
+    res = ClusterPass([], [], [], [], [], [], [])
     for k, c in enumerate(cm.clusters):
         lp, ob = cm.local_parents[k], cm.output_blocks[k]
         Xo = []
@@ -163,6 +132,7 @@ def forward_pass(cm, q, yd, Xup=None):
                 ck[:, li] += Xup[i].apply_motion(ck[:, lp[li]], pc[lp[li]])    # LambdaX_lambda
                 pc[li] = charge_sum(pc[li], out_pattern(Xup[i].structure_cost, "X m", pc[lp[li]]))
         res.Xout.append(Xo)
+        res.ct.append(None if cm.parents[k] < 0 else cluster_transform(cm, k, q, Xup, Xo))
         res.S.append(S)
         res.c.append(ck)
         res.v.append(v)

@@ -147,52 +147,6 @@ def charged_product(A, B, A_pat, B_pat, kind, symmetric=False, mask=True):
     return A @ B, out
 
 
-def _transposed_apply(st, M):
-    """(mul, add, pattern) of st's X^T applied to each column of a 6x6 pattern M."""
-    mul = add = 0
-    out = np.zeros((6, 6), bool)
-    for c in range(6):
-        if M[:, c].any():
-            m, a, out[:, c] = st.apply_cost("X^T f", M[:, c])
-            mul, add = mul + m, add + a
-    return mul, add, out
-
-
-def congruence_cost(structures, out_blocks, n_parent, P):
-    """(mul, add, pattern) of _cluster_common.cluster_congruence for the bodies' transform
-    structures (None: general), their output blocks and Ia's pattern P (6 n_b square): the
-    diagonal terms' congruences (TransformStructure.congruence_cost), for i < j the rows of
-    P_ij by X_j and X_i^T on the columns (X^T f each), and the sums of the upper triangle."""
-    sts = [TransformStructure((GENERAL,)) if st is None else st for st in structures]
-    blk = [slice(6 * li, 6 * li + 6) for li in range(max(len(sts), n_parent))]
-    out = np.zeros((6 * n_parent, 6 * n_parent), bool)
-    upper = np.triu(np.ones((6, 6), bool))
-    mul = add = 0
-    for li, (st, a) in enumerate(zip(sts, out_blocks)):
-        terms = []
-        if P[blk[li], blk[li]].any():
-            m, ad, T = st.congruence_cost(P[blk[li], blk[li]])
-            mul, add = mul + m, add + ad
-            terms.append((a, a, T & upper))
-        for lj in range(li + 1, len(sts)):
-            if not P[blk[li], blk[lj]].any():
-                continue
-            m1, a1, W = _transposed_apply(sts[lj], P[blk[li], blk[lj]].T)   # (P_ij X_j)^T
-            m2, a2, T = _transposed_apply(st, W.T)                          # X_i^T (P_ij X_j)
-            mul, add = mul + m1 + m2, add + a1 + a2
-            b = out_blocks[lj]
-            if a == b:                                                      # T + T^T, upper
-                add += int((T & T.T & upper).sum())
-                terms.append((a, a, (T | T.T) & upper))
-            else:
-                terms.append((a, b, T) if a < b else (b, a, T.T))
-        for a, b, T in terms:                                               # accumulate
-            add += int((out[blk[a], blk[b]] & T).sum())
-            out[blk[a], blk[b]] |= T
-    out = out | out.T
-    return mul, add, out
-
-
 def dense(nz):
     """(nz, no units) for a pattern nz of computed (not constant) entries; None stays None."""
     return None if nz is None else (nz, np.zeros_like(nz))
