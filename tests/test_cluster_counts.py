@@ -9,24 +9,31 @@ import numpy as np
 import pytest
 
 import sparsedyn as sd
+from sparsedyn.kinematics import joint_transforms
 from sparsedyn.loops import ClusterModel, belt_chain, four_bar, geared_chain, mini_cheetah, tello_like
 from sparsedyn.models import serial_chain
 from sparsedyn.opcount import count_operations
 from sparsedyn.recursive.cluster import c_aba, c_efpa, c_rnea
 from sparsedyn.recursive.cluster._cluster_common import forward_pass
-from sparsedyn.recursive.cluster._cluster_transform import cluster_congruence
+from sparsedyn.recursive.cluster._cluster_congruence import cluster_congruence
 from sparsedyn.recursive.cluster._cluster_patterns import cluster_patterns
 
 SYSTEMS = {"geared_chain": lambda: geared_chain(4), "belt_chain": lambda: belt_chain(4),
            "mini_cheetah": mini_cheetah, "tello_like": tello_like, "four_bar": four_bar}
 
 
-def dense_cluster_transform(Xout, out_blocks, n_parent):
-    """kX_lambda(k) of eq. 17 as a dense (B, 6 n_b, 6 n_p) matrix."""
-    B = Xout[0].E.shape[0]
-    X = np.zeros((B, 6 * len(Xout), 6 * n_parent))
-    for li, (Xi, ob) in enumerate(zip(Xout, out_blocks)):
-        X[:, 6 * li:6 * li + 6, 6 * ob:6 * ob + 6] = Xi.matrix()
+def dense_cluster_transform(cm, k, Xup, n_parent):
+    """kX_lambda(k) of eq. 17 as a dense (B, 6 n_b, 6 n_p) matrix: block (i, Lambda(i)) is
+    iX_Lambda(i), the product of the joint transforms from Lambda(i) out to i (eq. 20)."""
+    bodies = cm.clusters[k].bodies
+    B = Xup[0].E.shape[0]
+    X = np.zeros((B, 6 * len(bodies), 6 * n_parent))
+    for li, (i, ob) in enumerate(zip(bodies, cm.output_blocks[k])):
+        M, j = np.eye(6), i
+        while j != cm.output_bodies[k][li]:
+            M = M @ Xup[j].matrix()
+            j = cm.model.parents[j]
+        X[:, 6 * li:6 * li + 6, 6 * ob:6 * ob + 6] = M
     return X
 
 
@@ -48,7 +55,7 @@ def test_cluster_congruence_equals_the_dense_transform_product(name):
             continue
         n_p, nb = len(cm.clusters[p].bodies), len(cm.clusters[k].bodies)
         Ia = random_symmetric(rng, 3, 6 * nb)
-        X = dense_cluster_transform(fp.Xout[k], cm.output_blocks[k], n_p)
+        X = dense_cluster_transform(cm, k, joint_transforms(cm.model, q), n_p)
         ref = np.swapaxes(X, 1, 2) @ Ia @ X
         with count_operations():
             out, P = cluster_congruence(fp.ct[k], Ia, n_p)

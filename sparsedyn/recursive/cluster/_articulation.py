@@ -18,7 +18,7 @@ from ...opcount import charge
 from ..aba import charge_pivot_inverse
 from ._cluster_common import check_cluster_pivots
 from ._cluster_patterns import charged_product, dense, rows_of, solve_rows, zero_axes
-from ._cluster_transform import cluster_congruence
+from ._cluster_congruence import cluster_congruence
 
 
 @dataclass

@@ -22,8 +22,8 @@ from ...spatial import cross_force, cross_motion
 from ...spatial_costs import FULL6, cross_cost, linear_cost
 from .._common import S_times, charge_sum, inertia_times, out_pattern, subspace_out_pattern, tracked
 from ..aba import SINGULAR_TOLERANCE, articulated_scale
-from ._cluster_patterns import cluster_patterns, composed_structure
-from ._cluster_transform import batched, cluster_transform
+from ._cluster_patterns import cluster_patterns
+from ._cluster_transform import apply_motion_columns, cluster_transform, motion
 
 
 
@@ -31,38 +31,12 @@ from ._cluster_transform import batched, cluster_transform
 class ClusterPass:
     """Forward pass #1 results (Algorithm 1, lines 1-21) for one batch of states."""
 
-    Xout: list      # per cluster: list of Transform iX_Lambda(i) per body
+    ct: list        # per cluster: its ClusterTransform kX_lambda(k) (eq. 17)
     S: list         # per cluster: (B, 6 n_b, m_k) cluster motion subspace
     c: list         # per cluster: (B, n_b, 6) velocity-product acceleration c_k
     v: list         # per cluster: (B, n_b, 6) body velocities
     qd: list        # per cluster: (B, n_k) spanning joint velocities G_k yd_k
     pc: list        # per cluster: (6 n_b,) structural pattern of c_k (None when not counting)
-    ct: list        # per cluster: its ClusterTransform (eq. 17, factored; None for the roots)
-
-
-def apply_motion_columns(X, M):
-    """X M for a (B, 6, m) matrix of motion columns (charged once per column)."""
-    m = M.shape[-1]
-    if counting():
-        mul, add, _ = X.structure_cost("X m", np.ones(6, bool))
-        charge(mul * (m - 1), add * (m - 1), kind="X*m", written=(24 * (m - 1), 18 * (m - 1)))
-    return np.swapaxes(batched(X).apply_motion(np.swapaxes(M, 1, 2)), 1, 2)
-
-
-def cluster_motion(Xout, out_blocks, x_parent):
-    """kX_lambda(k) x (eq. 17): x_parent (B, n_p, 6) per body, or (B, 6) for the world."""
-    return np.stack([X.apply_motion(x_parent if ob < 0 else x_parent[:, ob])
-                     for X, ob in zip(Xout, out_blocks)], axis=1)
-
-
-def cluster_force_to_parent(Xout, out_blocks, f, n_parent):
-    """lambda(k)X_k^* f = (kX_lambda(k))^T f (eq. 35): f (B, n_b, 6) -> (B, n_p, 6); the paper
-    count includes adding each body's force into its output body's (6 additions)."""
-    out = np.zeros((f.shape[0], n_parent, 6))
-    for li, (X, ob) in enumerate(zip(Xout, out_blocks)):
-        out[:, ob] += X.transpose_apply_force(f[:, li])
-    charge_adds(6 * len(Xout))
-    return out
 
 
 def charge_adds(n):
@@ -73,20 +47,14 @@ def charge_adds(n):
 
 
 def forward_pass(cm, q, yd, Xup=None):
-    """Algorithm 1, forward pass #1 (lines 3-19): Xout, S_k, c_k, v_k of every cluster."""
+    """Algorithm 1, forward pass #1 (lines 3-19): kX_lambda(k), S_k, c_k, v_k of every cluster."""
     model = cm.model
     B = q.shape[0]
     Xup = joint_transforms(model, q) if Xup is None else Xup                  # lines 5-6
-    res = ClusterPass([], [], [], [], [], [], [])
+    res = ClusterPass([], [], [], [], [], [])
     for k, c in enumerate(cm.clusters):
-        lp, ob = cm.local_parents[k], cm.output_blocks[k]
-        Xo = []
-        for li, i in enumerate(c.bodies):                                      # lines 9-10 (eq. 17, 20)
-            if lp[li] < 0:
-                Xo.append(Xup[i])
-            else:
-                Xo.append(Xup[i].compose(Xo[lp[li]]))
-                Xo[-1].structure = composed_structure(Xup[i], Xo[lp[li]])
+        lp = cm.local_parents[k]
+        ct = cluster_transform(cm, k, q, Xup)                                  # lines 9-10 (eq. 17, 20)
         G, g = cm.cluster_explicit(k, q, yd)                                   # line 11
         ydk = yd[:, cm.y_slice(k)]
         qdk = ydk if G is None else np.einsum("bij,bj->bi", G, ydk)
@@ -111,7 +79,7 @@ def forward_pass(cm, q, yd, Xup=None):
         if cm.parents[k] < 0:
             v = vJ                                                             # line 13, v_0 = 0
         else:
-            v = cluster_motion(Xo, ob, parent_v) + vJ                          # line 13
+            v = motion(ct, parent_v) + vJ                                      # line 13
             charge_adds(counting() and cluster_patterns(cm)[k].S_nz.any(1).sum())
         ck = np.zeros((B, nb, 6))                                              # lines 18-19 (erratum)
         pc = [None] * nb
@@ -131,8 +99,7 @@ def forward_pass(cm, q, yd, Xup=None):
             if lp[li] >= 0:
                 ck[:, li] += Xup[i].apply_motion(ck[:, lp[li]], pc[lp[li]])    # LambdaX_lambda
                 pc[li] = charge_sum(pc[li], out_pattern(Xup[i].structure_cost, "X m", pc[lp[li]]))
-        res.Xout.append(Xo)
-        res.ct.append(None if cm.parents[k] < 0 else cluster_transform(cm, k, q, Xup, Xo))
+        res.ct.append(ct)
         res.S.append(S)
         res.c.append(ck)
         res.v.append(v)

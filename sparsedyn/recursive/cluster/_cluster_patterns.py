@@ -160,3 +160,40 @@ def solve_rows(D, Ut, rows, kind):
     charge(m * m * r, m * (m - 1) * r, kind=kind, written=(m ** 3 // 3 + m * m, m ** 3 // 3, m))
     with suspended():
         return _solve_small(D, Ut, kind)
+
+
+_EXPLICIT = weakref.WeakKeyDictionary()
+
+
+def explicit_pattern(cm):
+    """((G nz, G unit), g nz) of the global G (nv x ny), g (nv) (ClusterModel.explicit): each
+    cluster's probed block, the identity for clusters without constraint (cached per model)."""
+    if cm not in _EXPLICIT:
+        _EXPLICIT[cm] = _explicit_pattern(cm)
+    return _EXPLICIT[cm]
+
+
+def _explicit_pattern(cm):
+    m = cm.model
+    G_nz, G_unit = np.zeros((m.nv, cm.ny), bool), np.zeros((m.nv, cm.ny), bool)
+    g_nz = np.zeros(m.nv, bool)
+    for k, c in enumerate(cm.clusters):
+        (Gk, gk) = _probe_G(cm, k)
+        rows, cols = cm.v_indices[k][:, None], np.arange(cm.y_index[k], cm.y_index[k] + c.ny)
+        if Gk is None:
+            G_nz[rows, cols] = G_unit[rows, cols] = np.eye(c.nv, dtype=bool)
+        else:
+            G_nz[rows, cols], G_unit[rows, cols] = Gk
+            g_nz[cm.v_indices[k]] = gk
+    return (G_nz, G_unit), g_nz
+
+
+def jacobian_pattern(model, frames):
+    """(6 m x nv) pattern of stacked frame Jacobians: the columns of the joints supporting each
+    frame's body (the others are zero)."""
+    out = np.zeros((6 * len(frames), model.nv), bool)
+    for f, name in enumerate(frames):
+        frame = model.frames[name] if name in model.frames else model.joint_frames[name]
+        for i in model.support(frame.body):
+            out[6 * f:6 * f + 6, model.v_slice(i)] = True
+    return out

@@ -1,17 +1,8 @@
-"""The cluster transform kX_lambda(k) (seed 003, eq. 17) and the articulated-inertia congruence
-(kX_lambda(k))^T I^a kX_lambda(k) of Algorithm 1, line 32, by its structure:
-
-  - one nonzero block per block row (eq. 17): block (Lambda(i), Lambda(j)) of the result is the
-    sum of X_i^T I^a_ij X_j over the bodies i, j with those output blocks; only the upper block
-    triangle is formed (X_j^T I^a_ji X_i is the transpose of the (i, j) term);
-  - bodies whose transforms start with the same tree transform X_T (a rotor on its link's joint
-    frame, a belt's rotors: eq. 17 written with the parent cluster's body transforms), X_i =
-    Y_i X_T, share one outer congruence: X_T^T (sum_ij Y_i^T I^a_ij Y_j) X_T, with Y_i the joint's
-    rotation (by double angles where it is about a coordinate axis, axis_rotation.py) or, for a
-    body below it in the cluster, iX_lambda(i) Y_lambda(i).
-
-Computed in the compact forms (spatial.inertia_to_parent, rows_times_transform); charged from
-the patterns (transform_costs.TransformStructure) of every factor.
+"""The cluster transform kX_lambda(k) of seed 003, eq. 17, applied by its structure: one nonzero
+block iX_Lambda(i) per block row, and iX_Lambda(i) = iX_lambda(i) lambda(i)X_Lambda for a body
+whose parent is in its cluster (eq. 20), so each body's block is applied as its own joint
+transform to its in-cluster parent's result (motions outward, forces and rows inward): no
+composed transforms, every product by a structured joint transform (transform_costs.py).
 """
 from __future__ import annotations
 
@@ -21,20 +12,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...opcount import charge, counting, suspended
-from ...spatial import Transform, inertia_to_parent, rows_times_transform
-from ...transform_costs import GENERAL, TransformStructure, model_structures, rotation_axis
-from ._cluster_patterns import composed_structure
+from ...spatial import Transform, rows_times_transform
 
 
 @dataclass
 class ClusterTransform:
     """kX_lambda(k) for one batch of states."""
 
-    X: list                 # per body: iX_Lambda(i) (Transform)
+    cm: object              # the ClusterModel
+    k: int                  # the cluster
+    Xup: list               # per body: iX_lambda(i) (Transform)
+    lp: np.ndarray          # per body: local index of lambda(i) in the cluster, -1 if outside
     out_blocks: np.ndarray  # per body: block of Lambda(i) in the parent cluster (-1: world)
-    groups: tuple           # tuples of bodies (local indices) sharing their X_T, >= 2 each
-    Y: dict                 # body -> Y_i (Transform) for the grouped bodies
-    XT: list                # per group: X_T (Transform)
+    q: np.ndarray           # (B, nq) configurations (for the factored congruence)
 
 
 def batched(X):
@@ -47,7 +37,7 @@ _GROUPS = weakref.WeakKeyDictionary()
 
 def shared_tree_groups(cm):
     """Per cluster: (groups, root of each body): bodies whose in-cluster root has the same
-    joint placement (X_T) and that share their output block."""
+    joint placement (X_T) and that share their output block (>= 2 bodies, not the world's)."""
     hit = _GROUPS.get(cm)
     if hit is None:
         hit = []
@@ -66,145 +56,77 @@ def shared_tree_groups(cm):
     return hit
 
 
-def cluster_transform(cm, k, q, Xup, Xo):
-    """ClusterTransform of cluster k at configurations q (B, nq), joint transforms Xup and the
-    bodies' iX_Lambda(i) Xo."""
-    model, c = cm.model, cm.clusters[k]
-    groups, roots = shared_tree_groups(cm)[k]
-    structures = model_structures(model)
-    Y, XT = {}, []
-    for g in groups:
-        for li in g:                             # Y of each member, its root's joint first
-            chain = [li]
-            while chain[-1] != roots[li]:
-                chain.append(cm.local_parents[k][chain[-1]])
-            for lj in reversed(chain):
-                if lj in Y:
-                    continue
-                i = c.bodies[lj]
-                if lj == roots[li]:
-                    R, p = model.joints[i].placement(q[:, model.q_slice(i)])
-                    Y[lj] = Transform.from_placement(R, p)
-                    Y[lj].structure = TransformStructure((structures[i].factors[1],), rotation_axis(model.joints[i]))
-                else:
-                    Y[lj] = Xup[i].compose(Y[cm.local_parents[k][lj]])
-                    Y[lj].structure = composed_structure(Xup[i], Y[cm.local_parents[k][lj]])
-        r = c.bodies[roots[g[0]]]
-        T = np.asarray(model.joint_placements[r])
-        XT.append(Transform(np.broadcast_to(T[:3, :3].T, (q.shape[0], 3, 3)), np.broadcast_to(T[:3, 3], (q.shape[0], 3)),
-                            TransformStructure((structures[r].factors[0],))))
-    return ClusterTransform(Xo, cm.output_blocks[k], groups, Y, XT)
+def cluster_transform(cm, k, q, Xup):
+    """ClusterTransform of cluster k at configurations q (B, nq), joint transforms Xup."""
+    c = cm.clusters[k]
+    return ClusterTransform(cm, k, [Xup[i] for i in c.bodies], cm.local_parents[k], cm.output_blocks[k], q)
 
 
-def _pair(Xa, M, Xb):
-    """Xa^T M Xb (B, 6, 6) in compact form: the rows of M by Xb, then Xa^T on the columns."""
-    W = rows_times_transform(Xb, M)
-    return np.swapaxes(batched(Xa).transpose_apply_force(np.swapaxes(W, 1, 2)), 1, 2)
+def motion(ct, x_parent):
+    """kX_lambda(k) x: x_parent (B, n_p, 6) per body, or (B, 6) for the world -> (B, n_b, 6)."""
+    out = []
+    for li, (X, ob) in enumerate(zip(ct.Xup, ct.out_blocks)):
+        src = out[ct.lp[li]] if ct.lp[li] >= 0 else (x_parent if ob < 0 else x_parent[:, ob])
+        out.append(X.apply_motion(src))
+    return np.stack(out, axis=1)
 
 
-def cluster_congruence(ct, Ia, n_parent, pattern=None):
-    """(kX_lambda(k))^T Ia kX_lambda(k) (module doc): (B, 6 n_b, 6 n_b) -> (B, 6 n_p, 6 n_p) and,
-    with `pattern` (Ia's, when counting), the result's pattern."""
-    B, nb = Ia.shape[0], len(ct.X)
-    blk = [slice(6 * li, 6 * li + 6) for li in range(max(nb, n_parent))]
-    grouped = {li: g for g, members in enumerate(ct.groups) for li in members}
-    out = np.zeros((B, 6 * n_parent, 6 * n_parent))
-    with suspended():                               # charged below, from the patterns
-        for g, members in enumerate(ct.groups):     # X_T^T (sum Y_i^T Ia_ij Y_j) X_T
-            M = np.zeros((B, 6, 6))
-            for n, li in enumerate(members):
-                M += inertia_to_parent(ct.Y[li], Ia[:, blk[li], blk[li]], by_axis=True)
-                for lj in members[n + 1:]:
-                    T = _pair(ct.Y[li], Ia[:, blk[li], blk[lj]], ct.Y[lj])
-                    M += T + np.swapaxes(T, 1, 2)
-            a = ct.out_blocks[members[0]]
-            out[:, blk[a], blk[a]] += inertia_to_parent(ct.XT[g], M)
-        for li, (X, a) in enumerate(zip(ct.X, ct.out_blocks)):
-            if li not in grouped:
-                out[:, blk[a], blk[a]] += inertia_to_parent(X, Ia[:, blk[li], blk[li]])
-            for lj in range(li + 1, nb):
-                if li in grouped and grouped.get(lj) == grouped[li]:
-                    continue
-                T = _pair(X, Ia[:, blk[li], blk[lj]], ct.X[lj])
-                b = ct.out_blocks[lj]
-                out[:, blk[a], blk[b]] += T
-                out[:, blk[b], blk[a]] += np.swapaxes(T, 1, 2)
-    if not counting():
-        return out, None
-    mul, add, P = congruence_cost(ct, n_parent, np.ones(Ia.shape[1:], bool) if pattern is None else pattern)
-    charge(mul, add, kind="X^T I X", written=(nb * 216 * (nb + n_parent), nb * 180 * (nb + n_parent)))
-    return out, P
+def force_to_parent(ct, f, n_parent):
+    """lambda(k)X_k^* f = (kX_lambda(k))^T f (eq. 35): f (B, n_b, 6) -> (B, n_p, 6), each body's
+    force carried inward through its in-cluster parents; the paper count includes the additions
+    into the parents' and output bodies' forces (6 each)."""
+    f = f.copy()
+    out = np.zeros((f.shape[0], n_parent, 6))
+    for li in range(len(ct.Xup) - 1, -1, -1):
+        g = ct.Xup[li].transpose_apply_force(f[:, li])
+        if ct.lp[li] >= 0:
+            f[:, ct.lp[li]] += g
+        else:
+            out[:, ct.out_blocks[li]] += g
+    if counting():
+        charge(add=6 * len(ct.Xup), kind="+", written=(0, 0))
+    return out
 
 
-def _st(X):
-    return TransformStructure((GENERAL,)) if X.structure is None else X.structure
+def apply_motion_columns(X, M):
+    """X M for a (B, 6, m) matrix of motion columns (charged once per column)."""
+    m = M.shape[-1]
+    if counting():
+        mul, add, _ = X.structure_cost("X m", np.ones(6, bool))
+        charge(mul * (m - 1), add * (m - 1), kind="X*m", written=(24 * (m - 1), 18 * (m - 1)))
+    return np.swapaxes(batched(X).apply_motion(np.swapaxes(M, 1, 2)), 1, 2)
 
 
-def _transposed_apply(st, M):
-    """(mul, add, pattern) of st's X^T applied to each column of a 6x6 pattern M."""
-    mul = add = 0
-    out = np.zeros((6, 6), bool)
-    for c in range(6):
-        if M[:, c].any():
-            m, a, out[:, c] = st.apply_cost("X^T f", M[:, c])
-            mul, add = mul + m, add + a
-    return mul, add, out
+def motion_columns(ct, M_parent):
+    """kX_lambda(k) M for motion columns M_parent (B, 6 n_p, m) -> (B, 6 n_b, m)."""
+    out = []
+    for li, (X, ob) in enumerate(zip(ct.Xup, ct.out_blocks)):
+        src = out[ct.lp[li]] if ct.lp[li] >= 0 else M_parent[:, 6 * ob:6 * ob + 6]
+        out.append(apply_motion_columns(X, src))
+    return np.concatenate(out, axis=1)
 
 
-def _pair_cost(st_a, P, st_b):
-    """(mul, add, pattern) of _pair: the rows of P by X_b (X^T f each), X_a^T on the columns."""
-    m1, a1, W = _transposed_apply(st_b, P.T)        # (P X_b)^T
-    m2, a2, T = _transposed_apply(st_a, W.T)
-    return m1 + m2, a1 + a2, T
-
-
-UPPER = np.triu(np.ones((6, 6), bool))
-
-
-def congruence_cost(ct, n_parent, P):
-    """(mul, add, pattern) of cluster_congruence for Ia's pattern P (6 n_b square): the terms'
-    congruences and pair products, and the additions of the upper triangles they are summed in."""
-    nb = len(ct.X)
-    blk = [slice(6 * li, 6 * li + 6) for li in range(max(nb, n_parent))]
-    grouped = {li: g for g, members in enumerate(ct.groups) for li in members}
-    out = np.zeros((6 * n_parent, 6 * n_parent), bool)
-    mul = add = 0
-
-    def accumulate(a, b, T):                       # T into block (a, b) of the upper triangle
-        nonlocal add
-        if a == b:
-            T = T & UPPER
-        elif a > b:
-            a, b, T = b, a, T.T
-        add += int((out[blk[a], blk[b]] & T).sum())
-        out[blk[a], blk[b]] |= T
-
-    for g, members in enumerate(ct.groups):
-        M = np.zeros((6, 6), bool)
-        for n, li in enumerate(members):
-            terms = [_st(ct.Y[li]).congruence_cost(P[blk[li], blk[li]], by_axis=True)]
-            for lj in members[n + 1:]:
-                dm, da, T = _pair_cost(_st(ct.Y[li]), P[blk[li], blk[lj]], _st(ct.Y[lj]))
-                terms.append((dm, da + int((T & T.T & UPPER).sum()), T | T.T))
-            for dm, da, T in terms:
-                mul, add = mul + dm, add + da + int((M & T & UPPER).sum())
-                M |= T
-        dm, da, T = _st(ct.XT[g]).congruence_cost(M)
-        mul, add = mul + dm, add + da
-        accumulate(ct.out_blocks[members[0]], ct.out_blocks[members[0]], T)
-    for li, a in enumerate(ct.out_blocks):
-        if li not in grouped and P[blk[li], blk[li]].any():
-            dm, da, T = _st(ct.X[li]).congruence_cost(P[blk[li], blk[li]])
-            mul, add = mul + dm, add + da
-            accumulate(a, a, T)
-        for lj in range(li + 1, nb):
-            if (li in grouped and grouped.get(lj) == grouped[li]) or not P[blk[li], blk[lj]].any():
-                continue
-            dm, da, T = _pair_cost(_st(ct.X[li]), P[blk[li], blk[lj]], _st(ct.X[lj]))
-            mul, add = mul + dm, add + da
-            b = ct.out_blocks[lj]
-            if a == b:
-                add += int((T & T.T & UPPER).sum())
-                T = T | T.T
-            accumulate(a, b, T)
-    return mul, add, out | out.T
+def rows_times(ct, chi, n_parent, pattern=None):
+    """chi kX_lambda(k): row block (B, r, 6 n_b) -> (B, r, 6 n_p), each body's columns carried
+    inward (spatial.rows_times_transform: each row an X^T f). With chi's pattern (r x 6 n_b):
+    charged row by row on it, and the result's pattern returned."""
+    chi = chi.copy()
+    P = None if pattern is None else pattern.copy()
+    out = np.zeros(chi.shape[:2] + (6 * n_parent,))
+    Pout = None if P is None else np.zeros((chi.shape[1], 6 * n_parent), bool)
+    for li in range(len(ct.Xup) - 1, -1, -1):
+        X, cols = ct.Xup[li], slice(6 * li, 6 * li + 6)
+        lp = ct.lp[li]
+        dest, Pd = (chi, P) if lp >= 0 else (out, Pout)
+        dc = slice(6 * lp, 6 * lp + 6) if lp >= 0 else slice(6 * ct.out_blocks[li], 6 * ct.out_blocks[li] + 6)
+        with suspended():
+            dest[:, :, dc] += rows_times_transform(X, chi[:, :, cols])
+        if Pd is None:
+            continue
+        for r in range(P.shape[0]):
+            if P[r, cols].any():
+                mul, add, pr = X.structure_cost("X^T f", P[r, cols])
+                charge(mul, add + int((Pd[r, dc] & pr).sum()), kind="chi X",
+                       written=(36, 30 + 6 * bool(Pd[r, dc].any())))
+                Pd[r, dc] |= pr
+    return out, Pout

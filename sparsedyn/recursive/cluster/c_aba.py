@@ -17,9 +17,9 @@ from ...opcount import charge, counting
 from .._common import external_forces, gravity_acceleration, refuse_armature
 from ..aba import _solve_small
 from ._articulation import articulate
-from ._cluster_common import (bias_forces, charge_adds, cluster_force_to_parent, cluster_inertia, cluster_motion,
-                              forward_pass)
+from ._cluster_common import bias_forces, charge_adds, cluster_inertia, forward_pass
 from ._cluster_patterns import charged_product, cluster_patterns, dense
+from ._cluster_transform import force_to_parent, motion
 
 
 def c_aba_sweeps(cm, q, yd, tau, f_ext_body, armature=None, Xup=None):
@@ -48,14 +48,13 @@ def c_aba_sweeps(cm, q, yd, tau, f_ext_body, armature=None, Xup=None):
             UDu, _ = charged_product(ak.U, Dinv_u[k][..., None], dense(ak.PU), None, "pa")
             pa = pA[k] + Iac[..., 0] + UDu[..., 0]                                 # line 31
             charge(add=2 * pa.shape[1], kind="pa")
-            pA[p] += cluster_force_to_parent(fp.Xout[k], cm.output_blocks[k], pa.reshape(B, -1, 6),
-                                             len(cm.clusters[p].bodies)).reshape(B, -1)    # line 33
+            pA[p] += force_to_parent(fp.ct[k], pa.reshape(B, -1, 6), len(cm.clusters[p].bodies)).reshape(B, -1)  # line 33
     a0 = gravity_acceleration(model, B)                                            # line 38
     ydd = np.zeros((B, cm.ny))
     acc = [None] * cm.nclusters
     for k, c in enumerate(cm.clusters):                                            # lines 39-43
         p = cm.parents[k]
-        a_prime = (cluster_motion(fp.Xout[k], cm.output_blocks[k], a0 if p < 0 else acc[p])
+        a_prime = (motion(fp.ct[k], a0 if p < 0 else acc[p])
                    + fp.c[k]).reshape(B, -1)                                       # line 40
         charge_adds(fp.pc[k] is not None and fp.pc[k].sum())
         PS = None if pats is None else (pats[k].S_nz, pats[k].S_unit)

@@ -23,13 +23,14 @@ from ...batch import check_configuration, unbatch
 from ...errors import check_finite
 from ...kinematics import joint_transforms
 from ...model.model import WORLD
-from ...opcount import charge, counting, suspended
-from ...spatial import Transform, rows_times_transform
+from ...opcount import charge, counting
+from ...spatial import Transform
 from .._common import refuse_armature
 from ..aba import _solve_small
 from ._articulation import articulate
-from ._cluster_common import apply_motion_columns, cluster_inertia, forward_pass
+from ._cluster_common import cluster_inertia, forward_pass
 from ._cluster_patterns import charged_product, cluster_patterns, dense
+from ._cluster_transform import motion_columns, rows_times
 
 
 def _end_effector(model, name):
@@ -40,35 +41,6 @@ def _end_effector(model, name):
         raise ValueError(f"frames: {name!r} is welded to the fixed base (its inverse inertia is zero)")
     T = frame.placement
     return frame.body, Transform.from_placement(T[:3, :3], T[:3, 3]).matrix()   # eX_body
-
-
-def _times_cluster_transform(chi, Xout, out_blocks, n_parent, pattern=None):
-    """chi kX_lambda(k): row block (B, 6, 6 n_b) -> (B, 6, 6 n_p) (eq. 17's one block per row:
-    each body block's rows by its transform, spatial.rows_times_transform). With chi's pattern
-    (6 x 6 n_b): charged row by row (X^T f each) and the result's pattern returned."""
-    out = np.zeros(chi.shape[:2] + (6 * n_parent,))
-    P = None if pattern is None else np.zeros((6, 6 * n_parent), bool)
-    for li, (X, ob) in enumerate(zip(Xout, out_blocks)):
-        rows, cols = chi[:, :, 6 * li:6 * li + 6], slice(6 * ob, 6 * ob + 6)
-        if P is None:
-            out[:, :, cols] += rows_times_transform(X, rows)
-            continue
-        with suspended():
-            out[:, :, cols] += rows_times_transform(X, rows)
-        for r in range(6):
-            pr = pattern[r, 6 * li:6 * li + 6]
-            if pr.any():
-                mul, add, pr = X.structure_cost("X^T f", pr)
-                charge(mul, add + int((P[r, cols] & pr).sum()), kind="chi X",
-                       written=(36, 30 + 6 * bool(P[r, cols].any())))
-                P[r, cols] |= pr
-    return out, P
-
-
-def _cluster_motion_columns(Xout, out_blocks, M_parent):
-    """kX_lambda(k) M for motion columns M_parent (B, 6 n_p, m) -> (B, 6 n_b, m)."""
-    return np.concatenate([apply_motion_columns(X, M_parent[:, 6 * ob:6 * ob + 6])
-                           for X, ob in zip(Xout, out_blocks)], axis=1)
 
 
 def _ancestors(cm, k):
@@ -111,8 +83,8 @@ def c_efpa_sweeps(cm, q, frames, Xup=None, armature=None):
                 chiL = chi[e][k] - chiSDU
                 if Pm is not None:
                     charge(add=int((Pc & Pm).sum()), kind="chi L", written=(0, 0))
-                chi[e][p], Pp = _times_cluster_transform(chiL, fp.Xout[k], cm.output_blocks[k],
-                                                         len(cm.clusters[p].bodies), None if Pm is None else Pc | Pm)
+                chi[e][p], Pp = rows_times(fp.ct[k], chiL, len(cm.clusters[p].bodies),
+                                           None if Pm is None else Pc | Pm)
                 if Pp is not None:
                     Pchi[e][p] = Pp
     Omega = [dict() for _ in ees]                                  # Omega[e][k]: (B, 6 n_b, 6)
@@ -131,7 +103,7 @@ def c_efpa_sweeps(cm, q, frames, Xup=None, armature=None):
             if p < 0:
                 Omega[e][k] = SDinvSt_chiT
                 continue
-            t = _cluster_motion_columns(fp.Xout[k], cm.output_blocks[k], Omega[e][p])
+            t = motion_columns(fp.ct[k], Omega[e][p])
             Ut_t, _ = charged_product(np.swapaxes(ak.U, 1, 2), t, dense(None if ak.PU is None else ak.PU.T), None,
                                       "U^T t")
             SDUt, _ = charged_product(S, _solve_small(ak.D, Ut_t, "D^-1 U^T t"), PS, None, "S D^-1 U^T t")

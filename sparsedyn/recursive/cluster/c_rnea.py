@@ -15,8 +15,9 @@ from ...errors import check_finite
 from ...opcount import charge, counting
 from ...spatial import cross_force
 from .._common import external_forces, gravity_acceleration, inertia_times, refuse_armature
-from ._cluster_common import charge_adds, cluster_force_to_parent, cluster_motion, forward_pass
+from ._cluster_common import charge_adds, forward_pass
 from ._cluster_patterns import charged_product, cluster_patterns
+from ._cluster_transform import force_to_parent, motion
 
 
 def c_rnea_sweeps(cm, q, yd, ydd, f_ext_body, Xup=None):
@@ -31,7 +32,7 @@ def c_rnea_sweeps(cm, q, yd, ydd, f_ext_body, Xup=None):
         S = fp.S[k]
         Sydd, _ = charged_product(S, ydd[:, cm.y_slice(k), None], None if pats is None else
                                   (pats[k].S_nz, pats[k].S_unit), None, "S ydd")
-        acc[k] = (cluster_motion(fp.Xout[k], cm.output_blocks[k], a0 if p < 0 else acc[p]) + fp.c[k]
+        acc[k] = (motion(fp.ct[k], a0 if p < 0 else acc[p]) + fp.c[k]
                   + Sydd.reshape(B, -1, 6))                                        # eq. (33)
         charge(add=int(pats[k].S_nz.any(1).sum()) if pats else 0, kind="S ydd", written=(0, S.shape[1]))
         charge_adds(fp.pc[k] is not None and fp.pc[k].sum())                      # + c_k
@@ -47,7 +48,7 @@ def c_rnea_sweeps(cm, q, yd, ydd, f_ext_body, Xup=None):
         tau[:, cm.y_slice(k)] = Stf[..., 0]                                        # eq. (31)
         p = cm.parents[k]
         if p >= 0:
-            f[p] += cluster_force_to_parent(fp.Xout[k], cm.output_blocks[k], f[k],
+            f[p] += force_to_parent(fp.ct[k], f[k],
                                             len(cm.clusters[p].bodies))            # eq. (35)
     return tau, f
 
