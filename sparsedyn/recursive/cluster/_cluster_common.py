@@ -1,6 +1,7 @@
 """Cluster spatial algebra shared by C-RNEA, C-ABA and C-EFPA (seed 003, Sec. V; Algorithm 1,
 lines 4-19). Cluster vectors are stored per body, (B, n_b, 6) angular-first (flattened to (B, 6 n_b)
-for the dense cluster matrices); a cluster's transforms are the per-body iX_Lambda(i).
+for the cluster matrices); a cluster's transform is a ClusterTransform (_cluster_transform.py).
+Products are charged by the patterns of _cluster_patterns.py (patterns never change numerics).
 
     kX_lambda(k)  (eq. 17): block (i, j) = iX_j if j = Lambda(i) (one block per block row)
     S_k           (line 12): LambdaX_lambda block(S_i) G_k, LambdaX_lambda unit lower triangular

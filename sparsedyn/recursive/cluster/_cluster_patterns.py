@@ -24,7 +24,7 @@ import numpy as np
 from ...opcount import charge, counting, suspended
 from ...spatial_costs import add_cost, product_cost, subspace_pattern
 from ..aba import _solve_small
-from ...transform_costs import GENERAL, TransformStructure, model_structures
+from ...transform_costs import TransformStructure, model_structures
 
 PROBES = 4          # random assembled states probed for G_k's pattern
 
