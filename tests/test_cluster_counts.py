@@ -16,6 +16,7 @@ from sparsedyn.opcount import count_operations
 from sparsedyn.recursive.cluster import c_aba, c_efpa, c_rnea
 from sparsedyn.recursive.cluster._cluster_common import forward_pass
 from sparsedyn.recursive.cluster._cluster_congruence import cluster_congruence
+from sparsedyn.recursive.cluster._cluster_transform import force_to_parent, motion, motion_columns, rows_times
 from sparsedyn.recursive.cluster._cluster_patterns import cluster_patterns
 
 SYSTEMS = {"geared_chain": lambda: geared_chain(4), "belt_chain": lambda: belt_chain(4),
@@ -54,16 +55,43 @@ def test_cluster_congruence_equals_the_dense_transform_product(name):
         if p < 0:
             continue
         n_p, nb = len(cm.clusters[p].bodies), len(cm.clusters[k].bodies)
-        Ia = random_symmetric(rng, 3, 6 * nb)
         X = dense_cluster_transform(cm, k, joint_transforms(cm.model, q), n_p)
-        ref = np.swapaxes(X, 1, 2) @ Ia @ X
-        with count_operations():
-            out, P = cluster_congruence(fp.ct[k], Ia, n_p)
-        scale = np.abs(ref).max()
-        assert np.abs(out - ref).max() <= 1e-12 * scale, (name, k)
-        assert not np.any(out[:, ~P]), (name, k)                  # zero outside the pattern
+        block_diagonal = np.kron(np.eye(nb, dtype=bool), np.ones((6, 6), bool))
+        for pattern in (None, block_diagonal):                    # dense I^a; block(I_i) (eq. 14)
+            Ia = random_symmetric(rng, 3, 6 * nb) * (1.0 if pattern is None else pattern)
+            ref = np.swapaxes(X, 1, 2) @ Ia @ X
+            with count_operations():
+                out, P = cluster_congruence(fp.ct[k], Ia, n_p, pattern)
+            scale = np.abs(ref).max()
+            assert np.abs(out - ref).max() <= 1e-12 * scale, (name, k)
+            assert not np.any(out[:, ~P]), (name, k)              # zero outside the pattern
         checked += 1
     assert checked > 0
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_body_by_body_cluster_transform_equals_the_dense_matrix(name):
+    """Motions outward, forces and rows inward through the in-cluster parents (eq. 20) equal the
+    products with the dense eq. 17 matrix."""
+    cm = SYSTEMS[name]()
+    rng = np.random.default_rng(11)
+    q, yd, _ = cm.random_state(12, batch=2)
+    fp = forward_pass(cm, q, yd)
+    Xup = joint_transforms(cm.model, q)
+    for k in range(cm.nclusters):
+        p = cm.parents[k]
+        if p < 0:
+            continue
+        n_p, nb = len(cm.clusters[p].bodies), len(cm.clusters[k].bodies)
+        X = dense_cluster_transform(cm, k, Xup, n_p)
+        x, f = rng.normal(size=(2, n_p, 6)), rng.normal(size=(2, nb, 6))
+        M, chi = rng.normal(size=(2, 6 * n_p, 3)), rng.normal(size=(2, 4, 6 * nb))
+        for got, ref in ((motion(fp.ct[k], x).reshape(2, -1), np.einsum("bij,bj->bi", X, x.reshape(2, -1))),
+                         (force_to_parent(fp.ct[k], f, n_p).reshape(2, -1),
+                          np.einsum("bji,bj->bi", X, f.reshape(2, -1))),
+                         (motion_columns(fp.ct[k], M), X @ M),
+                         (rows_times(fp.ct[k], chi, n_p)[0], chi @ X)):
+            assert np.abs(got - ref).max() <= 1e-12 * np.abs(ref).max(), (name, k)
 
 
 @pytest.mark.parametrize("name", list(SYSTEMS))
