@@ -1,6 +1,7 @@
 """Cluster spatial algebra shared by C-RNEA, C-ABA and C-EFPA (seed 003, Sec. V; Algorithm 1,
 lines 4-19). Cluster vectors are stored per body, (B, n_b, 6) angular-first (flattened to (B, 6 n_b)
-for the dense cluster matrices); a cluster's transforms are the per-body iX_Lambda(i).
+for the cluster matrices); a cluster's transform is a ClusterTransform (_cluster_transform.py).
+Products are charged by the patterns of _cluster_patterns.py (patterns never change numerics).
 
     kX_lambda(k)  (eq. 17): block (i, j) = iX_j if j = Lambda(i) (one block per block row)
     S_k           (line 12): LambdaX_lambda block(S_i) G_k, LambdaX_lambda unit lower triangular
@@ -17,10 +18,13 @@ import numpy as np
 
 from ...errors import SingularModelError
 from ...kinematics import joint_transforms
-from ...opcount import charge, counting
-from ...spatial import Transform, cross_force, cross_motion
-from .._common import S_times, inertia_times, matmul
+from ...opcount import charge, counting, suspended
+from ...spatial import cross_force, cross_motion
+from ...spatial_costs import FULL6, cross_cost, linear_cost
+from .._common import S_times, charge_sum, inertia_times, out_pattern, subspace_out_pattern, tracked
 from ..aba import SINGULAR_TOLERANCE, articulated_scale
+from ._cluster_patterns import cluster_patterns
+from ._cluster_transform import apply_motion_columns, cluster_transform, motion
 
 
 
@@ -28,120 +32,80 @@ from ..aba import SINGULAR_TOLERANCE, articulated_scale
 class ClusterPass:
     """Forward pass #1 results (Algorithm 1, lines 1-21) for one batch of states."""
 
-    Xout: list      # per cluster: list of Transform iX_Lambda(i) per body
+    ct: list        # per cluster: its ClusterTransform kX_lambda(k) (eq. 17)
     S: list         # per cluster: (B, 6 n_b, m_k) cluster motion subspace
     c: list         # per cluster: (B, n_b, 6) velocity-product acceleration c_k
     v: list         # per cluster: (B, n_b, 6) body velocities
     qd: list        # per cluster: (B, n_k) spanning joint velocities G_k yd_k
+    pc: list        # per cluster: (6 n_b,) structural pattern of c_k (None when not counting)
 
 
-def block_rows(S_i, G_rows):
-    """S_i G_k[rows of body i]: (6, n_i) x (B, n_i, m) -> (B, 6, m), or S_i when G = 1."""
-    charge(6 * G_rows.shape[1] * G_rows.shape[2], 6 * (G_rows.shape[1] - 1) * G_rows.shape[2], kind="S G")
-    return np.einsum("ij,bjk->bik", S_i, G_rows)
-
-
-def apply_motion_columns(X, M):
-    """X M for a (B, 6, m) matrix of motion columns (charged m times)."""
-    m = M.shape[-1]
-    if counting():
-        mul, add, _ = X.structure_cost("X m", np.ones(6, bool))
-        charge(mul * (m - 1), add * (m - 1), kind="X*m", written=(24 * (m - 1), 18 * (m - 1)))
-    return np.swapaxes(_batched(X).apply_motion(np.swapaxes(M, 1, 2)), 1, 2)
-
-
-def _batched(X):
-    """The same transform with a broadcast axis for the columns of a matrix."""
-    return Transform(X.E[:, None], X.r[:, None], X.structure)
-
-
-def transpose_force_columns(X, F):
-    """X^T F for a (B, 6, m) matrix of force columns (charged m times)."""
-    m = F.shape[-1]
-    if counting():
-        mul, add, _ = X.structure_cost("X^T f", np.ones(6, bool))
-        charge(mul * (m - 1), add * (m - 1), kind="X^T*f", written=(24 * (m - 1), 18 * (m - 1)))
-    return np.swapaxes(_batched(X).transpose_apply_force(np.swapaxes(F, 1, 2)), 1, 2)
-
-
-def cluster_motion(Xout, out_blocks, x_parent):
-    """kX_lambda(k) x (eq. 17): x_parent (B, n_p, 6) per body, or (B, 6) for the world."""
-    return np.stack([X.apply_motion(x_parent if ob < 0 else x_parent[:, ob])
-                     for X, ob in zip(Xout, out_blocks)], axis=1)
-
-
-def cluster_force_to_parent(Xout, out_blocks, f, n_parent):
-    """lambda(k)X_k^* f = (kX_lambda(k))^T f (eq. 35): f (B, n_b, 6) -> (B, n_p, 6)."""
-    out = np.zeros((f.shape[0], n_parent, 6))
-    for li, (X, ob) in enumerate(zip(Xout, out_blocks)):
-        out[:, ob] += X.transpose_apply_force(f[:, li])
-    return out
-
-
-def cluster_congruence(Xout, out_blocks, Ia, n_parent):
-    """(kX_lambda(k))^T Ia kX_lambda(k) (Algorithm 1, line 32) exploiting the one-block-per-row
-    structure of eq. 17: (B, 6 n_b, 6 n_b) -> (B, 6 n_p, 6 n_p)."""
-    B, nb = Ia.shape[0], len(Xout)
-    Xm = [X.matrix() for X in Xout]
-    W = np.zeros((B, 6 * nb, 6 * n_parent))
-    for li, ob in enumerate(out_blocks):
-        W[:, :, 6 * ob:6 * ob + 6] += matmul(Ia[:, :, 6 * li:6 * li + 6], Xm[li], kind="X^T I X")
-    out = np.zeros((B, 6 * n_parent, 6 * n_parent))
-    for li, ob in enumerate(out_blocks):
-        out[:, 6 * ob:6 * ob + 6] += matmul(np.swapaxes(Xm[li], 1, 2), W[:, 6 * li:6 * li + 6], kind="X^T I X")
-    return out
+def charge_adds(n):
+    """Paper count of n vector-entry additions (the as-written count leaves them out, as
+    _common.charge_sum does)."""
+    if counting() and n:
+        charge(add=int(n), kind="+", written=(0, 0))
 
 
 def forward_pass(cm, q, yd, Xup=None):
-    """Algorithm 1, forward pass #1 (lines 3-19): Xout, S_k, c_k, v_k of every cluster."""
+    """Algorithm 1, forward pass #1 (lines 3-19): kX_lambda(k), S_k, c_k, v_k of every cluster."""
     model = cm.model
     B = q.shape[0]
     Xup = joint_transforms(model, q) if Xup is None else Xup                  # lines 5-6
-    res = ClusterPass([], [], [], [], [])
+    res = ClusterPass([], [], [], [], [], [])
     for k, c in enumerate(cm.clusters):
-        lp, ob = cm.local_parents[k], cm.output_blocks[k]
-        Xo = []
-        for li, i in enumerate(c.bodies):                                      # lines 9-10 (eq. 17, 20)
-            Xo.append(Xup[i] if lp[li] < 0 else Xup[i].compose(Xo[lp[li]]))
+        lp = cm.local_parents[k]
+        ct = cluster_transform(cm, k, q, Xup)                                  # lines 9-10 (eq. 17, 20)
         G, g = cm.cluster_explicit(k, q, yd)                                   # line 11
         ydk = yd[:, cm.y_slice(k)]
         qdk = ydk if G is None else np.einsum("bij,bj->bi", G, ydk)
         nb, m = len(c.bodies), c.ny
         S = np.zeros((B, nb, 6, m))                                            # line 12, by eq. 20's recursion
         col = 0
-        for li, i in enumerate(c.bodies):
-            rows = slice(col, col + model.joints[i].nv)
-            col += model.joints[i].nv
-            if G is None:
-                S[:, li, :, rows] = model.joints[i].S
-            else:
-                S[:, li] = block_rows(model.joints[i].S, G[:, rows])
-            if lp[li] >= 0:
-                S[:, li] += apply_motion_columns(Xup[i], S[:, lp[li]])
+        with suspended():                                                      # charged from S_k's pattern
+            for li, i in enumerate(c.bodies):
+                rows = slice(col, col + model.joints[i].nv)
+                col += model.joints[i].nv
+                S[:, li] = model.joints[i].S if G is None else np.einsum("ij,bjk->bik", model.joints[i].S, G[:, rows])
+                if lp[li] >= 0:
+                    S[:, li] += apply_motion_columns(Xup[i], S[:, lp[li]])
         S = S.reshape(B, 6 * nb, m)
+        if counting():
+            pat = cluster_patterns(cm)[k]
+            charge(*pat.build, kind="S_k", written=pat.written)
+            charge(*linear_cost(pat.S_nz, pat.S_unit, np.ones(m, bool))[:2], kind="S yd",
+                   written=(6 * nb * m, 6 * nb * (m - 1)))
         parent_v = (np.zeros((B, 6)) if cm.parents[k] < 0 else res.v[cm.parents[k]])
         vJ = np.einsum("bij,bj->bi", S, ydk).reshape(B, nb, 6)
-        charge(6 * nb * m, 6 * nb * (m - 1), kind="S yd")
         if cm.parents[k] < 0:
             v = vJ                                                             # line 13, v_0 = 0
         else:
-            v = cluster_motion(Xo, ob, parent_v) + vJ                          # line 13
+            v = motion(ct, parent_v) + vJ                                      # line 13
+            charge_adds(counting() and cluster_patterns(cm)[k].S_nz.any(1).sum())
         ck = np.zeros((B, nb, 6))                                              # lines 18-19 (erratum)
+        pc = [None] * nb
+        g_nz = cluster_patterns(cm)[k].g_nz if counting() else None
         col = 0
         for li, i in enumerate(c.bodies):
             Si = model.joints[i].S
             rows = slice(col, col + Si.shape[1])
             col += Si.shape[1]
-            ck[:, li] = cross_motion(v[:, li], S_times(Si, qdk[:, rows]))      # v_i x S_i qd_i
+            pJ = tracked(subspace_out_pattern(Si))
+            ck[:, li] = cross_motion(v[:, li], S_times(Si, qdk[:, rows]), None, pJ)   # v_i x S_i qd_i
+            pc[li] = out_pattern(cross_cost, FULL6 if pJ is not None else None, pJ)
             if g is not None:
                 ck[:, li] += S_times(Si, g[:, rows])                           # S_i g_i
+                if g_nz is not None and g_nz[rows].any():
+                    pc[li] = charge_sum(pc[li], pJ)
             if lp[li] >= 0:
-                ck[:, li] += Xup[i].apply_motion(ck[:, lp[li]])                # LambdaX_lambda
-        res.Xout.append(Xo)
+                ck[:, li] += Xup[i].apply_motion(ck[:, lp[li]], pc[lp[li]])    # LambdaX_lambda
+                pc[li] = charge_sum(pc[li], out_pattern(Xup[i].structure_cost, "X m", pc[lp[li]]))
+        res.ct.append(ct)
         res.S.append(S)
         res.c.append(ck)
         res.v.append(v)
         res.qd.append(qdk)
+        res.pc.append(None if pc[0] is None else np.concatenate(pc))
     return res
 
 
@@ -156,6 +120,7 @@ def cluster_inertia(model, bodies, B):
 
 def bias_forces(model, bodies, v, f_ext_body):
     """stack(v_i x* I_i v_i - f_ext_i) (line 21 / eq. 34), (B, n_b, 6)."""
+    charge_adds(6 * sum(bool(f_ext_body[:, i].any()) for i in bodies))
     return np.stack([cross_force(v[:, li], inertia_times(model.inertias[i], v[:, li])) - f_ext_body[:, i]
                      for li, i in enumerate(bodies)], axis=1)
 

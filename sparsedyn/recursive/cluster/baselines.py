@@ -13,7 +13,11 @@ All work on the spanning tree with the global loop constraints of a ClusterModel
                         inertia reflected onto the joint diagonal (N^2 I_rot; gyroscopic coupling
                         ignored, Sec. II-C..E)
 
-H from CRBA, C = RNEA(q, qd, 0) (bias and gravity), dense products charged at their dense cost.
+H from CRBA, C = RNEA(q, qd, 0) (bias and gravity). The products with G, g, H and J are charged
+dense, as the paper's C++ (ROAM-Lab-ND/generalized_rbda) forms them with dense Eigen matrices
+(A = G^T H G, b = tau - G^T (C + H g)); sparse_G=True charges them by G's, g's and J's
+structural zeros (ClusterModel patterns probed as in _cluster_patterns) and the symmetric
+products' upper triangles: the equally optimised variant.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from ...errors import ModelError, check_finite
 from ...kinematics import frame_jacobian, joint_transforms
 from ...loops.cluster_model import ClusterModel
 from ...model.model import WORLD, ModelBuilder
-from ...opcount import charge
+from ...opcount import charge, counting
 from ...spatial import Transform, inertia_to_parent
 from .._common import external_forces, matmul
 from ..crba import crba_sweeps
@@ -34,6 +38,7 @@ from ..ltl import ltl, solve_lower, solve_lower_transpose
 from ..rnea import rnea, rnea_sweeps
 from .c_aba import c_aba
 from .c_efpa import c_efpa
+from ._cluster_patterns import charged_product, dense, explicit_pattern, jacobian_pattern
 
 
 def _dense_cholesky_solve(A, b, kind):
@@ -47,46 +52,65 @@ def _dense_cholesky_solve(A, b, kind):
     return x[..., 0] if b.ndim == 2 else x
 
 
-def _matvec(A, x, kind):
-    charge(A.shape[1] * A.shape[2], A.shape[1] * (A.shape[2] - 1), kind=kind)
-    return np.einsum("bij,bj->bi", A, x)
+def _matvec(A, x, kind, pattern=None, x_nz=None):
+    """A x, charged by A's pattern (nz, unit) (None: dense) and x's structural nonzeros."""
+    return charged_product(A, x[..., None], pattern, dense(None if x_nz is None else x_nz[:, None]), kind)[0][..., 0]
 
 
-def _matTvec(A, x, kind):
-    charge(A.shape[1] * A.shape[2], (A.shape[1] - 1) * A.shape[2], kind=kind)
-    return np.einsum("bji,bj->bi", A, x)
+def _matTvec(A, x, kind, pattern=None):
+    """A^T x, charged by A's pattern (None: dense)."""
+    At = None if pattern is None else (pattern[0].T, pattern[1].T)
+    return charged_product(np.swapaxes(A, 1, 2), x[..., None], At, None, kind)[0][..., 0]
+
+
+def _patterns(cm, sparse_G):
+    """(G's pattern, g's nonzeros) when counting with sparse_G, else (None, None): dense G."""
+    return explicit_pattern(cm) if counting() and sparse_G else (None, None)
+
+
+def _reduced_inertia(H, G, PG):
+    """G^T H G for a dense H: with G's pattern PG, charged by G's nonzeros and the symmetric
+    result's upper triangle; with PG None, as two dense products (module doc)."""
+    HG, PHG = charged_product(H, G, None, PG, "H G")
+    Gt = None if PG is None else (PG[0].T, PG[1].T)
+    return charged_product(np.swapaxes(G, 1, 2), HG, Gt, dense(PHG), "G^T H G", symmetric=PG is not None)[0]
 
 
 # ---------------------------------------------------------------------------- inverse dynamics
 
-def projected_rnea(cm, q, yd, ydd, f_ext=None):
-    """tau_y = G^T RNEA(q, G yd, G ydd + g) (seed 003, Sec. II-C)."""
+def projected_rnea(cm, q, yd, ydd, f_ext=None, sparse_G=False):
+    """tau_y = G^T RNEA(q, G yd, G ydd + g) (seed 003, Sec. II-C); sparse_G: see the module doc."""
     q, yd, ydd, B, single = cm._state(q, yd=yd, ydd=ydd)
     G, g = cm.explicit(q, yd)
-    qd = _matvec(G, yd, "G yd")
-    qdd = _matvec(G, ydd, "G ydd") + g
+    PG, g_nz = _patterns(cm, sparse_G)
+    qd = _matvec(G, yd, "G yd", PG)
+    qdd = _matvec(G, ydd, "G ydd", PG) + g
+    charge(add=0 if g_nz is None else int(g_nz.sum()), kind="G ydd", written=(0, 0))     # + g
     fx = external_forces(cm.model, f_ext, B)
     tau, *_ = rnea_sweeps(cm.model, q, qd, qdd, fx)
-    tau_y = check_finite(_matTvec(G, tau, "G^T tau"), "projected_rnea",
+    tau_y = check_finite(_matTvec(G, tau, "G^T tau", PG), "projected_rnea",
                          dict(q=q, yd=yd, ydd=ydd, f_ext=fx), "tau")
     return unbatch(tau_y, single)
 
 
 # ---------------------------------------------------------------------------- forward dynamics
 
-def projection_fd(cm, q, yd, tau, f_ext=None):
-    """Projection method: (G^T H G) ydd = tau_y - G^T (C + H g) (seed 003, Sec. II-D)."""
+def projection_fd(cm, q, yd, tau, f_ext=None, sparse_G=False):
+    """Projection method: (G^T H G) ydd = tau_y - G^T (C + H g) (seed 003, Sec. II-D); sparse_G:
+    see the module doc."""
     q, yd, tau, B, single = cm._state(q, yd=yd, tau=tau)
     model = cm.model
     Xup = joint_transforms(model, q)
     G, g = cm.explicit(q, yd)
-    qd = _matvec(G, yd, "G yd")
+    PG, g_nz = _patterns(cm, sparse_G)
+    qd = _matvec(G, yd, "G yd", PG)
     inputs = dict(q=q, yd=yd, tau=tau, f_ext=external_forces(model, f_ext, B))
     H = crba_sweeps(model, q, Xup)
     C, *_ = rnea_sweeps(model, q, qd, np.zeros_like(qd), inputs["f_ext"], Xup)
-    HG = matmul(H, G, kind="H G")
-    Hy = matmul(np.swapaxes(G, 1, 2), HG, kind="G^T H G")
-    rhs = tau - _matTvec(G, C + _matvec(H, g, "H g"), "G^T (C + H g)")
+    Hy = _reduced_inertia(H, G, PG)
+    rhs = tau - _matTvec(G, C + _matvec(H, g, "H g", x_nz=g_nz), "G^T (C + H g)", PG)
+    if sparse_G:
+        charge(add=cm.ny + (model.nv if g_nz is None or g_nz.any() else 0), kind="G^T (C + H g)", written=(0, 0))
     ydd = _dense_cholesky_solve(check_finite(Hy, "projection_fd", inputs, "G^T H G"), rhs,
                                 "chol(G^T H G)")
     return unbatch(check_finite(ydd, "projection_fd", inputs, "ydd"), single)
@@ -132,19 +156,21 @@ def lagrange_fd(cm, q, qd, tau, f_ext=None, method="ltl"):
 
 # ---------------------------------------------------------------------------- inverse OSIM
 
-def projection_inverse_osim(cm, q, frames):
-    """Lambda^-1 = J G (G^T H G)^-1 G^T J^T for LOCAL frame Jacobians (linear-first), (B, 6m, 6m)."""
+def projection_inverse_osim(cm, q, frames, sparse_G=False):
+    """Lambda^-1 = J G (G^T H G)^-1 G^T J^T for LOCAL frame Jacobians (linear-first), (B, 6m, 6m);
+    sparse_G: see the module doc (J's zero columns and the symmetric result exploited too)."""
     model = cm.model
     q, single = as_batch(q, model.nq, "q")
     B = q.shape[0]
     G, _ = cm.explicit(q, np.zeros((B, cm.ny)))
     H = crba_sweeps(model, q)
     J = np.concatenate([frame_jacobian(model, q, f) for f in frames], axis=1)    # (B, 6m, nv)
-    Hy = matmul(np.swapaxes(G, 1, 2), matmul(H, G, kind="H G"), kind="G^T H G")
-    JG = matmul(J, G, kind="J G")
+    PG, _ = _patterns(cm, sparse_G)
+    Hy = _reduced_inertia(H, G, PG)
+    JG, PJG = charged_product(J, G, dense(None if PG is None else jacobian_pattern(model, frames)), PG, "J G")
     X = _dense_cholesky_solve(check_finite(Hy, "projection_inverse_osim", {"q": q}, "G^T H G"),
                               np.swapaxes(JG, 1, 2), "chol(G^T H G)")
-    out = matmul(JG, X, kind="J G Hy^-1 G^T J^T")
+    out, _ = charged_product(JG, X, dense(PJG), None, "J G Hy^-1 G^T J^T", symmetric=PG is not None)
     return unbatch(check_finite(out, "projection_inverse_osim", {"q": q}, "Lambda^-1"), single)
 
 

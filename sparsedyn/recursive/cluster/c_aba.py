@@ -13,58 +13,60 @@ import numpy as np
 
 from ...batch import unbatch
 from ...errors import check_finite
-from ...opcount import charge
-from .._common import external_forces, gravity_acceleration, matmul, refuse_armature
-from ..aba import _solve_small, charge_pivot_inverse
-from ._cluster_common import (bias_forces, check_cluster_pivots, cluster_congruence, cluster_force_to_parent,
-                              cluster_inertia, cluster_motion, forward_pass)
+from ...opcount import charge, counting
+from .._common import external_forces, gravity_acceleration, refuse_armature
+from ..aba import _solve_small
+from ._articulation import articulate
+from ._cluster_common import bias_forces, charge_adds, cluster_inertia, forward_pass
+from ._cluster_patterns import charged_product, cluster_patterns, dense
+from ._cluster_transform import force_to_parent, motion
 
 
 def c_aba_sweeps(cm, q, yd, tau, f_ext_body, armature=None, Xup=None):
     """Algorithm 1 on batched arrays; returns ydd (B, ny) and cluster accelerations (list of
-    (B, n_b, 6))."""
+    (B, n_b, 6)). Products are charged by the patterns of S_k and I^A_k (_cluster_patterns)."""
     model, B = cm.model, q.shape[0]
     fp = forward_pass(cm, q, yd, Xup)                                              # lines 1-19
+    pats = cluster_patterns(cm) if counting() else None
     IA = [cluster_inertia(model, c.bodies, B) for c in cm.clusters]                # line 20
+    PIA = [pt.I_nz for pt in pats] if pats else [None] * cm.nclusters           # its pattern
     pA = [bias_forces(model, c.bodies, fp.v[k], f_ext_body).reshape(B, -1)         # line 21
           for k, c in enumerate(cm.clusters)]
-    U, D, Dinv_u = [None] * cm.nclusters, [None] * cm.nclusters, [None] * cm.nclusters
+    art, Dinv_u = [None] * cm.nclusters, [None] * cm.nclusters
     for k in range(cm.nclusters - 1, -1, -1):                                      # lines 25-35
-        S = fp.S[k]
-        U[k] = matmul(IA[k], S, kind="U = IA S")                                   # line 26
-        D[k] = matmul(np.swapaxes(S, 1, 2), U[k], kind="D = S^T U")                # line 27
-        if armature is not None:
-            D[k] = D[k] + np.diag(armature[cm.y_slice(k)])
-        check_cluster_pivots(cm, k, D[k], IA[k], S,
-                             None if armature is None else armature[cm.y_slice(k)])
-        charge_pivot_inverse(D[k].shape[-1])                   # paper count: D^-1 once, then products
-        u = tau[:, cm.y_slice(k)] - np.einsum("bji,bj->bi", S, pA[k])              # line 28
-        charge(S.shape[1] * S.shape[2], S.shape[1] * S.shape[2], kind="u = tau - S^T pA")
-        Dinv_u[k] = _solve_small(D[k], u, "D^-1 u")
+        ak = art[k] = articulate(cm, k, fp, IA, PIA, pats, armature)               # lines 26-27, 29-30, 32
+        m = fp.S[k].shape[2]
+        St = None if pats is None else (pats[k].S_nz.T, pats[k].S_unit.T)
+        Stp, _ = charged_product(np.swapaxes(fp.S[k], 1, 2), pA[k][..., None], St, None, "u = tau - S^T pA")
+        u = tau[:, cm.y_slice(k)] - Stp[..., 0]                                    # line 28
+        charge(add=m, kind="u = tau - S^T pA")
+        Dinv_u[k] = _solve_small(ak.D, u, "D^-1 u")
         p = cm.parents[k]
-        if p >= 0:                                                                 # line 29
-            Dinv_Ut = _solve_small(D[k], np.swapaxes(U[k], 1, 2), "D^-1 U^T")
-            Ia = IA[k] - matmul(U[k], Dinv_Ut, kind="U D^-1 U^T")                  # line 30
-            pa = (pA[k] + np.einsum("bij,bj->bi", Ia, fp.c[k].reshape(B, -1))      # line 31
-                  + np.einsum("bij,bj->bi", U[k], Dinv_u[k]))
-            n6 = Ia.shape[1]
-            charge(n6 * n6 + n6 * S.shape[2], n6 * n6 + n6 * S.shape[2], kind="pa")
-            n_parent = len(cm.clusters[p].bodies)
-            Xo, ob = fp.Xout[k], cm.output_blocks[k]
-            IA[p] += cluster_congruence(Xo, ob, Ia, n_parent)                      # line 32
-            pA[p] += cluster_force_to_parent(Xo, ob, pa.reshape(B, -1, 6), n_parent).reshape(B, -1)  # line 33
+        if p >= 0:
+            Iac, _ = charged_product(ak.Ia, fp.c[k].reshape(B, -1, 1), dense(ak.PIa),
+                                     dense(None if fp.pc[k] is None else fp.pc[k][:, None]), "pa")
+            UDu, _ = charged_product(ak.U, Dinv_u[k][..., None], dense(ak.PU), None, "pa")
+            pa = pA[k] + Iac[..., 0] + UDu[..., 0]                                 # line 31
+            charge(add=2 * pa.shape[1], kind="pa")
+            pA[p] += force_to_parent(fp.ct[k], pa.reshape(B, -1, 6), len(cm.clusters[p].bodies)).reshape(B, -1)  # line 33
     a0 = gravity_acceleration(model, B)                                            # line 38
     ydd = np.zeros((B, cm.ny))
     acc = [None] * cm.nclusters
     for k, c in enumerate(cm.clusters):                                            # lines 39-43
         p = cm.parents[k]
-        a_prime = (cluster_motion(fp.Xout[k], cm.output_blocks[k], a0 if p < 0 else acc[p])
+        a_prime = (motion(fp.ct[k], a0 if p < 0 else acc[p])
                    + fp.c[k]).reshape(B, -1)                                       # line 40
-        rhs = Dinv_u[k] - _solve_small(D[k], np.einsum("bji,bj->bi", U[k], a_prime), "D^-1 U^T a")
+        charge_adds(fp.pc[k] is not None and fp.pc[k].sum())
+        PS = None if pats is None else (pats[k].S_nz, pats[k].S_unit)
+        ak = art[k]
+        Uta, _ = charged_product(np.swapaxes(ak.U, 1, 2), a_prime[..., None],
+                                 dense(None if ak.PU is None else ak.PU.T), None, "U^T a', S ydd")
+        rhs = Dinv_u[k] - _solve_small(ak.D, Uta[..., 0], "D^-1 U^T a")
         ydd[:, cm.y_slice(k)] = rhs                                                # line 41
-        acc[k] = (a_prime + np.einsum("bij,bj->bi", fp.S[k], rhs)).reshape(B, -1, 6)   # line 42
+        Sy, _ = charged_product(fp.S[k], rhs[..., None], PS, None, "U^T a', S ydd")
+        acc[k] = (a_prime + Sy[..., 0]).reshape(B, -1, 6)                          # line 42
         n6, m = fp.S[k].shape[1:]
-        charge(2 * n6 * m, 2 * n6 * m, kind="U^T a', S ydd")
+        charge(add=m + (int(PS[0].any(1).sum()) if PS else n6), kind="U^T a', S ydd", written=(0, m + n6))
     return ydd, acc
 
 

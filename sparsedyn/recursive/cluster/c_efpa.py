@@ -23,11 +23,14 @@ from ...batch import check_configuration, unbatch
 from ...errors import check_finite
 from ...kinematics import joint_transforms
 from ...model.model import WORLD
+from ...opcount import charge, counting
 from ...spatial import Transform
-from .._common import matmul, refuse_armature
-from ..aba import _solve_small, charge_pivot_inverse
-from ._cluster_common import (apply_motion_columns, check_cluster_pivots, cluster_congruence, cluster_inertia,
-                              forward_pass)
+from .._common import refuse_armature
+from ..aba import _solve_small
+from ._articulation import articulate
+from ._cluster_common import cluster_inertia, forward_pass
+from ._cluster_patterns import charged_product, cluster_patterns, dense
+from ._cluster_transform import motion_columns, rows_times
 
 
 def _end_effector(model, name):
@@ -38,20 +41,6 @@ def _end_effector(model, name):
         raise ValueError(f"frames: {name!r} is welded to the fixed base (its inverse inertia is zero)")
     T = frame.placement
     return frame.body, Transform.from_placement(T[:3, :3], T[:3, 3]).matrix()   # eX_body
-
-
-def _times_cluster_transform(chi, Xout, out_blocks, n_parent):
-    """chi kX_lambda(k): row block (B, 6, 6 n_b) -> (B, 6, 6 n_p) (eq. 17's one block per row)."""
-    out = np.zeros(chi.shape[:2] + (6 * n_parent,))
-    for li, (X, ob) in enumerate(zip(Xout, out_blocks)):
-        out[:, :, 6 * ob:6 * ob + 6] += matmul(chi[:, :, 6 * li:6 * li + 6], X.matrix(), kind="chi X")
-    return out
-
-
-def _cluster_motion_columns(Xout, out_blocks, M_parent):
-    """kX_lambda(k) M for motion columns M_parent (B, 6 n_p, m) -> (B, 6 n_b, m)."""
-    return np.concatenate([apply_motion_columns(X, M_parent[:, 6 * ob:6 * ob + 6])
-                           for X, ob in zip(Xout, out_blocks)], axis=1)
 
 
 def _ancestors(cm, k):
@@ -73,44 +62,53 @@ def c_efpa_sweeps(cm, q, frames, Xup=None, armature=None):
         li = cm.clusters[k].bodies.index(b)
         chi[e][k] = np.zeros((B, 6, 6 * len(cm.clusters[k].bodies)))
         chi[e][k][:, :, 6 * li:6 * li + 6] = eXb
+    pats = cluster_patterns(cm) if counting() else None
+    Pchi = [{k: np.kron(np.eye(1, len(cm.clusters[k].bodies), cm.clusters[k].bodies.index(b), dtype=bool),
+                        np.ones((6, 6), bool))} if pats else {} for (b, _), k in zip(ees, home)]
     IA = [cluster_inertia(model, c.bodies, B) for c in cm.clusters]
-    U, D = [None] * cm.nclusters, [None] * cm.nclusters
+    PIA = [pt.I_nz for pt in pats] if pats else [None] * cm.nclusters
+    art = [None] * cm.nclusters
     for k in range(cm.nclusters - 1, -1, -1):                     # backward pass
-        S = fp.S[k]
-        U[k] = matmul(IA[k], S, kind="U = IA S")
-        D[k] = matmul(np.swapaxes(S, 1, 2), U[k], kind="D = S^T U")
-        arm = None if armature is None else armature[cm.y_slice(k)]
-        if arm is not None:                                        # H~ on the joint pivots
-            D[k] = D[k] + np.diag(arm)
-        check_cluster_pivots(cm, k, D[k], IA[k], S, arm)
-        charge_pivot_inverse(D[k].shape[-1])                   # paper count: D^-1 once, then products
+        ak = art[k] = articulate(cm, k, fp, IA, PIA, pats, armature)
         p = cm.parents[k]
         if p < 0:
             continue
-        n_parent = len(cm.clusters[p].bodies)
-        Dinv_Ut = _solve_small(D[k], np.swapaxes(U[k], 1, 2), "D^-1 U^T")
-        IA[p] += cluster_congruence(fp.Xout[k], cm.output_blocks[k],
-                                    IA[k] - matmul(U[k], Dinv_Ut, kind="U D^-1 U^T"), n_parent)
+        PS = None if pats is None else (pats[k].S_nz, pats[k].S_unit)
+        PDU = None if ak.PU is None else np.broadcast_to(ak.PU.any(1), ak.Dinv_Ut.shape[1:])
         for e in range(len(ees)):
             if k in chi[e]:                                        # eq. (62): chi L_k kX
-                chiL = chi[e][k] - matmul(matmul(chi[e][k], S, kind="chi S"), Dinv_Ut, kind="chi L")
-                chi[e][p] = _times_cluster_transform(chiL, fp.Xout[k], cm.output_blocks[k], n_parent)
+                Pc = Pchi[e].get(k)
+                chiS, PcS = charged_product(chi[e][k], fp.S[k], dense(Pc), PS, "chi S")
+                chiSDU, Pm = charged_product(chiS, ak.Dinv_Ut, dense(PcS), dense(PDU), "chi L")
+                chiL = chi[e][k] - chiSDU
+                if Pm is not None:
+                    charge(add=int((Pc & Pm).sum()), kind="chi L", written=(0, 0))
+                chi[e][p], Pp = rows_times(fp.ct[k], chiL, len(cm.clusters[p].bodies),
+                                           None if Pm is None else Pc | Pm)
+                if Pp is not None:
+                    Pchi[e][p] = Pp
     Omega = [dict() for _ in ees]                                  # Omega[e][k]: (B, 6 n_b, 6)
     for k in range(cm.nclusters):                                  # forward pass, eq. (67)
-        S, p = fp.S[k], cm.parents[k]
+        S, p, ak = fp.S[k], cm.parents[k], art[k]
+        PS = None if pats is None else (pats[k].S_nz, pats[k].S_unit)
+        St = None if PS is None else (PS[0].T, PS[1].T)
         for e in range(len(ees)):
             if k not in chi[e]:
                 continue
-            SDinvSt_chiT = matmul(S, _solve_small(D[k], matmul(np.swapaxes(S, 1, 2),
-                                                               np.swapaxes(chi[e][k], 1, 2), kind="S^T chi^T"),
-                                                  "D^-1 S^T chi^T"), kind="S D^-1 S^T chi^T")
+            Pc = Pchi[e].get(k)
+            StcT, _ = charged_product(np.swapaxes(S, 1, 2), np.swapaxes(chi[e][k], 1, 2), St,
+                                      dense(None if Pc is None else Pc.T), "S^T chi^T")
+            SDinvSt_chiT, _ = charged_product(S, _solve_small(ak.D, StcT, "D^-1 S^T chi^T"), PS, None,
+                                              "S D^-1 S^T chi^T")
             if p < 0:
                 Omega[e][k] = SDinvSt_chiT
                 continue
-            t = _cluster_motion_columns(fp.Xout[k], cm.output_blocks[k], Omega[e][p])
-            Lt = t - matmul(S, _solve_small(D[k], matmul(np.swapaxes(U[k], 1, 2), t, kind="U^T t"),
-                                            "D^-1 U^T t"), kind="S D^-1 U^T t")
-            Omega[e][k] = Lt + SDinvSt_chiT
+            t = motion_columns(fp.ct[k], Omega[e][p])
+            Ut_t, _ = charged_product(np.swapaxes(ak.U, 1, 2), t, dense(None if ak.PU is None else ak.PU.T), None,
+                                      "U^T t")
+            SDUt, _ = charged_product(S, _solve_small(ak.D, Ut_t, "D^-1 U^T t"), PS, None, "S D^-1 U^T t")
+            Omega[e][k] = t - SDUt + SDinvSt_chiT
+            charge(add=2 * t.shape[1] * t.shape[2], kind="Omega", written=(0, 0))
     m = len(ees)
     out = np.zeros((B, 6 * m, 6 * m))
     for e1 in range(m):                                            # blocks at the common ancestor
@@ -119,7 +117,7 @@ def c_efpa_sweeps(cm, q, frames, Xup=None, armature=None):
             if not common:
                 continue
             g = common[0]
-            blk = matmul(chi[e1][g], Omega[e2][g], kind="chi Omega")
+            blk, _ = charged_product(chi[e1][g], Omega[e2][g], dense(Pchi[e1].get(g)), None, "chi Omega")
             out[:, 6 * e1:6 * e1 + 6, 6 * e2:6 * e2 + 6] = blk
             out[:, 6 * e2:6 * e2 + 6, 6 * e1:6 * e1 + 6] = np.swapaxes(blk, 1, 2)
     swap = np.concatenate([6 * e + np.r_[3:6, 0:3] for e in range(m)])   # to linear-first

@@ -12,10 +12,12 @@ import numpy as np
 
 from ...batch import unbatch
 from ...errors import check_finite
-from ...opcount import charge
+from ...opcount import charge, counting
 from ...spatial import cross_force
 from .._common import external_forces, gravity_acceleration, inertia_times, refuse_armature
-from ._cluster_common import cluster_force_to_parent, cluster_motion, forward_pass
+from ._cluster_common import charge_adds, forward_pass
+from ._cluster_patterns import charged_product, cluster_patterns
+from ._cluster_transform import force_to_parent, motion
 
 
 def c_rnea_sweeps(cm, q, yd, ydd, f_ext_body, Xup=None):
@@ -23,24 +25,30 @@ def c_rnea_sweeps(cm, q, yd, ydd, f_ext_body, Xup=None):
     model, B = cm.model, q.shape[0]
     fp = forward_pass(cm, q, yd, Xup)
     a0 = gravity_acceleration(model, B)
+    pats = cluster_patterns(cm) if counting() else None
     acc, f = [None] * cm.nclusters, [None] * cm.nclusters
     for k, c in enumerate(cm.clusters):                                            # forward pass
         p = cm.parents[k]
         S = fp.S[k]
-        acc[k] = (cluster_motion(fp.Xout[k], cm.output_blocks[k], a0 if p < 0 else acc[p]) + fp.c[k]
-                  + np.einsum("bij,bj->bi", S, ydd[:, cm.y_slice(k)]).reshape(B, -1, 6))   # eq. (33)
-        charge(S.shape[1] * S.shape[2], S.shape[1] * S.shape[2], kind="S ydd")
+        Sydd, _ = charged_product(S, ydd[:, cm.y_slice(k), None], None if pats is None else
+                                  (pats[k].S_nz, pats[k].S_unit), None, "S ydd")
+        acc[k] = (motion(fp.ct[k], a0 if p < 0 else acc[p]) + fp.c[k]
+                  + Sydd.reshape(B, -1, 6))                                        # eq. (33)
+        charge(add=int(pats[k].S_nz.any(1).sum()) if pats else 0, kind="S ydd", written=(0, S.shape[1]))
+        charge_adds(fp.pc[k] is not None and fp.pc[k].sum())                      # + c_k
         f[k] = np.stack([inertia_times(model.inertias[i], acc[k][:, li])
                          + cross_force(fp.v[k][:, li], inertia_times(model.inertias[i], fp.v[k][:, li]))
                          - f_ext_body[:, i] for li, i in enumerate(c.bodies)], axis=1)     # eq. (34)
+        charge_adds(sum(6 + 6 * bool(f_ext_body[:, i].any()) for i in c.bodies))
     tau = np.zeros((B, cm.ny))
     for k in range(cm.nclusters - 1, -1, -1):                                      # backward pass
         S = fp.S[k]
-        tau[:, cm.y_slice(k)] = np.einsum("bji,bj->bi", S, f[k].reshape(B, -1))    # eq. (31)
-        charge(S.shape[1] * S.shape[2], (S.shape[1] - 1) * S.shape[2], kind="S^T f")
+        Stf, _ = charged_product(np.swapaxes(S, 1, 2), f[k].reshape(B, -1, 1), None if pats is None else
+                                 (pats[k].S_nz.T, pats[k].S_unit.T), None, "S^T f")
+        tau[:, cm.y_slice(k)] = Stf[..., 0]                                        # eq. (31)
         p = cm.parents[k]
         if p >= 0:
-            f[p] += cluster_force_to_parent(fp.Xout[k], cm.output_blocks[k], f[k],
+            f[p] += force_to_parent(fp.ct[k], f[k],
                                             len(cm.clusters[p].bodies))            # eq. (35)
     return tau, f
 
