@@ -67,11 +67,8 @@ def check_configuration(model, q, name="q"):
 def _check_quaternions(model, q, name):
     cols, names = _quaternion_columns(model)
     if len(names) and q.shape[0]:
-        # column by column (slices of q, no gathered copy)
-        err = np.empty((q.shape[0], len(names)))
-        for k, start in enumerate(cols[:, 0]):
-            quat = q[:, start:start + 4]
-            err[:, k] = np.abs(np.sqrt(np.einsum("ij,ij->i", quat, quat)) - 1.0)
+        quat = q[:, cols]
+        err = np.abs(np.sqrt((quat * quat).sum(axis=-1)) - 1.0)
         if err.max() > QUATERNION_TOL:
             b, k = np.unravel_index(int(np.argmax(err)), err.shape)
             raise ValueError(f"{name}: quaternion of joint {names[k]!r} is not unit-norm at batch "
