@@ -1,24 +1,26 @@
-"""Two chains of a pair-chain program (ir/chain_program.py) run as one two-lane vector chain in
+"""Two or four chains of a pair-chain program (ir/chain_program.py) run as one vector chain in
 the generated C of the MAP route (backends/c_chains.py): lane l computes instruction i_l exactly
-as the scalar code does, so the results are the scalar program's bit for bit (up to the sign of
-a zero sum).
+as the scalar code does, in the same order, so the results are the scalar program's bit for bit
+(up to the sign of a zero sum).
 
-Two instructions i1, i2 pair when they write neighbouring slots (t2 = t1 + 1), neither reads what
-the other writes, neither is a product list, a reciprocal or a mid store, and their last s >= 2
-products have equal coefficients and operands that are equal (one value for both lanes) or
-neighbours (w[x], w[x + 1]: one vector load). Then
+Instructions i_0..i_(n-1) go together when they write consecutive slots (t_l = t_0 + l), none
+reads what another writes, none is a product list, a reciprocal or a mid store, and their last
+s >= MIN_COMMON products have equal coefficients and, operand by operand, one slot for every
+lane (a broadcast) or consecutive ones (w[x + l]: one vector load). Then
 
-    lane l: acc_l = (w[src] or c0) + its first k_l - s products     (scalar, folded: c_chain_fold)
-    {acc_1, acc_2} += ({w[a], w[a']} * {w[b], w[b']}) * c           (the s common products)
-    w[t1], w[t1 + 1] = the two sums; each lane's epilogue
+    lane l: acc_l = (w[src] or c0) + its first k_l - s products    (scalar, folded: c_chain_fold)
+    {acc_l} += ({w[a_l]} * {w[b_l]}) * c                           (the s common products)
+    w[t_0 .. t_0 + n - 1] = the sums (times {w[r_l]} when every lane scales its target);
+    each lane's other epilogue
 
 Where it occurs (planner/chain_ldlt.py lays the slots out for it): the chains of consecutive
-targets l_ik, l_(i+1)k of a factor column that read the same multipliers c_kj (L stored by
+targets l_ik, l_(i+1)k, ... of a factor column that read the same multipliers c_kj (L stored by
 columns: l_ij, l_(i+1)j neighbours), and a substitution's chain of y_k next to the probe's
 chain of z_k (the same l_kj times y_j and z_j, neighbours): the probe runs inside the solve.
 
-Vectors are GCC/Clang vector extensions (SSE2's two doubles); another C99 compiler gets the
-same macros on a struct of two doubles (VECTOR_HEADER)."""
+Vectors are GCC/Clang vector extensions (two doubles: SSE2; four: AVX, else two SSE2 halves);
+another C99 compiler, or SD_SCALAR_VECTORS defined, gets the same macros on structs of doubles
+(VECTOR_HEADER), lane by lane."""
 from __future__ import annotations
 
 from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
@@ -26,24 +28,40 @@ from .c_source import lit
 
 #: the shortest common tail worth a vector (building and storing one costs about a product)
 MIN_COMMON = 2
+#: vector widths, widest first: two doubles (SSE2) and four (AVX; two SSE2 halves without it)
+WIDTHS = (4, 2)
 
-VECTOR_HEADER = """#if defined(__GNUC__)
+VECTOR_HEADER = """#if defined(__GNUC__) && !defined(SD_SCALAR_VECTORS)
 typedef double sd_v2 __attribute__((vector_size(16)));
-typedef double sd_v2u __attribute__((vector_size(16), aligned(8), may_alias));
-#define SD_V(a, b) ((sd_v2){(a), (b)})
-#define SD_LD(p) (*(const sd_v2u *)(p))
-#define SD_ST(p, v) (*(sd_v2u *)(p) = (v))
-#define SD_ADD(a, b) ((a) + (b))
-#define SD_SUB(a, b) ((a) - (b))
-#define SD_MUL(a, b) ((a) * (b))
+typedef double sd_v4 __attribute__((vector_size(32)));
+typedef double sd_u2 __attribute__((vector_size(16), aligned(8), may_alias));
+typedef double sd_u4 __attribute__((vector_size(32), aligned(8), may_alias));
+#define SD_V2(a, b) ((sd_v2){(a), (b)})
+#define SD_V4(a, b, c, d) ((sd_v4){(a), (b), (c), (d)})
+#define SD_LD2(p) (*(const sd_u2 *)(p))
+#define SD_LD4(p) (*(const sd_u4 *)(p))
+#define SD_ST2(p, v) (*(sd_u2 *)(p) = (v))
+#define SD_ST4(p, v) (*(sd_u4 *)(p) = (v))
+#define SD_ADD2(a, b) ((a) + (b))
+#define SD_SUB2(a, b) ((a) - (b))
+#define SD_MUL2(a, b) ((a) * (b))
+#define SD_ADD4(a, b) ((a) + (b))
+#define SD_SUB4(a, b) ((a) - (b))
+#define SD_MUL4(a, b) ((a) * (b))
 #else
 typedef struct { double e[2]; } sd_v2;
-static sd_v2 SD_V(double a, double b) { sd_v2 r; r.e[0] = a; r.e[1] = b; return r; }
-#define SD_LD(p) SD_V((p)[0], (p)[1])
-#define SD_ST(p, v) ((p)[0] = (v).e[0], (p)[1] = (v).e[1])
-static sd_v2 SD_ADD(sd_v2 a, sd_v2 b) { return SD_V(a.e[0] + b.e[0], a.e[1] + b.e[1]); }
-static sd_v2 SD_SUB(sd_v2 a, sd_v2 b) { return SD_V(a.e[0] - b.e[0], a.e[1] - b.e[1]); }
-static sd_v2 SD_MUL(sd_v2 a, sd_v2 b) { return SD_V(a.e[0] * b.e[0], a.e[1] * b.e[1]); }
+typedef struct { double e[4]; } sd_v4;
+static sd_v2 SD_V2(double a, double b) { sd_v2 r; r.e[0] = a; r.e[1] = b; return r; }
+static sd_v4 SD_V4(double a, double b, double c, double d)
+{ sd_v4 r; r.e[0] = a; r.e[1] = b; r.e[2] = c; r.e[3] = d; return r; }
+#define SD_LD2(p) SD_V2((p)[0], (p)[1])
+#define SD_LD4(p) SD_V4((p)[0], (p)[1], (p)[2], (p)[3])
+#define SD_ST2(p, v) ((p)[0] = (v).e[0], (p)[1] = (v).e[1])
+#define SD_ST4(p, v) ((p)[0] = (v).e[0], (p)[1] = (v).e[1], (p)[2] = (v).e[2], (p)[3] = (v).e[3])
+#define SD_OP(name, T, n, op) static T name(T a, T b) \\
+{ T r; int i; for (i = 0; i < n; i++) r.e[i] = a.e[i] op b.e[i]; return r; }
+SD_OP(SD_ADD2, sd_v2, 2, +) SD_OP(SD_SUB2, sd_v2, 2, -) SD_OP(SD_MUL2, sd_v2, 2, *)
+SD_OP(SD_ADD4, sd_v4, 4, +) SD_OP(SD_SUB4, sd_v4, 4, -) SD_OP(SD_MUL4, sd_v4, 4, *)
 #endif"""
 
 
@@ -62,68 +80,85 @@ def _reads(ch, i):
         {int(ch.ins_t2[i])} if ch.ins_mode[i] == EPI_ADD else set())
 
 
-def common_tail(ch, i1, i2):
-    """How many trailing products instructions i1 and i2 run as one vector chain (0: they do
-    not pair; module docstring)."""
-    if int(ch.ins_t[i2]) != int(ch.ins_t[i1]) + 1:
+def _lanes(xs):
+    """Slots, one per lane, that one vector reads: all equal (a broadcast) or consecutive."""
+    return all(x == xs[0] for x in xs) or all(x == xs[0] + j for j, x in enumerate(xs))
+
+
+def common_tail(ch, group):
+    """How many trailing products the instructions `group` (one per lane) run as one vector
+    chain (0: they do not; module docstring)."""
+    t = int(ch.ins_t[group[0]])
+    if any(int(ch.ins_t[i]) != t + j for j, i in enumerate(group)):
         return 0
-    for i in (i1, i2):
+    for i in group:
         if int(ch.ins_mode[i]) in (EPI_LIST, EPI_RECIP) or int(ch.ins_kmid[i]) >= 0:
             return 0
-    if _writes(ch, i1) & _reads(ch, i2) or _writes(ch, i2) & _reads(ch, i1):
-        return 0
-    p1, p2 = _pairs(ch, i1), _pairs(ch, i2)
+    for i in group:
+        if any(_writes(ch, i) & _reads(ch, other) for other in group if other != i):
+            return 0
+    lanes = [_pairs(ch, i) for i in group]
     s = 0
-    while s < min(len(p1), len(p2)):
-        (a1, b1, c1), (a2, b2, c2) = p1[-1 - s], p2[-1 - s]
-        if c1 != c2 or a2 - a1 not in (0, 1) or b2 - b1 not in (0, 1):
+    while s < min(len(p) for p in lanes):
+        terms = [p[-1 - s] for p in lanes]
+        if (any(c != terms[0][2] for _, _, c in terms) or not _lanes([a for a, _, _ in terms])
+                or not _lanes([b for _, b, _ in terms])):
             break
         s += 1
     return s if s >= MIN_COMMON else 0
 
 
-def _operand(x1, x2):
-    return f"SD_LD(w + {x1})" if x2 == x1 + 1 else f"SD_V(w[{x1}], w[{x1}])"
+def _splat(n, x):
+    return f"SD_V{n}({', '.join([x] * n)})"
 
 
-def paired_statements(folder, i1, i2, s):
-    """The C statements running instructions i1, i2 with their last s products as one vector
-    chain, `folder` (c_chain_fold.ChainFolder) tracking what the plan fixes."""
-    ch, out = folder.chains, []
+def _operand(xs):
+    """The vector of w[xs[0]], ..., w[xs[-1]] (_lanes: one slot or consecutive ones)."""
+    n = len(xs)
+    return f"SD_LD{n}(w + {xs[0]})" if xs[-1] == xs[0] + n - 1 else _splat(n, f"w[{xs[0]}]")
+
+
+def vector_statements(folder, group, s):
+    """The C statements running the instructions `group` (2 or 4, one per lane) with their last
+    s products as one vector chain, `folder` (c_chain_fold.ChainFolder) tracking what the plan
+    fixes."""
+    ch, out, n = folder.chains, [], len(group)
     lanes = []
-    for lane, i in enumerate((i1, i2)):
+    for lane, i in enumerate(group):
         acc = folder.prefix(i, int(ch.ins_k[i]) - s, out, var=f"a{lane}")
         lanes.append(lit(acc) if isinstance(acc, float) else acc)
-    p1, p2 = _pairs(ch, i1)[-s:], _pairs(ch, i2)[-s:]
+    tails = [_pairs(ch, i)[-s:] for i in group]
     empty = all(int(ch.ins_k[i]) == s and not ch.ins_row[i] and ch.ins_c0[i] == 0.0
-                for i in (i1, i2))
-    v = None if empty else f"SD_V({lanes[0]}, {lanes[1]})"
-    for (a1, b1, c), (a2, b2, _) in zip(p1, p2):
-        term = f"SD_MUL({_operand(a1, a2)}, {_operand(b1, b2)})"
+                for i in group)
+    v, var = (None if empty else f"SD_V{n}({', '.join(lanes)})"), f"v{n}"
+    for terms in zip(*tails):
+        c = terms[0][2]
+        term = (f"SD_MUL{n}({_operand([a for a, _, _ in terms])}, "
+                f"{_operand([b for _, b, _ in terms])})")
         if c not in (1.0, -1.0):
-            term = f"SD_MUL({term}, SD_V({lit(c)}, {lit(c)}))"
+            term = f"SD_MUL{n}({term}, {_splat(n, lit(c))})"
         if v is None:              # a sum from 0.0 starts at its first term, as the folder's
-            v = term if c != -1.0 else f"SD_SUB(SD_V(0.0, 0.0), {term})"
+            v = term if c != -1.0 else f"SD_SUB{n}({_splat(n, '0.0')}, {term})"
         else:
-            v = f"SD_{'SUB' if c == -1.0 else 'ADD'}({v}, {term})"
-        out.append(f"  v = {v};")
-        v = "v"
-    t = int(ch.ins_t[i1])
-    r1, r2 = int(ch.ins_r2[i1]), int(ch.ins_r2[i2])
+            v = f"SD_{'SUB' if c == -1.0 else 'ADD'}{n}({v}, {term})"
+        out.append(f"  {var} = {v};")
+        v = var
+    t = int(ch.ins_t[group[0]])
+    r = [int(ch.ins_r2[i]) for i in group]
     scaled = all(int(ch.ins_mode[i]) == EPI_SCALE and int(ch.ins_t2[i]) == int(ch.ins_t[i])
-                 for i in (i1, i2)) and r2 - r1 in (0, 1)
-    if scaled:                      # l_ik = acc r_k in both lanes: one vector product
-        out.append(f"  v = SD_MUL(v, {_operand(r1, r2)});")
-    out.append(f"  SD_ST(w + {t}, v);")
-    for i in (i1, i2):
+                 for i in group) and _lanes(r)
+    if scaled:                      # l_ik = acc r_k in every lane: one vector product
+        out.append(f"  {var} = SD_MUL{n}({var}, {_operand(r)});")
+    out.append(f"  SD_ST{n}(w + {t}, {var});")
+    for i in group:
         folder.known.pop(int(ch.ins_t[i]), None)
-        mode, ti, t2, r = (int(ch.ins_mode[i]), int(ch.ins_t[i]), int(ch.ins_t2[i]),
-                           int(ch.ins_r2[i]))
+        mode, ti, t2, r2 = (int(ch.ins_mode[i]), int(ch.ins_t[i]), int(ch.ins_t2[i]),
+                            int(ch.ins_r2[i]))
         if mode == EPI_SCALE and not scaled:
             folder.known.pop(t2, None)
-            out.append(f"  w[{t2}] = w[{ti}] * w[{r}];")
+            out.append(f"  w[{t2}] = w[{ti}] * w[{r2}];")
         elif mode == EPI_ADD:
             x = folder.known.pop(t2, None)
             out.append(f"  w[{t2}] = w[{ti}];" if x == 0.0 else
                        f"  w[{t2}] = {'w[%d]' % t2 if x is None else lit(x)} + w[{ti}];")
-    return [line for line in out if line != "  v = v;"]
+    return [line for line in out if line != f"  {var} = {var};"]

@@ -41,7 +41,7 @@ import numpy as np
 from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
 from ..ir.chain_program import PRIOR_ROWS
 from .c_chain_fold import ChainFolder
-from .c_chain_pairs import VECTOR_HEADER, common_tail, paired_statements
+from .c_chain_pairs import VECTOR_HEADER, WIDTHS, common_tail, vector_statements
 from .c_source import BAD_QUATERNION, CHUNK, _table, assembly_statements, lit
 from .generated_c import CFLAGS_LONG, build, library_path, split_run
 
@@ -108,8 +108,9 @@ def _part(name, statements, helpers):
     def flush():
         fn = f"{name}_{len(calls)}"
         helpers.append("\n".join([f"static void {fn}(double *restrict w)", "{",
-                                  "  double acc, a0, a1;", "  sd_v2 v;",
-                                  "  (void)acc; (void)a0; (void)a1; (void)v;", *body, "}"]))
+                                  "  double acc, a0, a1, a2, a3;",
+                                  "  sd_v2 v2;", "  sd_v4 v4;", "  (void)acc; (void)a0; (void)a1; "
+                                  "(void)a2; (void)a3; (void)v2; (void)v4;", *body, "}"]))
         calls.append(f"  {fn}(w);")
     for lines in statements:
         body.extend(lines)
@@ -122,16 +123,21 @@ def _part(name, statements, helpers):
 
 
 def _run(folder, chains, order):
-    """The statements of the instructions in `order` (one list per unit), neighbours that pair
-    (c_chain_pairs.common_tail) as one two-lane vector chain."""
+    """The statements of the instructions in `order` (one list per unit), runs of neighbours
+    that share a tail of products (c_chain_pairs.common_tail) as one vector chain: four lanes
+    where that saves more scalar products than two pairs of two would."""
     out, j = [], 0
     while j < len(order):
-        s = common_tail(chains, order[j], order[j + 1]) if j + 1 < len(order) else 0
-        if s:
-            out.append(paired_statements(folder, order[j], order[j + 1], s))
+        s = {n: common_tail(chains, order[j:j + n]) if j + n <= len(order) else 0
+             for n in WIDTHS}
+        # products a vector takes off the scalar code: (lanes - 1) per common product
+        n = 4 if s[4] and 3 * s[4] > s[2] + common_tail(chains, order[j + 2:j + 4]) else 2
+        if s[n]:
+            out.append(vector_statements(folder, order[j:j + n], s[n]))
+            j += n
         else:
             out.append(folder.statements(order[j]))
-        j += 2 if s else 1
+            j += 1
     return out
 
 
