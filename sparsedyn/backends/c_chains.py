@@ -8,9 +8,11 @@ written as literals:
   2. the chain program (ir/chain_program.py) as straight-line statements, the products rounding
      as written ((a * b) * c, then the sum left to right; -ffp-contract=off), so x equals the
      numba kernel's up to the rounding of libm's sin/cos against its own and the sign of a
-     zero: factor; x = 0; solve; resid; solve (the refinement step); the probe, each folded
-     at plan time where the plan fixes values (c_chain_fold: ONE, x = 0, state-independent
-     columns of the factor);
+     zero: factor; x = 0; solve with the probe's substitutions interleaved; resid; solve (the
+     refinement step), each folded at plan time where the plan fixes values (c_chain_fold:
+     ONE, x = 0, state-independent columns of the factor), and neighbouring chains that end
+     in the same products over equal or consecutive slots run as one vector chain of two or
+     four lanes, each lane rounding as its scalar chain (c_chain_pairs);
   3. the flags: 1 (a pivot not positive; q, a body velocity, x or the probe not finite), else 2
      (a direction the data may not determine: d_j - p_j <= tol (N_jj - p_j) or |z_j| >
      z_tol_j), plus 4 when a quaternion of q is not unit-norm.
@@ -142,13 +144,13 @@ def _run(folder, chains, order):
 
 
 def _program(prefix, chains, ms, helpers):
-    """The lines running the program: factor; x = 0; solve; resid; solve again (the
-    refinement step); probe. Folded at plan time (c_chain_fold, each part in the state the
-    previous ones leave), with the probe's substitutions interleaved with the first solve's
-    (chain by chain: independent, and pairs of them run as vector chains, c_chain_pairs); the
+    """The lines running the program: factor; x = 0; solve and probe; resid; solve again (the
+    refinement step). Folded at plan time (c_chain_fold, each part in the state the previous
+    ones leave), the probe's substitutions interleaved with the first solve's chain by chain
+    (independent: y_k's and z_k's chains run as one vector chain, c_chain_pairs); the
     refinement step runs the same code when folding gives the same statements (the probe then
-    runs twice, to the same values), else the solve's alone. As written, unpaired, when a
-    folded value would not be finite."""
+    runs twice, to the same values), else the solve's alone. As written, without vectors,
+    when a folded value would not be finite."""
     solve = list(range(ms.factor_end, ms.solve_end))
     probe = list(range(ms.resid_end, chains.ins_t.size))
     merged = ([i for both in zip(solve, probe) for i in both] if len(solve) == len(probe)

@@ -33,7 +33,9 @@ and N_kk.
 
 Slots: ONE, the scratch rows, x in the variables' order, then the others in the order the program
 first touches them (factor, solve, resid), so each sweep walks the work array nearly
-sequentially.
+sequentially; except that each column of L takes consecutive slots in row order and z_k the
+slot after y_k (_grouped), so that the generated C runs neighbouring chains as vector chains
+(backends/c_chain_pairs.py).
 
 Preconditions: A's CSC pattern with its dynamic entries marked and its constant values; weights
 w > 0 and prior precisions p >= 0; perm a permutation of the columns (fill-reducing).
