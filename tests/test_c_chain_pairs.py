@@ -3,7 +3,6 @@ give, slot for slot, what the program's definition (ir/chain_program.py's docstr
 in Python doubles by test_c_chain_fold._reference) gives, up to the sign of zeros, with the GCC
 vector extensions and with the portable fallback; lanes that depend on each other never go
 together."""
-import ctypes
 import os
 import shutil
 
@@ -13,9 +12,8 @@ import pytest
 from sparsedyn.backends.c_chain_fold import ChainFolder
 from sparsedyn.backends.c_chain_pairs import VECTOR_HEADER, common_tail
 from sparsedyn.backends.c_chains import _run
-from sparsedyn.backends.generated_c import CFLAGS_LONG, build
 from sparsedyn.ir.chain_program import EPI_ADD, EPI_NONE, EPI_SCALE, ChainArrays
-from test_c_chain_fold import _reference
+from test_c_chain_fold import _reference, inputs, run_c
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
                                 reason="no C compiler")
@@ -74,17 +72,6 @@ def _program(rng, n_groups=25):
                        pa=pa.astype(np.int64), pb=pb.astype(np.int64), pc=pc.astype(float))
 
 
-def _compiled(lines, scalar):
-    src = "\n".join(["#include <math.h>", "#define SD_SCALAR_VECTORS" if scalar else "",
-                     VECTOR_HEADER, "void run(double *restrict w)", "{",
-                     "  double acc, a0, a1, a2, a3; sd_v2 v2; sd_v4 v4;",
-                     "  (void)acc; (void)a0; (void)a1; (void)a2; (void)a3; (void)v2; (void)v4;",
-                     *lines, "}"]) + "\n"
-    run = ctypes.CDLL(build(src, CFLAGS_LONG)).run
-    run.argtypes = [ctypes.c_void_p]
-    return run
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_vector_chains_equal_the_chain_definition(seed, monkeypatch, tmp_path):
     monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
@@ -93,14 +80,13 @@ def test_vector_chains_equal_the_chain_definition(seed, monkeypatch, tmp_path):
     lines = [line for unit in _run(ChainFolder(ch, {ONE: 1.0}), ch, list(range(ch.ins_t.size)))
              for line in unit]
     assert any("SD_ST2" in x for x in lines) and any("SD_ST4" in x for x in lines)
-    w0 = np.full(SLOTS, 0.25)
-    w0[ONE] = 1.0
-    w0[list(INPUTS)] = rng.normal(size=len(INPUTS))
+    w0 = inputs(rng, SLOTS, ONE, INPUTS)
     with np.errstate(all="ignore"):
         expected = np.array(_reference(ch, list(w0)))
-    for scalar in (False, True):
-        w = w0.copy()
-        _compiled(lines, scalar)(w.ctypes.data)
+    for scalar in (False, True):                 # GCC's vectors, the portable fallback
+        prelude = ["#define SD_SCALAR_VECTORS"] * scalar + [VECTOR_HEADER]
+        w = run_c(lines, w0, prelude, "double acc, a0, a1, a2, a3; sd_v2 v2; sd_v4 v4;",
+                  ("acc", "a0", "a1", "a2", "a3", "v2", "v4"))
         assert np.array_equal(w, expected, equal_nan=True)
 
 
