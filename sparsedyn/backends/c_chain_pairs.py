@@ -51,14 +51,14 @@ typedef double sd_u4 __attribute__((vector_size(32), aligned(8), may_alias));
 #else
 typedef struct { double e[2]; } sd_v2;
 typedef struct { double e[4]; } sd_v4;
-static sd_v2 SD_V2(double a, double b) { sd_v2 r; r.e[0] = a; r.e[1] = b; return r; }
-static sd_v4 SD_V4(double a, double b, double c, double d)
+static inline sd_v2 SD_V2(double a, double b) { sd_v2 r; r.e[0] = a; r.e[1] = b; return r; }
+static inline sd_v4 SD_V4(double a, double b, double c, double d)
 { sd_v4 r; r.e[0] = a; r.e[1] = b; r.e[2] = c; r.e[3] = d; return r; }
 #define SD_LD2(p) SD_V2((p)[0], (p)[1])
 #define SD_LD4(p) SD_V4((p)[0], (p)[1], (p)[2], (p)[3])
 #define SD_ST2(p, v) ((p)[0] = (v).e[0], (p)[1] = (v).e[1])
 #define SD_ST4(p, v) ((p)[0] = (v).e[0], (p)[1] = (v).e[1], (p)[2] = (v).e[2], (p)[3] = (v).e[3])
-#define SD_OP(name, T, n, op) static T name(T a, T b) \\
+#define SD_OP(name, T, n, op) static inline T name(T a, T b) \\
 { T r; int i; for (i = 0; i < n; i++) r.e[i] = a.e[i] op b.e[i]; return r; }
 SD_OP(SD_ADD2, sd_v2, 2, +) SD_OP(SD_SUB2, sd_v2, 2, -) SD_OP(SD_MUL2, sd_v2, 2, *)
 SD_OP(SD_ADD4, sd_v4, 4, +) SD_OP(SD_SUB4, sd_v4, 4, -) SD_OP(SD_MUL4, sd_v4, 4, *)
