@@ -242,8 +242,8 @@ def _grouped(ranked, names, L, n):
     """`ranked` (slot ids in first-touch order) with each column of L (l_ik, i in L[k] in row
     order) and each pair y_k, z_k in consecutive slots, placed where the group's first member
     ranks: so the chains of consecutive targets of a column, and a substitution's y and z
-    chains, read and write neighbouring slots (backends/c_chain_pairs.py runs them as one
-    two-lane vector chain)."""
+    chains, read and write neighbouring slots (backends/c_chain_pairs.py runs them as vector
+    chains). Only the numbering changes: the program computes the same values."""
     groups = [[names[("l", i, k)] for i in L[k]] for k in range(n)]
     groups += [[names[("y", k)], names[("z", k)]] for k in range(n)]
     group_of = {s: g for g in groups for s in g}
