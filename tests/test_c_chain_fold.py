@@ -82,6 +82,26 @@ def _reference(ch, w):
     return w
 
 
+def inputs(rng, slots, one, inputs):
+    """A work array: 0.25 everywhere, ONE 1.0, random run-time inputs."""
+    w = np.full(slots, 0.25)
+    w[one] = 1.0
+    w[list(inputs)] = rng.normal(size=len(inputs))
+    return w
+
+
+def run_c(lines, w, prelude=(), local="double acc;", unused=("acc",)):
+    """w after the C statements `lines` ran on a copy of it (compiled with the MAP route's
+    flags; `prelude` before the function, `local` its variables)."""
+    src = "\n".join(["#include <math.h>", *prelude, "void run(double *restrict w)", "{",
+                     f"  {local}", " ".join(f"(void){v};" for v in unused), *lines, "}"]) + "\n"
+    run = ctypes.CDLL(build(src, CFLAGS_LONG)).run
+    run.argtypes = [ctypes.c_void_p]
+    w = w.copy()
+    run(w.ctypes.data)
+    return w
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_folded_c_equals_the_chain_definition(seed, monkeypatch, tmp_path):
     monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
@@ -90,18 +110,10 @@ def test_folded_c_equals_the_chain_definition(seed, monkeypatch, tmp_path):
     folder = ChainFolder(ch, {ONE: 1.0})
     lines = [line for i in range(ch.ins_t.size) for line in folder.statements(i)]
     assert not any(f"w[{ONE}]" in line.split("=", 1)[1] for line in lines)   # ONE never read
-    src = "\n".join(["#include <math.h>", "void run(double *restrict w)", "{", "  double acc;",
-                     "  (void)acc;", *lines, "}"]) + "\n"
-    run = ctypes.CDLL(build(src, CFLAGS_LONG)).run
-    run.argtypes = [ctypes.c_void_p]
-    w0 = np.full(SLOTS, 0.25)
-    w0[ONE] = 1.0
-    w0[list(INPUTS)] = rng.normal(size=len(INPUTS))
-    w = w0.copy()
-    run(w.ctypes.data)
+    w0 = inputs(rng, SLOTS, ONE, INPUTS)
     with np.errstate(all="ignore"):
         expected = _reference(ch, list(w0))
-    assert np.array_equal(w, np.array(expected), equal_nan=True)
+    assert np.array_equal(run_c(lines, w0), np.array(expected), equal_nan=True)
 
 
 def test_constant_chains_become_literals_and_overflow_is_refused():

@@ -216,3 +216,45 @@ def test_small_batches_go_to_c_once_it_is_built(humanoid_map):
     one = plan.solve(truth.q[0], truth.v[0], _one(readings, 0))
     assert rel_err(one.vector, plan.solve(truth.q[:1], truth.v[:1], {
         k: r[:1] for k, r in readings.items()}, backend="numba").vector[0]) <= 1e-12
+
+
+def test_icub_one_sample_on_c_matches_dense_least_squares_and_berdy():
+    """The BERDY setting of experiments/bench_estimation_single.py (fixed-base iCub, qdd + six
+    F/T, l_foot wrench unknown, Sigma_D 1e-8, Sigma_y 1e-6, prior 1e4), one sample per call on
+    C (its factor and substitutions partly as vector chains, backends/c_chain_pairs.py): the
+    dense NumPy least-squares MAP (1e-10), the numba route (1e-12) and BERDY's contact wrench
+    (1e-7, as test_estimation's BERDY comparison)."""
+    from berdy_oracle import BerdyOracle
+    from oracles import pin_model, robot_urdf
+    from pin_sensors import PinTruth
+    from sparsedyn import load_urdf
+    from sparsedyn import sensors as S
+    from sparsedyn.estimation import EstimationProblem
+    from test_estimation_chains import _dense_map
+    path = robot_urdf("icub")
+    model = load_urdf(path)
+    fts = [n for n in model.joint_frames if n.endswith("ft_sensor")]
+    problem = EstimationProblem(model, [S.JointAccelerations()] + [S.ForceTorque(j) for j in fts],
+                                unknown_wrenches=["l_foot"])
+    cov = {"dynamics": 1e-8, "qdd": 1e-6, "prior": 1e4, **{j: 1e-6 for j in fts}}
+    plan = compile_estimation(problem, method="map", covariances=cov, map_form="normal")
+    truth = PinTruth.random(model, pin_model(path), np.random.default_rng(3), 4, ["l_foot"],
+                            scale=10.0)
+    readings = _readings(problem, truth)
+    values, rhs, _, _ = problem.assemble(truth.q, truth.v, readings)
+    var = np.r_[np.full(problem.n_dynamics_rows, 1e-8),
+                np.full(problem.shape[0] - problem.n_dynamics_rows, 1e-6)]
+    n = problem.shape[1]
+    dense = _dense_map(problem, values, rhs, var, np.full(n, 1e4), np.zeros(n))
+    numba = plan.solve(truth.q, truth.v, readings, backend="numba").vector
+    oracle = BerdyOracle(path, floating_base=False, measurement_cov=1e-6, prior_cov=1e-8,
+                         regularization_cov=1e4, unknown_wrench_links=["l_foot"])
+    solve = plan.solver()
+    for b in range(len(truth.q)):
+        x = solve(truth.q[b], truth.v[b], _one(readings, b))
+        assert solve.ok
+        assert np.abs(x - dense[b]).max() <= 1e-10 * np.abs(dense[b]).max()
+        assert rel_err(x, numba[b]) <= 1e-12
+        out = oracle.estimate(truth.q[b], truth.v[b], readings["qdd"][b],
+                              ft={j: -readings[j][b] for j in fts}, unknown_wrench_links=["l_foot"])
+        assert rel_err(solve.estimate(x).wrench("l_foot"), out["ext_wrenches"]["l_foot"]) < 1e-7

@@ -82,32 +82,24 @@ class ChainFolder:
             self.known.pop(t, None)
             out.append(f"  w[{t}] = {value};")
 
-    def statements(self, i):
-        """The C statements of instruction i."""
-        ch, known, out = self.chains, self.known, []
-        t, src, c0, fr = (int(ch.ins_t[i]), int(ch.ins_src[i]), float(ch.ins_c0[i]),
-                          int(ch.ins_row[i]))
-        q, k, kmid, mid = (int(ch.ins_q[i]), int(ch.ins_k[i]), int(ch.ins_kmid[i]),
-                           int(ch.ins_mid[i]))
-        mode, t2, r2 = int(ch.ins_mode[i]), int(ch.ins_t2[i]), int(ch.ins_r2[i])
-        pairs = [(int(ch.pa[q + j]), int(ch.pb[q + j]), float(ch.pc[q + j])) for j in range(k)]
-        if mode == EPI_LIST:
-            for j, (a, b, _) in enumerate(pairs):
-                if a in known and b in known:
-                    self._store(t + j, known[a] * known[b], out)
-                else:
-                    x, v = self._factor(a, b)
-                    self._store(t + j, x if v in (None, 1.0) else f"{x} * {lit(v)}", out)
-            return out
+    def prefix(self, i, stop, out, var="acc"):
+        """The value of instruction i's chain after its first `stop` products: a float while
+        the plan fixes it, else an expression (statements into `out`, `var` the C variable
+        holding a partial sum)."""
+        ch, known = self.chains, self.known
+        src, c0, fr = int(ch.ins_src[i]), float(ch.ins_c0[i]), int(ch.ins_row[i])
+        q, kmid, mid = int(ch.ins_q[i]), int(ch.ins_kmid[i]), int(ch.ins_mid[i])
+        pairs = [(int(ch.pa[q + j]), int(ch.pb[q + j]), float(ch.pc[q + j]))
+                 for j in range(stop)]
         acc = (known.get(src, f"w[{src}]") if fr else c0)   # a float while the plan fixes it
         for j, (a, b, c) in enumerate(pairs):
             if j == kmid:
                 if isinstance(acc, float):
                     self._store(mid, acc, out)
                 else:
-                    out.append(f"  acc = {acc}; w[{mid}] = acc;")
+                    out.append(f"  {var} = {acc}; w[{mid}] = {var};")
                     known.pop(mid, None)
-                    acc = "acc"
+                    acc = var
             if a in known and b in known:
                 p = (known[a] * known[b]) * c
                 if isinstance(acc, float):
@@ -122,8 +114,25 @@ class ChainFolder:
             else:
                 acc = f"{acc} {sign} {term}"
             if len(acc) > MAX_EXPR:
-                out.append(f"  acc = {acc};")
-                acc = "acc"
+                out.append(f"  {var} = {acc};")
+                acc = var
+        return acc
+
+    def statements(self, i):
+        """The C statements of instruction i."""
+        ch, known, out = self.chains, self.known, []
+        t, q, k = int(ch.ins_t[i]), int(ch.ins_q[i]), int(ch.ins_k[i])
+        mode, t2, r2 = int(ch.ins_mode[i]), int(ch.ins_t2[i]), int(ch.ins_r2[i])
+        if mode == EPI_LIST:
+            pairs = [(int(ch.pa[q + j]), int(ch.pb[q + j])) for j in range(k)]
+            for j, (a, b) in enumerate(pairs):
+                if a in known and b in known:
+                    self._store(t + j, known[a] * known[b], out)
+                else:
+                    x, v = self._factor(a, b)
+                    self._store(t + j, x if v in (None, 1.0) else f"{x} * {lit(v)}", out)
+            return out
+        acc = self.prefix(i, k, out)
         if isinstance(acc, float):
             self._store(t, acc, out)
             value, r = acc, known.get(r2)

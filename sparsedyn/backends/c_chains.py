@@ -8,9 +8,11 @@ written as literals:
   2. the chain program (ir/chain_program.py) as straight-line statements, the products rounding
      as written ((a * b) * c, then the sum left to right; -ffp-contract=off), so x equals the
      numba kernel's up to the rounding of libm's sin/cos against its own and the sign of a
-     zero: factor; x = 0; solve; resid; solve (the refinement step); the probe, each folded
-     at plan time where the plan fixes values (c_chain_fold: ONE, x = 0, state-independent
-     columns of the factor);
+     zero: factor; x = 0; solve with the probe's substitutions interleaved; resid; solve (the
+     refinement step), each folded at plan time where the plan fixes values (c_chain_fold:
+     ONE, x = 0, state-independent columns of the factor), and neighbouring chains that end
+     in the same products over equal or consecutive slots run as one vector chain of two or
+     four lanes, each lane rounding as its scalar chain (c_chain_pairs);
   3. the flags: 1 (a pivot not positive; q, a body velocity, x or the probe not finite), else 2
      (a direction the data may not determine: d_j - p_j <= tol (N_jj - p_j) or |z_j| >
      z_tol_j), plus 4 when a quaternion of q is not unit-norm.
@@ -41,6 +43,7 @@ import numpy as np
 from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
 from ..ir.chain_program import PRIOR_ROWS
 from .c_chain_fold import ChainFolder
+from .c_chain_pairs import VECTOR_HEADER, WIDTHS, common_tail, vector_statements
 from .c_source import BAD_QUATERNION, CHUNK, _table, assembly_statements, lit
 from .generated_c import CFLAGS_LONG, build, library_path, split_run
 
@@ -106,8 +109,10 @@ def _part(name, statements, helpers):
 
     def flush():
         fn = f"{name}_{len(calls)}"
-        helpers.append("\n".join([f"static void {fn}(double *restrict w)", "{", "  double acc;",
-                                  "  (void)acc;", *body, "}"]))
+        helpers.append("\n".join([f"static void {fn}(double *restrict w)", "{",
+                                  "  double acc, a0, a1, a2, a3;",
+                                  "  sd_v2 v2;", "  sd_v4 v4;", "  (void)acc; (void)a0; (void)a1; "
+                                  "(void)a2; (void)a3; (void)v2; (void)v4;", *body, "}"]))
         calls.append(f"  {fn}(w);")
     for lines in statements:
         body.extend(lines)
@@ -119,25 +124,55 @@ def _part(name, statements, helpers):
     return calls
 
 
+def _run(folder, chains, order):
+    """The statements of the instructions in `order` (one list per unit), runs of neighbours
+    that share a tail of products (c_chain_pairs.common_tail) as one vector chain: four lanes
+    where that saves more scalar products than two pairs of two would."""
+    out, j = [], 0
+    while j < len(order):
+        s = {n: common_tail(chains, order[j:j + n]) if j + n <= len(order) else 0
+             for n in WIDTHS}
+        # products a vector takes off the scalar code: (lanes - 1) per common product
+        n = 4 if s[4] and 3 * s[4] > s[2] + common_tail(chains, order[j + 2:j + 4]) else 2
+        if s[n]:
+            out.append(vector_statements(folder, order[j:j + n], s[n]))
+            j += n
+        else:
+            out.append(folder.statements(order[j]))
+            j += 1
+    return out
+
+
 def _program(prefix, chains, ms, helpers):
-    """The lines running the program: factor; x = 0; solve; resid; solve again (the
-    refinement step); probe. Folded at plan time (c_chain_fold, each part in the state the
-    previous ones leave; the solve's code serves both calls when folding gives the same
-    statements in both states, else the refinement step has its own), or as written when a
-    folded value would not be finite."""
-    parts = (("factor", 0, ms.factor_end), ("solve", ms.factor_end, ms.solve_end),
-             ("resid", ms.solve_end, ms.resid_end), ("refine", ms.factor_end, ms.solve_end),
-             ("probe", ms.resid_end, chains.ins_t.size))
+    """The lines running the program: factor; x = 0; solve and probe; resid; solve again (the
+    refinement step). Folded at plan time (c_chain_fold, each part in the state the previous
+    ones leave), the probe's substitutions interleaved with the first solve's chain by chain
+    (independent: y_k's and z_k's chains run as one vector chain, c_chain_pairs); the
+    refinement step runs the same code when folding gives the same statements (the probe then
+    runs twice, to the same values), else the solve's alone. As written, without vectors,
+    when a folded value would not be finite."""
+    solve = list(range(ms.factor_end, ms.solve_end))
+    probe = list(range(ms.resid_end, chains.ins_t.size))
+    merged = ([i for both in zip(solve, probe) for i in both] if len(solve) == len(probe)
+              else solve + probe)
     try:
         folder = ChainFolder(chains, {int(ms.one): 1.0})
-        code = {name: [folder.statements(i) for i in range(lo, hi)] for name, lo, hi in parts}
+        code = {"factor": _run(folder, chains, list(range(ms.factor_end))),
+                "solve": _run(folder, chains, merged),
+                "resid": _run(folder, chains, list(range(ms.solve_end, ms.resid_end)))}
+        known = dict(folder.known)
+        code["refine"] = _run(folder, chains, merged)
+        if code["refine"] != code["solve"]:
+            code["refine"] = _run(ChainFolder(chains, known), chains, solve)
     except ValueError:
-        code = {name: [chain_statements(chains, i) for i in range(lo, hi)]
-                for name, lo, hi in parts}
+        parts = (("factor", range(ms.factor_end)), ("solve", solve),
+                 ("resid", range(ms.solve_end, ms.resid_end)), ("refine", solve),
+                 ("probe", probe))
+        code = {name: [chain_statements(chains, i) for i in order] for name, order in parts}
     calls = {name: _part(f"{prefix}_{name}", code[name], helpers) for name in code
              if name != "refine" or code["refine"] != code["solve"]}
     calls.setdefault("refine", calls["solve"])
-    return [line for name, _, _ in parts for line in calls[name]]
+    return [line for name in code for line in calls[name]]
 
 
 def _sample_statements(route, prefix, L, m, n, tables):
@@ -233,7 +268,7 @@ def map_source(route, prefix):
            f"    flag[b] = (unsigned char){prefix}_map(q + b * {nq}, qd + b * {nv}, "
            f"y + b * {n_y}, samp ? samp + b * {n_samp} : samp, x + b * {n}, work);", "}"]
     assert BAD_QUATERNION == 2          # assembly_statements sets quat_bad to it
-    src = "\n\n".join(["#include <math.h>"] + tables + helpers
+    src = "\n\n".join(["#include <math.h>", VECTOR_HEADER] + tables + helpers
                        + ["\n".join(body), "\n".join(api)]) + "\n"
     return src, L.size, dict(nq=nq, nv=nv, n_y=n_y, n=n, n_samp=n_samp)
 

@@ -33,7 +33,9 @@ and N_kk.
 
 Slots: ONE, the scratch rows, x in the variables' order, then the others in the order the program
 first touches them (factor, solve, resid), so each sweep walks the work array nearly
-sequentially.
+sequentially; except that each column of L takes consecutive slots in row order and z_k the
+slot after y_k (_grouped), so that the generated C runs neighbouring chains as vector chains
+(backends/c_chain_pairs.py).
 
 Preconditions: A's CSC pattern with its dynamic entries marked and its constant values; weights
 w > 0 and prior precisions p >= 0; perm a permutation of the columns (fill-reducing).
@@ -236,6 +238,24 @@ def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, nor
                      L)
 
 
+def _grouped(ranked, names, L, n):
+    """`ranked` (slot ids in first-touch order) with each column of L (l_ik, i in L[k] in row
+    order) and each pair y_k, z_k in consecutive slots, placed where the group's first member
+    ranks: so the chains of consecutive targets of a column, and a substitution's y and z
+    chains, read and write neighbouring slots (backends/c_chain_pairs.py runs them as vector
+    chains). Only the numbering changes: the program computes the same values."""
+    groups = [[names[("l", i, k)] for i in L[k]] for k in range(n)]
+    groups += [[names[("y", k)], names[("z", k)]] for k in range(n)]
+    group_of = {s: g for g in groups for s in g}
+    placed, out = set(), []
+    for s in ranked.tolist():
+        for t in group_of.get(s, (s,)):
+            if t not in placed:
+                placed.add(t)
+                out.append(t)
+    return np.array(out, dtype=np.int64)
+
+
 def _numbered(b, factor_end, solve_end, resid_end, flops, m, n, nnz, dynamic, inv, L):
     """The ChainProgram with slots renumbered: ONE, the scratch rows, x (variable order), then
     by first touch (operands before targets)."""
@@ -262,7 +282,8 @@ def _numbered(b, factor_end, solve_end, resid_end, flops, m, n, nnz, dynamic, in
                      if isinstance(name, tuple) and name[0] == "cw")
     front = np.array([b.names["one"]] + [sid for _, sid in scratch]
                      + [b.names[("x", int(inv[j]))] for j in range(n)], dtype=np.int64)
-    ranked = np.concatenate((front, ranked[~np.isin(ranked, front)]))
+    ranked = _grouped(ranked[~np.isin(ranked, front)], b.names, L, n)
+    ranked = np.concatenate((front, ranked))
     new = np.full(b.n_ids, -1, dtype=np.int64)
     new[ranked] = np.arange(ranked.size)
     assert (new >= 0).all(), "every slot is touched"
