@@ -15,7 +15,7 @@ import pytest
 import sparsedyn.models as sm
 from oracles import pin_model, rel_err, to_pin_q
 from sparsedyn import load_urdf
-from sparsedyn.contacts import Contact
+from sparsedyn.contacts import Contact, contact_jacobian
 from sparsedyn.delassus import delassus
 from sparsedyn.kinematics import joint_transforms
 from sparsedyn.opcount import count_operations
@@ -123,3 +123,21 @@ def test_rank_update_counts_only_nonzero_rows():
     assert rel_err(out, ref) <= 1e-12
     assert ops.by_kind["Om + RS D^-1 SR^T"] == 3 + 3
     assert ops.by_kind["A D^-1"] == 2
+
+
+def test_contact_jacobian_rows_keep_their_structure():
+    """J's rows K_k bX_j (LTL-OSIM's and the dense method's J): on a chain of coordinate-axis
+    revolutes about z with zero-length links (X = a rotation about z), the 6D contact's rows start
+    as units e_j and the angular ones keep a zero linear block. By hand: the first transform maps
+    each unit row to a row of E, products with the entries c, s only (2 + 2 + 0 for the three
+    angular rows, the same for the linear ones: 8); every later one rotates rows of pattern
+    (x, y, 0) by 4m + 2a and leaves the z rows: 4 x 6 = 24 per joint; as written 42 per row."""
+    model = sm.serial_chain(4, length=0.0, axes="z")
+    q = model.random_configuration(np.random.default_rng(0))
+    J0 = contact_jacobian(model, q, [Contact("link4")])
+    with count_operations() as ops:
+        J = contact_jacobian(model, q, [Contact("link4")])
+    with count_operations("as_written") as w:
+        J_w = contact_jacobian(model, q, [Contact("link4")])
+    assert np.array_equal(J, J0) and np.array_equal(J, J_w)
+    assert ops.by_kind["R X"] == 8 + 24 * 2 and w.by_kind["R X"] == 6 * 42 * 3
