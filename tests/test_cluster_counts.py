@@ -18,6 +18,7 @@ from sparsedyn.recursive.cluster._cluster_common import forward_pass
 from sparsedyn.recursive.cluster._cluster_congruence import cluster_congruence
 from sparsedyn.recursive.cluster._cluster_transform import force_to_parent, motion, motion_columns, rows_times
 from sparsedyn.recursive.cluster._cluster_patterns import cluster_patterns
+from sparsedyn.transform_costs import privileged_children
 
 SYSTEMS = {"geared_chain": lambda: geared_chain(4), "belt_chain": lambda: belt_chain(4),
            "mini_cheetah": mini_cheetah, "tello_like": tello_like, "four_bar": four_bar}
@@ -156,3 +157,49 @@ def test_structured_c_efpa_equals_the_dense_inverse_osim():
     J = np.vstack([sd.frame_jacobian(cm.model, q[0], f) for f in frames]) @ G
     ref = J @ np.linalg.solve(G.T @ H @ G, J.T)
     assert np.abs(osim[0] - ref).max() <= 1e-9 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("name", ["geared_chain", "tello_like"])
+def test_patterned_motion_columns_equal_the_dense_matrix(name):
+    """C-EFPA's Omega columns carried outward with their pattern (eq. 67's kX_lambda(k) Omega):
+    the dense eq. 17 product, zero outside the returned pattern, zero columns uncharged."""
+    cm = SYSTEMS[name]()
+    rng = np.random.default_rng(4)
+    q, yd, _ = cm.random_state(8, batch=2)
+    fp = forward_pass(cm, q, yd)
+    Xup = joint_transforms(cm.model, q)
+    for k in range(cm.nclusters):
+        p = cm.parents[k]
+        if p < 0:
+            continue
+        n_p = len(cm.clusters[p].bodies)
+        P = rng.random((6 * n_p, 4)) < 0.5
+        P[:, 3] = False                                                # a zero column
+        M = rng.normal(size=(2, 6 * n_p, 4)) * P
+        with count_operations() as ops:
+            got, Pout = motion_columns(fp.ct[k], M, P)
+        ref = dense_cluster_transform(cm, k, Xup, n_p) @ M
+        assert np.abs(got - ref).max() <= 1e-12 * np.abs(ref).max(), (name, k)
+        assert not Pout[:, 3].any()
+        if not privileged_children(cm.model):     # a privileged child is counted as re-placed
+            assert not np.any(got[:, ~Pout]), (name, k)
+        with count_operations() as full:
+            motion_columns(fp.ct[k], M)
+        assert ops.flops < full.flops
+
+
+def test_c_efpa_diagonal_block_counts_its_upper_triangle():
+    """Lambda^-1_ee = chi_g^e Omega_ge is symmetric: 21 of its 36 entries, each a 6-term sum (6m +
+    5a: chi's one nonzero 6 x 6 block, eq. 57-58); as written all 36 over chi's 6 n_b columns.
+    Both conventions compute the same."""
+    cm = geared_chain(4)
+    q, _, _ = cm.random_state(2, batch=2)
+    ref = c_efpa(cm, q, ["link4"])
+    with count_operations() as ops:
+        out = c_efpa(cm, q, ["link4"])
+    with count_operations("as_written") as w:
+        out_w = c_efpa(cm, q, ["link4"])
+    np.testing.assert_array_equal(out, ref)
+    np.testing.assert_array_equal(out_w, ref)
+    k = 6 * len(cm.clusters[cm.cluster_of[cm.model.frames["link4"].body]].bodies)   # chi: 6 x 6 n_b
+    assert ops.by_kind["chi Omega"] == 21 * 11 and w.by_kind["chi Omega"] == 36 * (2 * k - 1)
