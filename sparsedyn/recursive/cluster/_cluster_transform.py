@@ -62,13 +62,21 @@ def cluster_transform(cm, k, q, Xup):
     return ClusterTransform(cm, k, [Xup[i] for i in c.bodies], cm.local_parents[k], cm.output_blocks[k], q)
 
 
-def motion(ct, x_parent):
-    """kX_lambda(k) x: x_parent (B, n_p, 6) per body, or (B, 6) for the world -> (B, n_b, 6)."""
-    out = []
+def motion(ct, x_parent, pattern=None):
+    """kX_lambda(k) x: x_parent (B, n_p, 6) per body, or (B, 6) for the world -> (B, n_b, 6).
+    pattern: x_parent's structural pattern ((n_p, 6), or (6,) for the world), charged on it; then
+    (result, its (n_b, 6) pattern)."""
+    out, pats = [], []
     for li, (X, ob) in enumerate(zip(ct.Xup, ct.out_blocks)):
         src = out[ct.lp[li]] if ct.lp[li] >= 0 else (x_parent if ob < 0 else x_parent[:, ob])
-        out.append(X.apply_motion(src))
-    return np.stack(out, axis=1)
+        if pattern is None:
+            out.append(X.apply_motion(src))
+            continue
+        ps = pats[ct.lp[li]] if ct.lp[li] >= 0 else (pattern if ob < 0 else pattern[ob])
+        out.append(X.apply_motion(src, ps))
+        pats.append(X.structure_cost("X m", ps)[2])
+    res = np.stack(out, axis=1)
+    return res if pattern is None else (res, np.array(pats))
 
 
 def force_to_parent(ct, f, n_parent):
