@@ -280,16 +280,31 @@ ATLAS_PAPER = {"Atlas-like, 6D feet": "identical", "Atlas-like, 4 x 3D corners p
                "Atlas-like + two hands, tips + 6D feet": HANDS_CLAIM}
 
 
-def efpa_breakdown_line():
-    """Where the flops of EFPA and LTL-OSIM go on the ASIMO-like hands + feet case (Fig. 5's
-    breakdown): every kind the counter charged, largest first."""
-    label, model, links = efpa_cases()[0]
+def breakdown_line(label, model, contacts, methods):
+    """Where the flops of `methods` go on one case: every kind the counter charged, largest first."""
     parts = []
-    for method in ("efpa", "ltl-osim"):
-        by_kind = kinds_flops(model, [Contact(f) for f in links], method)
+    for method in methods:
+        by_kind = kinds_flops(model, contacts, method)
         kinds = sorted(by_kind.items(), key=lambda kv: (-kv[1], kv[0]))
         parts.append(f"{method} {sum(by_kind.values()):,} = " + " + ".join(f"{k} {v:,}" for k, v in kinds))
     return f"{label}, flops by kind: " + "; ".join(parts) + "."
+
+
+def efpa_breakdown_line():
+    """EFPA and LTL-OSIM on the ASIMO-like hands + feet case (Fig. 5's breakdown)."""
+    label, model, links = efpa_cases()[0]
+    return breakdown_line(label, model, [Contact(f) for f in links], ("efpa", "ltl-osim"))
+
+
+# seed 000's feet-only and "1.5%" cases on the embedded humanoid: where PV-OSIMr and PV-OSIM differ
+PV_BREAKDOWN = ("humanoid, 6D feet", "humanoid, 6D hands + 6D feet (EFPA HF; seed 000's 1.5% case)")
+
+
+def pv_breakdown_lines():
+    hum = sm.humanoid()
+    feet = [Contact("l_sole"), Contact("r_sole")]
+    cases = dict(zip(PV_BREAKDOWN, (feet, feet + [Contact("l_hand"), Contact("r_hand")])))
+    return [breakdown_line(label, hum, cases[label], ("pv-osimr", "pv-osim")) for label in PV_BREAKDOWN]
 
 
 def sfa_steps_line():
@@ -460,6 +475,8 @@ def write(tree, k2, every, robots, quick, efpa=(), atlas=()):
         plt.close(fig)
 
     lines += [""] + robot_lines(robots) + [""] + sparse_lines(robots)
+    for line in pv_breakdown_lines():
+        lines += ["", line]
     lines += ["", "## (g) sparsity (seed 002, Sec. V-C)", "", sparsity_line()]
     lines += [""] + efpa_lines(efpa) + ["", "Column \"H given\": LTL-OSIM / EFPA without the CRBA "
                                         "that computes H (kinds " + ", ".join(CRBA_KINDS) + ").", "",

@@ -21,7 +21,8 @@ from .batch import check_configuration, unbatch
 from .errors import check_finite
 from .kinematics import joint_transforms
 from .model.model import WORLD
-from .spatial import S_product, Transform, rows_times_transform
+from .opcount import counting
+from .spatial import S_product, Transform, rows_times_transform, rows_transform_cost
 
 KINDS = {"6d": 6, "3d": 3}
 
@@ -114,18 +115,25 @@ def resolve_contacts(model, contacts):
 
 def contact_jacobian_sweeps(model, Xup, rc):
     """Stacked J (B, m, nv): for each contact walk up its support, R <- R jX_lambda(j), with
-    J_k[:, j] = R S_j (Featherstone Sec. 8.1: a LOCAL Jacobian's columns are bX_j S_j)."""
+    J_k[:, j] = R S_j (Featherstone Sec. 8.1: a LOCAL Jacobian's columns are bX_j S_j). Paper
+    count: R's structural pattern is tracked (K_k's zeros and units, then each R X's: the angular
+    rows of a composed motion transform keep their zero linear block)."""
     B = Xup[0].E.shape[0] if Xup else 1
     J = np.zeros((B, rc.m, model.nv))
     for k, b in enumerate(rc.bodies):
         rows = np.broadcast_to(rc.K[k], (B,) + rc.K[k].shape)
+        K = np.asarray(rc.K[k], float)
+        nz, unit = (K != 0, np.abs(K) == 1) if counting() else (None, None)
         j = b
         while j != WORLD:
             S = model.joints[j].S
-            J[:, rc.rows(k), model.v_slice(j)] = S_product(rows, S)     # paper: unit S selects
+            J[:, rc.rows(k), model.v_slice(j)] = S_product(rows, S, A_pattern=nz, A_unit=unit)
             p = int(model.parents[j])
             if p != WORLD:
-                rows = rows_times_transform(Xup[j], rows)
+                rows = rows_times_transform(Xup[j], rows, nz)
+                if nz is not None:
+                    nz = rows_transform_cost(Xup[j], nz)[2]
+                    unit = np.zeros_like(nz)
             j = p
     return J
 

@@ -405,17 +405,30 @@ def inertia_parameters(I):
     return mass, com, I[:3, :3] - mass * C @ C.T
 
 
-def rows_times_transform(X, R):
+def rows_times_transform(X, R, pattern=None):
     """R X for rows R (B, r, 6) and the motion transform X = (E, r) (compact form, Featherstone
-    Table 2.2: each row costs what X^T f costs, 24 mul + 18 add)."""
+    Table 2.2: each row costs what X^T f costs, 24 mul + 18 add). pattern: R's structural
+    pattern (r x 6) for the paper count, row by row (rows_transform_cost)."""
     r = R.shape[-2]
     if counting():
-        st = X.structure if X.structure is not None else TransformStructure((GENERAL,))
-        mul, add, _ = st.apply_cost("X^T f")
-        charge(mul * r, add * r, kind="R X", written=(24 * r, 18 * r))
+        mul, add, _ = rows_transform_cost(X, np.ones((r, 6), bool) if pattern is None else pattern)
+        charge(mul, add, kind="R X", written=(24 * r, 18 * r))
     RlE = R[..., 3:] @ X.E
     Ra = R[..., :3] @ X.E - cross3(RlE, X.r[:, None, :])
     return np.concatenate((Ra, RlE), axis=-1)
+
+
+def rows_transform_cost(X, pattern):
+    """(mul, add, pattern) of R X for rows of structural pattern `pattern` (r x 6): each nonzero
+    row an X^T f on its pattern (TransformStructure.apply_cost); zero rows stay zero."""
+    st = X.structure if X.structure is not None else TransformStructure((GENERAL,))
+    mul = add = 0
+    out = np.zeros(pattern.shape, bool)
+    for j, row in enumerate(pattern):
+        if row.any():
+            m, a, out[j] = st.apply_cost("X^T f", row)
+            mul, add = mul + m, add + a
+    return mul, add, out
 
 
 def S_product(A, S, A_pattern=None, kind="A S", A_unit=None):

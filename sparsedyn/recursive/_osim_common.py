@@ -8,15 +8,24 @@ of coordinates X_i = iX_lambda(i):
     lambda(i)P_i = X_i^T (1 - U_i D_i^-1 S_i^T),  so  R lambda(i)P_i^T = (R - (R S_i) D_i^-1 U_i^T) X_i
 
 for a stack of rows R (r x 6): every extended motion propagator (EMP, CEMP) is such a stack.
+
+Structure (seed 000, eq. (8): P removes "the force component that causes the i-th joint's
+motion", S_i^T P_i = 0 since D_i = S_i^T U_i; seed 002's appendix: kX_1^T "has a zero row"):
+(1 - S D^-1 U^T) S = 0, so where S_i has a unit column e_k the propagated rows' column k is zero
+before X_i is applied, set so and never computed (not with armature, which adds to D_i). The
+paper count tracks every stack's structural pattern (nz, unit) through the sweeps and charges
+each product on it (spatial_costs.product_cost); as written every product is dense.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..opcount import charge, charge_matmul, counting
-from ..spatial import cross3, inertia_to_parent, rows_times_transform
-from ..spatial_costs import (ldlt_invert_cost, product_cost, subspace_pattern,
-                             zero_axes_after_projection)
+from ..opcount import charge, counting, written_only
+from ..rigid_congruence import merged_pattern
+from ..spatial import cross3, inertia_to_parent, rows_times_transform, rows_transform_cost
+from ..spatial_costs import (add_cost, ldlt_invert_cost, product_cost, skew_pattern,
+                             subspace_pattern, zero_axes_after_projection)
+from ..transform_costs import GENERAL, TransformStructure
 from ._common import S_product, joint_armature
 from .aba import check_articulated_pivots
 
@@ -45,6 +54,12 @@ class Pivot:
         if arm is not None:
             D = D + arm                                   # + diag(armature): rotor inertia
         check_articulated_pivots(model, D, i, IA)
+        self.zero_cols = np.zeros(6, bool)                # module doc: (1 - S D^-1 U^T) e_k = 0
+        if arm is None:
+            nz, unit = subspace_pattern(self.S)
+            for c in range(n):
+                if nz[:, c].sum() == 1 and unit[:, c].any():
+                    self.zero_cols[np.flatnonzero(nz[:, c])[0]] = True
         if n == 1:
             charge(div=1, kind="D^-1")
             self.Dinv = 1.0 / D
@@ -73,34 +88,104 @@ class Pivot:
             charge(mul, add, kind=kind, written=(6 * self.n * c, 6 * (self.n - 1) * c))
         return self.S @ Y
 
-    def times_Dinv(self, A):
-        """A D^-1 for a stack A (B, r, n)."""
-        if self.n == 1:
-            charge(A.shape[1], kind="A D^-1")
+    def times_Dinv(self, A, pattern=None):
+        """A D^-1 for a stack A (B, r, n); pattern: A's (r x n) structural pattern (paper count:
+        its zero rows stay zero)."""
+        r, n = A.shape[1], self.n
+        rows = r if pattern is None else int(pattern.any(axis=1).sum())
+        if n == 1:
+            charge(rows, kind="A D^-1", written=(r, 0))
             return A * self.Dinv
-        charge_matmul(A.shape[1], self.n, self.n, kind="A D^-1")
+        charge(rows * n * n, rows * n * (n - 1), kind="A D^-1", written=(r * n * n, r * n * (n - 1)))
         return A @ self.Dinv
 
     def project_rows(self, R, pattern=None):
-        """(R S, R S D^-1) for rows R (B, r, 6) (pattern: R's constant (nz, unit), rows_pattern)."""
+        """(R S, R S D^-1) for rows R (B, r, 6) (pattern: R's (nz, unit), rows_pattern)."""
         nz, unit = pattern if pattern is not None else (None, None)
         RS = S_product(R, self.S, A_pattern=nz, kind="R S", A_unit=unit)
-        return RS, self.times_Dinv(RS)
+        return RS, self.times_Dinv(RS, self.RS_pattern(pattern))
+
+    def RS_pattern(self, pattern):
+        """Structural pattern of R S from R's (nz, unit) (None: untracked)."""
+        if pattern is None or not counting():
+            return None
+        return product_cost(pattern[0], pattern[1], *subspace_pattern(self.S))[2]
 
     def propagate_rows(self, X, R, RS_Dinv, pattern=None):
-        """(R - R S D^-1 U^T) X: rows carried across joint i into parent coordinates (eq. 12);
-        paper count: subtracting from R's structural zeros is free (pattern: rows_pattern)."""
-        charge_matmul(R.shape[1], self.n, 6, kind="R - RS D^-1 U^T")
-        sub = R.shape[1] * 6 if pattern is None else int(pattern[0].sum())
-        charge(add=sub, kind="R - RS D^-1 U^T", written=(0, R.shape[1] * 6))
-        return rows_times_transform(X, R - RS_Dinv @ self.U.swapaxes(1, 2))
+        """(R - R S D^-1 U^T) X: rows carried across joint i into parent coordinates (eq. 12),
+        with (rows, their (nz, unit) pattern: None when not counting). Paper count on R's
+        pattern: the update's products on R S's nonzero rows and the columns that do not vanish
+        (module doc), subtractions where R is nonzero too, then X row by row."""
+        r, n = R.shape[1], self.n
+        M = R - RS_Dinv @ self.U.swapaxes(1, 2)
+        M[..., self.zero_cols] = 0.0
+        P = None
+        if counting():
+            nz, unit = pattern if pattern is not None else full_rows(r)
+            keep = ~self.zero_cols
+            full = np.ones((n, 6), bool)
+            mul, add, upd = product_cost(self.RS_pattern((nz, unit)), np.zeros((r, n), bool), full, ~full,
+                                         mask=keep)
+            upd &= keep
+            charge(mul, add + add_cost(nz & keep, upd), kind="R - RS D^-1 U^T",
+                   written=(r * n * 6, r * (n - 1) * 6 + r * 6))
+            P = (nz | upd) & keep
+        out = rows_times_transform(X, M, P)
+        return out, (None if P is None else (rows_transform_cost(X, P)[2], np.zeros((r, 6), bool)))
 
-    def rank_update(self, Om, RS, RS_Dinv):
-        """Om + R S D^-1 S^T R^T (Om None: zero)."""
-        r = RS.shape[1]
-        charge(self.n * r * (r + 1) // 2, self.n * r * (r + 1) // 2, kind="Om + RS D^-1 SR^T")
+    def branch_propagator(self, X, S_Dinv, SD):
+        """(1 - S D^-1 U^T) X at a branching link (iP_i = 1, seed 000 Alg. 3 lines 7 and 13),
+        with its (nz, unit) pattern (None when not counting). SD: S D^-1's pattern. Paper count:
+        (S D^-1) U^T on S D^-1's nonzero rows and the columns that do not vanish, one subtraction
+        per diagonal entry it touches; a row that stays e_j^T is X's row j, read off (E, r): free
+        for the angular rows, (E rx)'s row for the linear ones (merged_pattern)."""
+        M = np.eye(6) - S_Dinv @ self.U.swapaxes(1, 2)
+        M[..., self.zero_cols] = 0.0
+        if not counting():
+            return rows_times_transform(X, M), None
+        n, keep, full = self.n, ~self.zero_cols, np.ones((self.n, 6), bool)
+        mul, add, upd = product_cost(SD, np.zeros_like(SD), full, ~full, mask=keep)
+        upd &= keep
+        eye = np.eye(6, dtype=bool)
+        charge(mul, add + int((upd & eye).sum()), kind="1 - S D^-1 U^T",
+               written=(36 * n, 36 * (n - 1)))
+        nz, unit = (eye | upd) & keep, eye & ~upd & keep
+        plain = unit.any(axis=1) & (nz.sum(axis=1) == 1)       # rows e_j^T
+        E_nz, E_unit, r_nz = merged_pattern(X.structure if X.structure is not None
+                                            else TransformStructure((GENERAL,)))
+        mul, add, out = rows_transform_cost(X, nz & ~plain[:, None])
+        rx = skew_pattern(r_nz)
+        for j in np.flatnonzero(plain):
+            if j < 3:
+                out[j] = np.r_[E_nz[j], np.zeros(3, bool)]
+            else:
+                m, a, Erx = product_cost(E_nz[j - 3:j - 2], E_unit[j - 3:j - 2], rx, np.zeros((3, 3), bool))
+                mul, add, out[j] = mul + m, add + a, np.r_[Erx[0], E_nz[j - 3]]
+        charge(mul, add, kind="R X", written=(0, 0))
+        with written_only():
+            R = rows_times_transform(X, M)
+        return R, (out, np.zeros((6, 6), bool))
+
+    def rank_update(self, Om, RS, RS_Dinv, pattern=None, Om_pattern=None):
+        """Om + R S D^-1 S^T R^T (Om None: zero), with the result's pattern (None when not
+        counting). pattern: R S's (r x n) pattern (its zero rows and columns cost nothing),
+        Om_pattern: Om's (additions only where both terms are nonzero)."""
+        r, n = RS.shape[1], self.n
         update = RS_Dinv @ RS.swapaxes(1, 2)
-        return update if Om is None else Om + update
+        if not counting():
+            return (update if Om is None else Om + update), None
+        P = np.ones((r, n), bool) if pattern is None else pattern
+        Pd = P.any(axis=1)[:, None] & np.ones((1, n), bool)     # R S D^-1: D^-1 mixes columns
+        mul, add, upd = product_cost(Pd, np.zeros_like(P), P.T, np.zeros_like(P.T), symmetric=True)
+        old = np.zeros((r, r), bool) if Om is None else (np.ones((r, r), bool) if Om_pattern is None else Om_pattern)
+        add += add_cost(np.triu(old), np.triu(upd))
+        charge(mul, add, kind="Om + RS D^-1 SR^T", written=(n * r * (r + 1) // 2, n * r * (r + 1) // 2))
+        return (update if Om is None else Om + update), old | upd
+
+
+def full_rows(r):
+    """(nz, unit) of r general rows."""
+    return np.ones((r, 6), bool), np.zeros((r, 6), bool)
 
 
 def rows_pattern(K):

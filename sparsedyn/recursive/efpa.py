@@ -8,7 +8,9 @@ Seed 002 (Wensing, Featherstone, Orin), Table I, in body-local coordinates, X_i 
     Lam_k1k2 = k1X_i Lam_ik2 for (k1 < k2) in GCA(i);  Lam_kk = kX_lambda(k) Lam_lambda(k)k
 
 Pairs whose greatest common ancestor is the fixed base get zero blocks. kX_i are row stacks
-(m_k x 6) updated as in _osim_common.Pivot.propagate_rows (L_i = 1 - S D^-1 U^T).
+(m_k x 6) updated as in _osim_common.Pivot.propagate_rows (L_i = 1 - S D^-1 U^T), their
+structural patterns tracked for the paper count (the appendix: kX_1^T "has a zero row" when k is
+supported by the privileged child).
 Preconditions: every articulated pivot invertible (else SingularModelError); contacts on movable
 bodies (sparsedyn.delassus drops world-welded ones).
 """
@@ -32,7 +34,7 @@ def efpa_sweeps(model, q, Xup, rc):
     chi = [{} for _ in range(ne)]                                  # chi[k][i] = kX_i (B, m_k, 6)
     for k, b in enumerate(rc.bodies):                              # kX_p(k) = kX_p(k) (= K_k)
         chi[k][b] = np.broadcast_to(rc.K[k], (B,) + rc.K[k].shape)
-    Kpat = {(k, b): rows_pattern(rc.K[k]) for k, b in enumerate(rc.bodies)}   # chi while constant
+    Kpat = {(k, b): rows_pattern(rc.K[k]) for k, b in enumerate(rc.bodies)}   # chi's patterns
     pivots = [None] * model.nbodies
     ES = [sorted(e - top.nlinks for e in top.supported[i]) for i in range(model.nbodies)]
     for i in range(model.nbodies - 1, -1, -1):                     # inward, i = N..1
@@ -43,7 +45,7 @@ def efpa_sweeps(model, q, Xup, rc):
         IA[p] += piv.articulated_to_parent(Xup[i], IA[i])          # I^A_p += X^T L^T I^A X
         for k in ES[i]:                                            # kX_p(i) = kX_i L_i X_i
             _, RS_Dinv = piv.project_rows(chi[k][i], Kpat.get((k, i)))
-            chi[k][p] = piv.propagate_rows(Xup[i], chi[k][i], RS_Dinv, Kpat.get((k, i)))
+            chi[k][p], Kpat[(k, p)] = piv.propagate_rows(Xup[i], chi[k][i], RS_Dinv, Kpat.get((k, i)))
     gca = {}                                                       # GCA(i) = {(k1<k2): ancest = i}
     for k1 in range(ne):
         for k2 in range(k1 + 1, ne):
@@ -76,8 +78,7 @@ def efpa_sweeps(model, q, Xup, rc):
 
 def _charge_rows_times(pattern, r, c, symmetric=False):
     """kX_i Lam_ik2 (r x 6 times 6 x c, seed 002's 216m + 180a for 6 x 6): as written dense; paper
-    count with kX_i's constant pattern while it is the contact's K, the upper triangle of a
-    symmetric Lam_kk only."""
+    count on kX_i's pattern, the upper triangle of a symmetric Lam_kk only."""
     nz, unit = pattern if pattern is not None else (np.ones((r, 6), bool), np.zeros((r, 6), bool))
     full = np.ones((6, c), bool)
     mul, add, _ = product_cost(nz, unit, full, ~full, symmetric=symmetric)

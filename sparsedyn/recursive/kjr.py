@@ -53,7 +53,7 @@ def kjr_sweeps(model, q, Xup, rc):
         piv, p = pivots[i], int(model.parents[i])
         S = np.broadcast_to(piv.S, (B,) + piv.S.shape)
         prop = None if p == WORLD else _L_congruence(piv, motion_congruence(Xup[i], Om[p]))
-        Om[i] = piv.rank_update(prop, S, piv.times_Dinv(S))        # + K_i (Om_00 = 0 at the root)
+        Om[i], _ = piv.rank_update(prop, S, piv.times_Dinv(S))     # + K_i (Om_00 = 0 at the root)
 
     down = {}                                                      # down[(j, a)] = Om_ja, a anc-or-self of j
 

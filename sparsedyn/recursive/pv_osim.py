@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.model import WORLD
+from ..opcount import counting
 from ._osim_common import Pivot, initial_inertias, rows_pattern, stacked_pattern
 
 
@@ -19,14 +20,16 @@ def pv_osim_sweeps(model, q, Xup, rc):
     B = q.shape[0]
     IA = initial_inertias(model, B)                                # line 2: H^A_i = H_i
     KA = [[] for _ in range(model.nbodies)]                        # blocks of K^A_i, in order
-    KP = [[] for _ in range(model.nbodies)]                        # their constant patterns
+    KP = [[] for _ in range(model.nbodies)]                        # their patterns (paper count)
     LA = [[] for _ in range(model.nbodies + 1)]                    # diagonal blocks of L^A_i
+    LP = [[] for _ in range(model.nbodies + 1)]                    # their patterns (None: zero)
     order = [[] for _ in range(model.nbodies + 1)]                 # contacts behind each row block
     for k in range(len(rc.bodies) - 1, -1, -1):                    # line 3: i in E_r
         b = rc.bodies[k]
         KA[b].append(np.broadcast_to(rc.K[k], (B,) + rc.K[k].shape))   # line 4: K^A_p = [K^A_p; K_i]
         KP[b].append(rows_pattern(rc.K[k]))
         LA[b].append(np.zeros((B, rc.K[k].shape[0], rc.K[k].shape[0])))  # line 5: blkdiag(L, 0)
+        LP[b].append(None)
         order[b].append([k])
     for i in range(model.nbodies - 1, -1, -1):                     # line 6: i in S_r
         piv = Pivot(model, IA[i], i)                        # line 7: D_i, Om_i = S D^-1 S^T
@@ -39,12 +42,14 @@ def pv_osim_sweeps(model, q, Xup, rc):
         L = _block_diagonal(LA[i])
         pat = stacked_pattern(KP[i], KA[i])
         KS, KS_Dinv = piv.project_rows(K, pat)
-        L = piv.rank_update(L, KS, KS_Dinv)                        # line 14: L^A_i + K^A Om_i K^A^T
-        slot = p if p != WORLD else model.nbodies                  # L^A_0 lives in the last slot
-        if p != WORLD:
-            KA[p].append(piv.propagate_rows(Xup[i], K, KS_Dinv, pat))   # line 13: K^A_i lambda(i)P_i^T
-            KP[p].append(None)
+        L, Lpat = piv.rank_update(L, KS, KS_Dinv, piv.RS_pattern(pat), _block_pattern(LP[i], LA[i]))
+        slot = p if p != WORLD else model.nbodies                  # line 14: L^A_i + K^A Om_i K^A^T
+        if p != WORLD:                                             # line 13: K^A_i lambda(i)P_i^T
+            rows, rows_pat = piv.propagate_rows(Xup[i], K, KS_Dinv, pat)
+            KA[p].append(rows)
+            KP[p].append(rows_pat)
         LA[slot].append(L)                                         # line 14: blkdiag(L^A_p, ...)
+        LP[slot].append(Lpat)
         order[slot].append([k for blk in order[i] for k in blk])
     rows = [k for blk in order[model.nbodies] for k in blk]        # line 15: Lambda^-1 = L^A_0
     L0 = _block_diagonal(LA[model.nbodies])
@@ -52,6 +57,21 @@ def pv_osim_sweeps(model, q, Xup, rc):
     out = np.empty_like(L0)
     out[:, perm[:, None], perm[None, :]] = L0                      # back to the contacts' order
     return out
+
+
+def _block_pattern(patterns, blocks):
+    """Structural pattern of blkdiag(blocks) (paper count: the zero blocks between end-effector
+    groups take no additions); None when not counting."""
+    if not counting():
+        return None
+    P = np.zeros((sum(b.shape[1] for b in blocks),) * 2, bool)
+    o = 0
+    for pat, b in zip(patterns, blocks):
+        r = b.shape[1]
+        if pat is not None:
+            P[o:o + r, o:o + r] = pat
+        o += r
+    return P
 
 
 def _block_diagonal(blocks):

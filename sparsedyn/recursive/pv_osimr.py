@@ -21,9 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.model import WORLD
-from ..opcount import charge, written_only
-from ..spatial_costs import product_cost, subspace_pattern
-from ..spatial import rows_times_transform
+from ..opcount import charge, counting, written_only
+from ..spatial_costs import add_cost, product_cost, subspace_pattern
 from ._osim_common import Pivot, initial_inertias, rows_pattern
 
 
@@ -108,11 +107,11 @@ def pv_osimr_sweeps(model, q, Xup, rc):
     IA = initial_inertias(model, B)                                # line 2: H^A_i = H_i
     R = {}                                                         # span state per node d:
     Om = {}                                                        # R[d] = kP_d^T, Om[d] = kOm_d
-    Rpat = {}                                                      # R[d]'s pattern while constant
+    Rpat, Opat = {}, {}                                            # their patterns (paper count)
     for k, e in enumerate(E):                                      # line 4: lambda(i)P_i = K_i^T,
         R[e] = np.broadcast_to(rc.K[k], (B,) + rc.K[k].shape)      #         lambda(i)Om_i = 0
-        Rpat[e] = rows_pattern(rc.K[k])                            # constant until propagated
-        Om[e] = None
+        Rpat[e] = rows_pattern(rc.K[k])
+        Om[e] = Opat[e] = None
     branching = set(top.branching)
     for i in range(nl - 1, -1, -1):                                # line 5: i in S_r
         piv = Pivot(model, IA[i], i)                        # line 8: D_i, S D^-1 S^T
@@ -126,26 +125,27 @@ def pv_osimr_sweeps(model, q, Xup, rc):
             S = np.broadcast_to(piv.S, (B,) + piv.S.shape)         # so R S = S costs nothing
             with written_only():                                   # paper: S's structure below
                 S_Dinv = piv.times_Dinv(S)
-                Om[d] = piv.rank_update(None, S, S_Dinv)           # line 15: S D^-1 S^T
+                Om[d], _ = piv.rank_update(None, S, S_Dinv)        # line 15: S D^-1 S^T
             SD = _charge_subspace_products(piv)
+            Opat[d] = _outer(SD)
             if p != WORLD:                                         # line 13: (1 - S D^-1 U^T) X
-                _charge_identity_update(piv, SD)
-                R[d] = rows_times_transform(Xup[i], np.eye(6) - S_Dinv @ piv.U.swapaxes(1, 2))
+                R[d], Rpat[d] = piv.branch_propagator(Xup[i], S_Dinv, SD)
             continue
         RS, RS_Dinv = piv.project_rows(R[d], Rpat.get(d))
-        Om[d] = piv.rank_update(Om[d], RS, RS_Dinv)                # line 15 (eq. 16)
+        Om[d], Opat[d] = piv.rank_update(Om[d], RS, RS_Dinv, piv.RS_pattern(Rpat.get(d)), Opat.get(d))  # (16)
         if p != WORLD:
-            R[d] = piv.propagate_rows(Xup[i], R[d], RS_Dinv, Rpat.pop(d, None))   # line 13 (eq. 17)
+            R[d], Rpat[d] = piv.propagate_rows(Xup[i], R[d], RS_Dinv, Rpat.get(d))   # line 13 (eq. 17)
     # R[d], Om[d] now hold A(d)P_d^T and A(d)Om_d for every d in N (Om None: zero, EE on a branching link)
-    Om0 = {}
+    Om0, O0pat = {}, {}
     for d in top.branching:                                        # lines 16-17 (eq. 18), forward
         a = top.A[d]
         OmA = Om[d] if Om[d] is not None else 0.0
         if a == WORLD:
-            Om0[d] = OmA
+            Om0[d], O0pat[d] = OmA, Opat.get(d)
         else:
-            T = _matmul(R[d], Om0[a], pa=Rpat.get(d))
-            Om0[d] = OmA + _matmul(T, R[d].swapaxes(1, 2), symmetric=True, pb=_T(Rpat.get(d)))
+            T, Tpat = _matmul(R[d], Om0[a], pa=Rpat.get(d), pb=_general(O0pat.get(a)))
+            Om0[d], O0pat[d] = _matmul(T, R[d].swapaxes(1, 2), symmetric=True, pa=_general(Tpat),
+                                       pb=_T(Rpat.get(d)), plus=(OmA, Opat.get(d)))
     K = {}                                                         # K[(c, e)] = cK_e
     Kpat = {}
     for e in E:                                                    # lines 18-22 (eq. 19)
@@ -155,7 +155,8 @@ def pv_osimr_sweeps(model, q, Xup, rc):
         K[(c, e)] = R[e]                                           # line 20
         Kpat[(c, e)] = Rpat.get(e)
         while top.A[c] != WORLD:
-            K[(top.A[c], e)] = _matmul(K[(c, e)], R[c], pa=Kpat.get((c, e)), pb=Rpat.get(c))   # line 22
+            K[(top.A[c], e)], nz = _matmul(K[(c, e)], R[c], pa=Kpat.get((c, e)), pb=Rpat.get(c))   # line 22
+            Kpat[(top.A[c], e)] = _general(nz)
             c = top.A[c]
     out = np.zeros((B, rc.m, rc.m))
     W = {}
@@ -168,8 +169,9 @@ def pv_osimr_sweeps(model, q, Xup, rc):
             if c == WORLD:                                         # grounded common ancestor
                 continue
             if (c, e2) not in W:                                   # 0Om_c cK_e2^T, once per (c, e2)
-                W[(c, e2)] = _matmul(Om0[c], K[(c, e2)].swapaxes(1, 2), pb=_T(Kpat.get((c, e2))))
-            blk = _matmul(K[(c, e1)], W[(c, e2)], pa=Kpat.get((c, e1)))   # line 25
+                W[(c, e2)] = _matmul(Om0[c], K[(c, e2)].swapaxes(1, 2), pa=_general(O0pat.get(c)),
+                                     pb=_T(Kpat.get((c, e2))))
+            blk, _ = _matmul(K[(c, e1)], W[(c, e2)][0], pa=Kpat.get((c, e1)), pb=_general(W[(c, e2)][1]))   # line 25
             out[:, r1, rc.rows(k2)] = blk
             out[:, rc.rows(k2), r1] = blk.swapaxes(1, 2)           # line 26
     return out
@@ -186,30 +188,41 @@ def _charge_subspace_products(piv):
     return SD
 
 
-def _charge_identity_update(piv, SD):
-    """1 - (S D^-1) U^T: the products on S D^-1's nonzero rows, one subtraction per diagonal entry
-    (off the diagonal the entries are negated products); as written a dense 6 x n x 6 product."""
-    n = piv.n
-    full = np.ones((n, 6), bool)
-    mul, add, P = product_cost(SD, np.zeros_like(SD), full, ~full)
-    charge(mul, add + int(np.trace(P)), kind="1 - S D^-1 U^T", written=(36 * n, 36 * (n - 1)))
-
-
 def _T(pattern):
     return None if pattern is None else (pattern[0].T, pattern[1].T)
 
 
-def _matmul(A, Bm, symmetric=False, pa=None, pb=None):
-    """A Bm; pa, pb: constant (nz, unit) patterns of a contact's rows K, which the paper count
-    exploits (the others are general)."""
+def _general(nz):
+    """(nz, unit) of a computed matrix of pattern nz (no unit entries; None: untracked)."""
+    return None if nz is None else (nz, np.zeros_like(nz))
+
+
+def _outer(SD):
+    """Pattern of S D^-1 S^T from S D^-1's (6 x n): rows and columns where S D^-1 is nonzero."""
+    rows = SD.any(axis=1)
+    return rows[:, None] & rows[None, :]
+
+
+def _matmul(A, Bm, symmetric=False, pa=None, pb=None, plus=None):
+    """(A Bm, its pattern or None), + plus[0] of pattern plus[1] if given. pa, pb: (nz, unit)
+    patterns of A and Bm (None: general); the paper count charges the products on them (the
+    upper triangle when symmetric) and the additions of `plus` where both terms are nonzero; as
+    written the products are dense and the addition uncharged."""
     r, k, c = A.shape[1], A.shape[2], Bm.shape[2]
     kind = "R Om R^T" if symmetric else "K Om K^T"
     written = (r * (r + 1) // 2 * k, r * (r + 1) // 2 * (k - 1)) if symmetric else (r * k * c, r * (k - 1) * c)
-    if pa is None and pb is None:
-        charge(*written, kind=kind)
-    else:
+    out = A @ Bm
+    P = None
+    if counting():
         full = lambda m, n: (np.ones((m, n), bool), np.zeros((m, n), bool))   # noqa: E731
         (an, au), (bn, bu) = pa or full(r, k), pb or full(k, c)
-        mul, add, _ = product_cost(an, au, bn, bu, symmetric=symmetric)
+        mul, add, P = product_cost(an, au, bn, bu, symmetric=symmetric)
+        if plus is not None and plus[1] is not None:
+            add += add_cost(np.triu(plus[1]) if symmetric else plus[1], P)
+            P = P | plus[1]
+        elif plus is not None and not np.isscalar(plus[0]):
+            add += int(np.triu(P).sum()) if symmetric else int(P.sum())
         charge(mul, add, kind=kind, written=written)
-    return A @ Bm
+    if plus is not None:
+        out = plus[0] + out
+    return out, P

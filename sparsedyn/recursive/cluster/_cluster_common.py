@@ -20,7 +20,7 @@ from ...errors import SingularModelError
 from ...kinematics import joint_transforms
 from ...opcount import charge, counting, suspended
 from ...spatial import cross_force, cross_motion
-from ...spatial_costs import FULL6, cross_cost, linear_cost
+from ...spatial_costs import cross_cost, linear_cost
 from .._common import S_times, charge_sum, inertia_times, out_pattern, subspace_out_pattern, tracked
 from ..aba import SINGULAR_TOLERANCE, articulated_scale
 from ._cluster_patterns import cluster_patterns
@@ -38,6 +38,7 @@ class ClusterPass:
     v: list         # per cluster: (B, n_b, 6) body velocities
     qd: list        # per cluster: (B, n_k) spanning joint velocities G_k yd_k
     pc: list        # per cluster: (6 n_b,) structural pattern of c_k (None when not counting)
+    pv: list        # per cluster: (n_b, 6) structural pattern of v_k (None when not counting)
 
 
 def charge_adds(n):
@@ -52,7 +53,7 @@ def forward_pass(cm, q, yd, Xup=None):
     model = cm.model
     B = q.shape[0]
     Xup = joint_transforms(model, q) if Xup is None else Xup                  # lines 5-6
-    res = ClusterPass([], [], [], [], [], [])
+    res = ClusterPass([], [], [], [], [], [], [])
     for k, c in enumerate(cm.clusters):
         lp = cm.local_parents[k]
         ct = cluster_transform(cm, k, q, Xup)                                  # lines 9-10 (eq. 17, 20)
@@ -77,11 +78,15 @@ def forward_pass(cm, q, yd, Xup=None):
                    written=(6 * nb * m, 6 * nb * (m - 1)))
         parent_v = (np.zeros((B, 6)) if cm.parents[k] < 0 else res.v[cm.parents[k]])
         vJ = np.einsum("bij,bj->bi", S, ydk).reshape(B, nb, 6)
+        pJv = cluster_patterns(cm)[k].S_nz.any(1).reshape(nb, 6) if counting() else None
         if cm.parents[k] < 0:
-            v = vJ                                                             # line 13, v_0 = 0
-        else:
-            v = motion(ct, parent_v) + vJ                                      # line 13
-            charge_adds(counting() and cluster_patterns(cm)[k].S_nz.any(1).sum())
+            v, pv = vJ, pJv                                                    # line 13, v_0 = 0
+        elif pJv is None:
+            v, pv = motion(ct, parent_v) + vJ, None                            # line 13
+        else:                                                                  # the root's zeros
+            Xv, pXv = motion(ct, parent_v, res.pv[cm.parents[k]])              # carried outward
+            v, pv = Xv + vJ, pXv | pJv
+            charge_adds(int((pXv & pJv).sum()))
         ck = np.zeros((B, nb, 6))                                              # lines 18-19 (erratum)
         pc = [None] * nb
         g_nz = cluster_patterns(cm)[k].g_nz if counting() else None
@@ -91,8 +96,9 @@ def forward_pass(cm, q, yd, Xup=None):
             rows = slice(col, col + Si.shape[1])
             col += Si.shape[1]
             pJ = tracked(subspace_out_pattern(Si))
-            ck[:, li] = cross_motion(v[:, li], S_times(Si, qdk[:, rows]), None, pJ)   # v_i x S_i qd_i
-            pc[li] = out_pattern(cross_cost, FULL6 if pJ is not None else None, pJ)
+            pvi = None if pv is None else pv[li]
+            ck[:, li] = cross_motion(v[:, li], S_times(Si, qdk[:, rows]), pvi, pJ)   # v_i x S_i qd_i
+            pc[li] = out_pattern(cross_cost, pvi, pJ)
             if g is not None:
                 ck[:, li] += S_times(Si, g[:, rows])                           # S_i g_i
                 if g_nz is not None and g_nz[rows].any():
@@ -106,6 +112,7 @@ def forward_pass(cm, q, yd, Xup=None):
         res.v.append(v)
         res.qd.append(qdk)
         res.pc.append(None if pc[0] is None else np.concatenate(pc))
+        res.pv.append(pv)
     return res
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from ...opcount import charge, counting, suspended
 from ...spatial_costs import add_cost, product_cost, subspace_pattern
 from ..aba import _solve_small
+from ..ltl import pattern as ltl_pattern
 from ...transform_costs import TransformStructure, model_structures
 
 PROBES = 4          # random assembled states probed for G_k's pattern
@@ -197,3 +198,25 @@ def jacobian_pattern(model, frames):
         for i in model.support(frame.body):
             out[6 * f:6 * f + 6, model.v_slice(i)] = True
     return out
+
+
+def mass_matrix_pattern(model):
+    """(nv x nv) branch-induced pattern of H = CRBA: H_ij can be nonzero only if one of the DoFs
+    i, j supports the other (Featherstone; the no-fill pattern ltl.py factorizes in)."""
+    m = ltl_pattern(model).mask
+    return m | m.T
+
+
+_IMPLICIT = weakref.WeakKeyDictionary()
+
+
+def implicit_pattern(cm):
+    """(nc x nv) pattern of the global loop Jacobian K (ClusterModel.implicit): each cluster's rows
+    on its own DoFs, probed at PROBES random assembled states (cached per model)."""
+    if cm not in _IMPLICIT:
+        with suspended():
+            q, yd, _ = cm.random_state(54321, batch=PROBES)
+            K, _ = cm.implicit(q, cm.spanning_velocity(q, yd))
+        _IMPLICIT[cm] = np.any(K != 0, axis=0)
+    return _IMPLICIT[cm]
+

@@ -62,13 +62,21 @@ def cluster_transform(cm, k, q, Xup):
     return ClusterTransform(cm, k, [Xup[i] for i in c.bodies], cm.local_parents[k], cm.output_blocks[k], q)
 
 
-def motion(ct, x_parent):
-    """kX_lambda(k) x: x_parent (B, n_p, 6) per body, or (B, 6) for the world -> (B, n_b, 6)."""
-    out = []
+def motion(ct, x_parent, pattern=None):
+    """kX_lambda(k) x: x_parent (B, n_p, 6) per body, or (B, 6) for the world -> (B, n_b, 6).
+    pattern: x_parent's structural pattern ((n_p, 6), or (6,) for the world), charged on it; then
+    (result, its (n_b, 6) pattern)."""
+    out, pats = [], []
     for li, (X, ob) in enumerate(zip(ct.Xup, ct.out_blocks)):
         src = out[ct.lp[li]] if ct.lp[li] >= 0 else (x_parent if ob < 0 else x_parent[:, ob])
-        out.append(X.apply_motion(src))
-    return np.stack(out, axis=1)
+        if pattern is None:
+            out.append(X.apply_motion(src))
+            continue
+        ps = pats[ct.lp[li]] if ct.lp[li] >= 0 else (pattern if ob < 0 else pattern[ob])
+        out.append(X.apply_motion(src, ps))
+        pats.append(X.structure_cost("X m", ps)[2])
+    res = np.stack(out, axis=1)
+    return res if pattern is None else (res, np.array(pats))
 
 
 def force_to_parent(ct, f, n_parent):
@@ -88,22 +96,40 @@ def force_to_parent(ct, f, n_parent):
     return out
 
 
-def apply_motion_columns(X, M):
-    """X M for a (B, 6, m) matrix of motion columns (charged once per column)."""
+def apply_motion_columns(X, M, pattern=None):
+    """X M for a (B, 6, m) matrix of motion columns (charged once per column); pattern: M's
+    (6 x m) structural pattern, each column charged on its own (zero columns cost nothing)."""
     m = M.shape[-1]
+    if pattern is not None:
+        with suspended():
+            out = np.swapaxes(batched(X).apply_motion(np.swapaxes(M, 1, 2)), 1, 2)
+        P = np.zeros_like(pattern)
+        for j in np.flatnonzero(pattern.any(axis=0)):
+            mul, add, P[:, j] = X.structure_cost("X m", pattern[:, j])
+            charge(mul, add, kind="X*m", written=(24, 18))
+        charge(kind="X*m", written=(24 * int((~pattern.any(axis=0)).sum()), 18 * int((~pattern.any(axis=0)).sum())))
+        return out, P
     if counting():
         mul, add, _ = X.structure_cost("X m", np.ones(6, bool))
         charge(mul * (m - 1), add * (m - 1), kind="X*m", written=(24 * (m - 1), 18 * (m - 1)))
     return np.swapaxes(batched(X).apply_motion(np.swapaxes(M, 1, 2)), 1, 2)
 
 
-def motion_columns(ct, M_parent):
-    """kX_lambda(k) M for motion columns M_parent (B, 6 n_p, m) -> (B, 6 n_b, m)."""
-    out = []
+def motion_columns(ct, M_parent, pattern=None):
+    """kX_lambda(k) M for motion columns M_parent (B, 6 n_p, m) -> (B, 6 n_b, m); with M_parent's
+    pattern (6 n_p x m): (result, its pattern), charged column by column on it."""
+    out, pats = [], []
     for li, (X, ob) in enumerate(zip(ct.Xup, ct.out_blocks)):
-        src = out[ct.lp[li]] if ct.lp[li] >= 0 else M_parent[:, 6 * ob:6 * ob + 6]
-        out.append(apply_motion_columns(X, src))
-    return np.concatenate(out, axis=1)
+        rows = slice(6 * ob, 6 * ob + 6)
+        src = out[ct.lp[li]] if ct.lp[li] >= 0 else M_parent[:, rows]
+        if pattern is None:
+            out.append(apply_motion_columns(X, src))
+            continue
+        r, P = apply_motion_columns(X, src, pats[ct.lp[li]] if ct.lp[li] >= 0 else pattern[rows])
+        out.append(r)
+        pats.append(P)
+    res = np.concatenate(out, axis=1)
+    return res if pattern is None else (res, np.concatenate(pats, axis=0))
 
 
 def rows_times(ct, chi, n_parent, pattern=None):

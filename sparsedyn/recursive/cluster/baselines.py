@@ -16,8 +16,10 @@ All work on the spanning tree with the global loop constraints of a ClusterModel
 H from CRBA, C = RNEA(q, qd, 0) (bias and gravity). The products with G, g, H and J are charged
 dense, as the paper's C++ (ROAM-Lab-ND/generalized_rbda) forms them with dense Eigen matrices
 (A = G^T H G, b = tau - G^T (C + H g)); sparse_G=True charges them by G's, g's and J's
-structural zeros (ClusterModel patterns probed as in _cluster_patterns) and the symmetric
-products' upper triangles: the equally optimised variant.
+structural zeros (ClusterModel patterns probed as in _cluster_patterns), H's branch-induced
+sparsity and the symmetric products' upper triangles: the equally optimised variant. The
+Lagrange method with L^T L (not in the paper) charges its K products on K's probed pattern and
+Y = L^-T K^T's (the DoFs supporting K's), Y^T Y's upper triangle.
 """
 from __future__ import annotations
 
@@ -32,13 +34,14 @@ from ...loops.cluster_model import ClusterModel
 from ...model.model import WORLD, ModelBuilder
 from ...opcount import charge, counting
 from ...spatial import Transform, inertia_to_parent
-from .._common import external_forces, matmul
+from .._common import external_forces
 from ..crba import crba_sweeps
-from ..ltl import ltl, solve_lower, solve_lower_transpose
+from ..ltl import ltl, pattern as ltl_pattern, solve_lower, solve_lower_transpose
 from ..rnea import rnea, rnea_sweeps
 from .c_aba import c_aba
 from .c_efpa import c_efpa
-from ._cluster_patterns import charged_product, dense, explicit_pattern, jacobian_pattern
+from ._cluster_patterns import (charged_product, dense, explicit_pattern, implicit_pattern, jacobian_pattern,
+                                mass_matrix_pattern)
 
 
 def _dense_cholesky_solve(A, b, kind):
@@ -68,10 +71,15 @@ def _patterns(cm, sparse_G):
     return explicit_pattern(cm) if counting() and sparse_G else (None, None)
 
 
-def _reduced_inertia(H, G, PG):
-    """G^T H G for a dense H: with G's pattern PG, charged by G's nonzeros and the symmetric
+def _H_pattern(model, PG):
+    """H's branch-induced pattern when the products are counted sparse (PG given), else None."""
+    return None if PG is None else dense(mass_matrix_pattern(model))
+
+
+def _reduced_inertia(H, G, PG, PH=None):
+    """G^T H G: with G's pattern PG (and H's, PH), charged by their nonzeros and the symmetric
     result's upper triangle; with PG None, as two dense products (module doc)."""
-    HG, PHG = charged_product(H, G, None, PG, "H G")
+    HG, PHG = charged_product(H, G, PH, PG, "H G")
     Gt = None if PG is None else (PG[0].T, PG[1].T)
     return charged_product(np.swapaxes(G, 1, 2), HG, Gt, dense(PHG), "G^T H G", symmetric=PG is not None)[0]
 
@@ -107,8 +115,8 @@ def projection_fd(cm, q, yd, tau, f_ext=None, sparse_G=False):
     inputs = dict(q=q, yd=yd, tau=tau, f_ext=external_forces(model, f_ext, B))
     H = crba_sweeps(model, q, Xup)
     C, *_ = rnea_sweeps(model, q, qd, np.zeros_like(qd), inputs["f_ext"], Xup)
-    Hy = _reduced_inertia(H, G, PG)
-    rhs = tau - _matTvec(G, C + _matvec(H, g, "H g", x_nz=g_nz), "G^T (C + H g)", PG)
+    Hy = _reduced_inertia(H, G, PG, _H_pattern(model, PG))
+    rhs = tau - _matTvec(G, C + _matvec(H, g, "H g", _H_pattern(model, PG), x_nz=g_nz), "G^T (C + H g)", PG)
     if sparse_G:
         charge(add=cm.ny + (model.nv if g_nz is None or g_nz.any() else 0), kind="G^T (C + H g)", written=(0, 0))
     ydd = _dense_cholesky_solve(check_finite(Hy, "projection_fd", inputs, "G^T H G"), rhs,
@@ -140,11 +148,14 @@ def lagrange_fd(cm, q, qd, tau, f_ext=None, method="ltl"):
     elif method == "ltl":
         L = ltl(model, H)                                          # H = L^T L
         qdd0 = solve_lower(model, L, solve_lower_transpose(model, L, rhs_q))    # H^-1 (tau - C)
-        if c:
+        if c:                                    # K's pattern; Y's reaches the DoFs supporting K's
+            PK = implicit_pattern(cm) if counting() else None
+            PY = None if PK is None else (ltl_pattern(model).mask.T.astype(int) @ PK.T.astype(int)) > 0
             Y = solve_lower_transpose(model, L, np.swapaxes(K, 1, 2).copy())     # Y = L^-T K^T
-            A = matmul(np.swapaxes(Y, 1, 2), Y, kind="Y^T Y")                 # K H^-1 K^T
-            lam = _dense_cholesky_solve(A, k - _matvec(K, qdd0, "K qdd0"), "chol(K H^-1 K^T)")
-            qdd = qdd0 + solve_lower(model, L, _matvec(Y, lam, "Y lambda"))
+            A, _ = charged_product(np.swapaxes(Y, 1, 2), Y, dense(None if PY is None else PY.T), dense(PY),
+                                   "Y^T Y", symmetric=PY is not None)        # K H^-1 K^T
+            lam = _dense_cholesky_solve(A, k - _matvec(K, qdd0, "K qdd0", dense(PK)), "chol(K H^-1 K^T)")
+            qdd = qdd0 + solve_lower(model, L, _matvec(Y, lam, "Y lambda", dense(PY)))
         else:
             qdd = qdd0
     else:
@@ -166,7 +177,7 @@ def projection_inverse_osim(cm, q, frames, sparse_G=False):
     H = crba_sweeps(model, q)
     J = np.concatenate([frame_jacobian(model, q, f) for f in frames], axis=1)    # (B, 6m, nv)
     PG, _ = _patterns(cm, sparse_G)
-    Hy = _reduced_inertia(H, G, PG)
+    Hy = _reduced_inertia(H, G, PG, _H_pattern(model, PG))
     JG, PJG = charged_product(J, G, dense(None if PG is None else jacobian_pattern(model, frames)), PG, "J G")
     X = _dense_cholesky_solve(check_finite(Hy, "projection_inverse_osim", {"q": q}, "G^T H G"),
                               np.swapaxes(JG, 1, 2), "chol(G^T H G)")

@@ -11,6 +11,10 @@ Seed 003, Sec. VIII (cluster extended-force-propagator algorithm). Zero velociti
     blocks:   Lambda^-1_e1e2 = chi_g^e1 Omega_ge2^-1 at the greatest common ancestor cluster g
               of the two end-effectors (zero if they only share the fixed world)  (Sec. VIII-D)
 
+Paper count: chi's and Omega's structural patterns are tracked through both passes (S_k's
+pattern, the cluster transform applied column by column, additions where both terms are
+nonzero), and a diagonal block Lambda^-1_ee, symmetric, is charged on its upper triangle.
+
 End-effectors are link or frame names (a frame's placement in its body is the constant eX_body).
 Returns (B, 6m, 6m) (or (6m, 6m)) for LOCAL frame motion/force, linear-first, like
 J (G^T H G)^-1 J^T with LOCAL frame Jacobians. Preconditions: q assembled, D_k invertible.
@@ -25,6 +29,7 @@ from ...kinematics import joint_transforms
 from ...model.model import WORLD
 from ...opcount import charge, counting
 from ...spatial import Transform
+from ...spatial_costs import add_cost
 from .._common import refuse_armature
 from ..aba import _solve_small
 from ._articulation import articulate
@@ -88,6 +93,7 @@ def c_efpa_sweeps(cm, q, frames, Xup=None, armature=None):
                 if Pp is not None:
                     Pchi[e][p] = Pp
     Omega = [dict() for _ in ees]                                  # Omega[e][k]: (B, 6 n_b, 6)
+    PO = [dict() for _ in ees]                                     # its pattern (paper count)
     for k in range(cm.nclusters):                                  # forward pass, eq. (67)
         S, p, ak = fp.S[k], cm.parents[k], art[k]
         PS = None if pats is None else (pats[k].S_nz, pats[k].S_unit)
@@ -98,17 +104,26 @@ def c_efpa_sweeps(cm, q, frames, Xup=None, armature=None):
             Pc = Pchi[e].get(k)
             StcT, _ = charged_product(np.swapaxes(S, 1, 2), np.swapaxes(chi[e][k], 1, 2), St,
                                       dense(None if Pc is None else Pc.T), "S^T chi^T")
-            SDinvSt_chiT, _ = charged_product(S, _solve_small(ak.D, StcT, "D^-1 S^T chi^T"), PS, None,
-                                              "S D^-1 S^T chi^T")
+            SDinvSt_chiT, Pk = charged_product(S, _solve_small(ak.D, StcT, "D^-1 S^T chi^T"), PS, None,
+                                               "S D^-1 S^T chi^T")
             if p < 0:
-                Omega[e][k] = SDinvSt_chiT
+                Omega[e][k], PO[e][k] = SDinvSt_chiT, Pk
                 continue
-            t = motion_columns(fp.ct[k], Omega[e][p])
-            Ut_t, _ = charged_product(np.swapaxes(ak.U, 1, 2), t, dense(None if ak.PU is None else ak.PU.T), None,
-                                      "U^T t")
-            SDUt, _ = charged_product(S, _solve_small(ak.D, Ut_t, "D^-1 U^T t"), PS, None, "S D^-1 U^T t")
+            if Pk is None:
+                t, Pt = motion_columns(fp.ct[k], Omega[e][p]), None
+            else:
+                t, Pt = motion_columns(fp.ct[k], Omega[e][p], PO[e][p])
+            Ut_t, PUt = charged_product(np.swapaxes(ak.U, 1, 2), t, dense(None if ak.PU is None else ak.PU.T),
+                                        dense(Pt), "U^T t")
+            SDUt, PSD = charged_product(S, _solve_small(ak.D, Ut_t, "D^-1 U^T t"), PS,
+                                        dense(None if PUt is None else np.broadcast_to(PUt.any(0), PUt.shape)),
+                                        "S D^-1 U^T t")
             Omega[e][k] = t - SDUt + SDinvSt_chiT
-            charge(add=2 * t.shape[1] * t.shape[2], kind="Omega", written=(0, 0))
+            if Pt is None:
+                charge(add=2 * t.shape[1] * t.shape[2], kind="Omega", written=(0, 0))
+            else:                                                  # additions where both are nonzero
+                charge(add=add_cost(Pt, PSD) + add_cost(Pt | PSD, Pk), kind="Omega", written=(0, 0))
+                PO[e][k] = Pt | PSD | Pk
     m = len(ees)
     out = np.zeros((B, 6 * m, 6 * m))
     for e1 in range(m):                                            # blocks at the common ancestor
@@ -117,7 +132,8 @@ def c_efpa_sweeps(cm, q, frames, Xup=None, armature=None):
             if not common:
                 continue
             g = common[0]
-            blk, _ = charged_product(chi[e1][g], Omega[e2][g], dense(Pchi[e1].get(g)), None, "chi Omega")
+            blk, _ = charged_product(chi[e1][g], Omega[e2][g], dense(Pchi[e1].get(g)), dense(PO[e2].get(g)),
+                                     "chi Omega", symmetric=e1 == e2)   # a diagonal block: upper triangle
             out[:, 6 * e1:6 * e1 + 6, 6 * e2:6 * e2 + 6] = blk
             out[:, 6 * e2:6 * e2 + 6, 6 * e1:6 * e1 + 6] = np.swapaxes(blk, 1, 2)
     swap = np.concatenate([6 * e + np.r_[3:6, 0:3] for e in range(m)])   # to linear-first

@@ -14,7 +14,8 @@ from ...batch import unbatch
 from ...errors import check_finite
 from ...opcount import charge, counting
 from ...spatial import cross_force
-from .._common import external_forces, gravity_acceleration, inertia_times, refuse_armature
+from .._common import external_forces, gravity_acceleration, gravity_pattern, inertia_times, refuse_armature
+from ...spatial_costs import add_cost
 from ._cluster_common import charge_adds, forward_pass
 from ._cluster_patterns import charged_product, cluster_patterns
 from ._cluster_transform import force_to_parent, motion
@@ -27,17 +28,25 @@ def c_rnea_sweeps(cm, q, yd, ydd, f_ext_body, Xup=None):
     a0 = gravity_acceleration(model, B)
     pats = cluster_patterns(cm) if counting() else None
     acc, f = [None] * cm.nclusters, [None] * cm.nclusters
+    pa = [None] * cm.nclusters                                                     # acc's patterns
     for k, c in enumerate(cm.clusters):                                            # forward pass
         p = cm.parents[k]
         S = fp.S[k]
+        nb = len(c.bodies)
         Sydd, _ = charged_product(S, ydd[:, cm.y_slice(k), None], None if pats is None else
                                   (pats[k].S_nz, pats[k].S_unit), None, "S ydd")
-        acc[k] = (motion(fp.ct[k], a0 if p < 0 else acc[p]) + fp.c[k]
-                  + Sydd.reshape(B, -1, 6))                                        # eq. (33)
-        charge(add=int(pats[k].S_nz.any(1).sum()) if pats else 0, kind="S ydd", written=(0, S.shape[1]))
-        charge_adds(fp.pc[k] is not None and fp.pc[k].sum())                      # + c_k
-        f[k] = np.stack([inertia_times(model.inertias[i], acc[k][:, li])
-                         + cross_force(fp.v[k][:, li], inertia_times(model.inertias[i], fp.v[k][:, li]))
+        if pats is None:
+            acc[k] = motion(fp.ct[k], a0 if p < 0 else acc[p]) + fp.c[k] + Sydd.reshape(B, -1, 6)   # eq. (33)
+        else:                                     # the world's a_0 = -a_g and the root's zeros outward
+            Xa, pXa = motion(fp.ct[k], a0 if p < 0 else acc[p], gravity_pattern(model) if p < 0 else pa[p])
+            acc[k] = Xa + fp.c[k] + Sydd.reshape(B, -1, 6)                         # eq. (33)
+            pS, pc = pats[k].S_nz.any(1).reshape(nb, 6), fp.pc[k].reshape(nb, 6)
+            charge(add=add_cost(pXa, pS) + add_cost(pXa | pS, pc), kind="S ydd", written=(0, S.shape[1]))
+            pa[k] = pXa | pS | pc
+        f[k] = np.stack([inertia_times(model.inertias[i], acc[k][:, li], None if pats is None else pa[k][li])
+                         + cross_force(fp.v[k][:, li], inertia_times(model.inertias[i], fp.v[k][:, li],
+                                                                      None if pats is None else fp.pv[k][li]),
+                                       None if pats is None else fp.pv[k][li])
                          - f_ext_body[:, i] for li, i in enumerate(c.bodies)], axis=1)     # eq. (34)
         charge_adds(sum(6 + 6 * bool(f_ext_body[:, i].any()) for i in c.bodies))
     tau = np.zeros((B, cm.ny))
