@@ -11,8 +11,11 @@ or 15) moves as
 (the first 2 nv: system/tangent.py in NumPy, the reference route, or its compiled twin
 kernels/tangent_numba.py) share one numeric factorization: the plan's static pivot LU runs once
 per state and its substitution part 3 nv times (Factorization.solve with rhs (B, n, k) in
-NumPy; compiled, kernels/lu_multi_rhs.py with the right-hand sides on the lanes). The tau (or
-qdd) columns of dd are the derivatives.
+NumPy). Compiled, the substitutions are pruned (kernels/lu_pruned.py, planned once per plan):
+a direction of q or v moves only the rows of its joint's subtree (tangent_numba.rhs_pattern), a
+measurement direction one row, and only the tau (or qdd) rows of dd, the derivatives, are
+computed; a plan whose factorization checks each state's backward error (it needs all of dd)
+takes kernels/lu_multi_rhs.py (every row, the right-hand sides on the lanes).
 """
 from __future__ import annotations
 
@@ -21,13 +24,14 @@ import weakref
 import numpy as np
 
 from ..kernels.lu_multi_rhs import multi_rhs_program, solve_multi_rhs
-from ..kernels.tangent_numba import TangentData, tangent_rhs
+from ..kernels.lu_pruned import pruned_program, solve_pruned
+from ..kernels.tangent_numba import TangentData, rhs_pattern, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
 from ..model.model import WORLD
 from ..recursive._common import gravity_acceleration
 from ..system.tangent import residual_tangents
 
-#: states per group of right-hand sides: bounds the (chunk, n, 3 nv) arrays (12 MB each on the
+#: states per group of right-hand sides: bounds the (n, 3 nv, chunk) arrays (12 MB each on the
 #: humanoid)
 CHUNK = 16
 
@@ -35,6 +39,22 @@ CHUNK = 16
 def measurement_columns(plan):
     """(n_rows, nv) constant right-hand sides e_k: a unit in the measurement row of y_k (the
     given qdd or tau, in Pinocchio's joint layout)."""
+    return _per_plan(_MEASUREMENT, plan, _measurement_columns)
+
+
+def output_columns(plan):
+    """Columns of the solution holding the joint-space output (tau or qdd), in Pinocchio's
+    joint layout."""
+    return _per_plan(_OUTPUT, plan, _output_columns)
+
+
+def _per_plan(cache, plan, build):
+    if plan not in cache:
+        cache[plan] = build(plan)
+    return cache[plan]
+
+
+def _measurement_columns(plan):
     system, model, given = plan.system, plan.model, plan.problem.given
     E = np.zeros((system.rows.size, model.nv))
     for i in range(model.nbodies):
@@ -42,9 +62,7 @@ def measurement_columns(plan):
     return E
 
 
-def output_columns(plan):
-    """Columns of the solution holding the joint-space output (tau or qdd), in Pinocchio's
-    joint layout."""
+def _output_columns(plan):
     system, out = plan.system, plan.problem.outputs[0]
     return np.concatenate([system.columns[(out, i)].indices for i in range(plan.model.nbodies)]
                           + [np.zeros(0, dtype=int)])
@@ -52,6 +70,9 @@ def output_columns(plan):
 
 _TANGENT_DATA = weakref.WeakKeyDictionary()      # plan -> TangentData
 _MULTI_RHS = weakref.WeakKeyDictionary()         # Factorization -> MultiRhsProgram or None
+_PRUNED = weakref.WeakKeyDictionary()            # plan -> PrunedProgram or None
+_MEASUREMENT = weakref.WeakKeyDictionary()       # plan -> measurement_columns
+_OUTPUT = weakref.WeakKeyDictionary()            # plan -> output_columns
 
 
 def solve_many(factorization, values, rhs):
@@ -80,6 +101,46 @@ def solve_many(factorization, values, rhs):
         x[redo], status[redo] = factorization.solve_status(values[redo], rhs[redo],
                                                            backend="numba")
     return x, status
+
+
+def pruned_derivative_program(plan):
+    """The plan's lu_pruned.PrunedProgram for its 3 nv derivative right-hand sides (structure:
+    tangent_numba.rhs_pattern and the measurement columns; wanted: the output columns), or None
+    where the factorization needs the whole solution (its row-wise backward-error check) or
+    has no multi-right-hand-side program."""
+    if plan not in _PRUNED:
+        F = plan.factorization
+        M = None if F.program.symmetric or F.checks_accuracy else multi_rhs_program(F.program)
+        if M is not None:
+            n_rows = plan.system.rows.size
+            pattern = np.concatenate((rhs_pattern(tangent_data(plan), n_rows, plan.model.nv),
+                                      measurement_columns(plan) != 0), axis=1)
+            M = pruned_program(M, pattern, output_columns(plan))
+        _PRUNED[plan] = M
+    return _PRUNED[plan]
+
+
+def solve_outputs(plan, values, rhs):
+    """(out, status): out (nv, k, B) the output rows of D(values[s])^-1 rhs[:, :, s] for rhs
+    (n, k, >= B), states last, zero outside pruned_derivative_program's pattern: the pruned
+    substitutions where planned, states they flag re-solved in full by
+    Factorization.solve_status (as solve_many)."""
+    Q, out_cols = pruned_derivative_program(plan), output_columns(plan)
+    B = values.shape[0]
+    full = (lambda states: np.ascontiguousarray(rhs[:, :, states].transpose(2, 0, 1)))
+    if Q is None:
+        x, status = solve_many(plan.factorization, values, full(np.arange(B)))
+        return x[:, out_cols].transpose(1, 2, 0), status
+    out = np.empty((out_cols.size, rhs.shape[1], B))
+    broken = np.zeros(B, dtype=np.bool_)
+    solve_pruned(Q, np.ascontiguousarray(values), rhs, out, broken)
+    status = np.zeros(B, dtype=np.int8)
+    redo = np.flatnonzero(broken)
+    if redo.size:
+        x, status[redo] = plan.factorization.solve_status(values[redo], full(redo),
+                                                          backend="numba")
+        out[:, :, redo] = x[:, out_cols].transpose(1, 2, 0)
+    return out, status
 
 
 def tangent_data(plan):
@@ -111,7 +172,7 @@ def derivative_kernels_ready():
     """True if the compiled tangent right-hand sides and multi-right-hand-side substitutions run
     without a JIT compile; else False, their compile started in the background (sparsedyn/jit.py)."""
     from .. import jit
-    return jit.ready("the derivative kernels", (tangent_rhs, solve_multi_rhs))
+    return jit.ready("the derivative kernels", (tangent_rhs, solve_multi_rhs, solve_pruned))
 
 
 def solve_derivatives(plan, q, v, x, backend):
@@ -134,22 +195,25 @@ def solve_derivatives(plan, q, v, x, backend):
         E_all = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
         r_all = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
         v, x = np.ascontiguousarray(v), np.ascontiguousarray(x)
-    buffer = np.empty((min(B, CHUNK), system.rows.size, 3 * nv))    # reused by every group
-    buffer[:, :, 2 * nv:] = E                                        # (no solve writes rhs)
+    # right-hand sides states last (the pruned substitutions' lanes), reused by every group
+    # (no solve writes rhs; the compiled tangent clears what it writes, the NumPy one all)
+    buffer = np.zeros((system.rows.size, 3 * nv, min(B, CHUNK)))
+    buffer[:, 2 * nv:] = E[:, :, None]
+    rhs = buffer.transpose(2, 0, 1)                                  # (state, row, column)
     for lo in range(0, B, CHUNK):
         hi = min(B, lo + CHUNK)
-        rhs = buffer[:hi - lo]
-        rhs[:, :, :2 * nv] = 0.0
         if backend == "numpy":
             dr_q, dr_v = residual_tangents(system, [X[lo:hi] for X in Xup], velocities[lo:hi],
                                            v[lo:hi], x[lo:hi])
-            rhs[:, :, :nv], rhs[:, :, nv:2 * nv] = -dr_q, -dr_v
-            dx, status = plan.factorization.solve_status(values[lo:hi], rhs, backend="numpy")
+            rhs[:hi - lo, :, :nv], rhs[:hi - lo, :, nv:2 * nv] = -dr_q, -dr_v
+            dx, status = plan.factorization.solve_status(
+                values[lo:hi], np.ascontiguousarray(rhs[:hi - lo]), backend="numpy")
+            dx = dx[:, out_cols].transpose(1, 2, 0)
         else:
             tangent_rhs(data, E_all[lo:hi], r_all[lo:hi], velocities[lo:hi], v[lo:hi],
                         x[lo:hi], rhs)
-            dx, status = solve_many(plan.factorization, values[lo:hi], rhs)
+            dx, status = solve_outputs(plan, values[lo:hi], buffer)
         plan._raise_for_status(status, np.arange(lo, hi), {"q": q, "v": v})
         for k in range(3):
-            result[k, lo:hi] = dx[:, out_cols, k * nv:(k + 1) * nv]
+            result[k, lo:hi] = dx[:, k * nv:(k + 1) * nv].transpose(2, 0, 1)
     return tuple(result)

@@ -1,0 +1,85 @@
+"""The pruned multi-right-hand-side substitutions of the derivatives (kernels/lu_pruned.py): on
+random right-hand-side patterns and wanted rows, against dense NumPy (np.linalg.solve) and the
+unpruned multi-right-hand-side solve; the tangent right-hand sides' structural pattern against
+the NumPy tangent route (system/tangent.py), whose nonzeros must all lie in it. The pruned
+route against Pinocchio (humanoid, fixed-base panda, with f_ext) is test_derivatives.py's
+test_derivatives_match_pinocchio."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from oracles import robot_urdf
+from sparsedyn.kernels.lu_multi_rhs import multi_rhs_program, solve_multi_rhs
+from sparsedyn.kernels.lu_pruned import LANES, pruned_program, solve_pruned
+from sparsedyn.kernels.tangent_numba import rhs_pattern
+from sparsedyn.kinematics import body_velocities, joint_transforms
+from sparsedyn.models import HUMANOID_URDF
+from sparsedyn.problems.derivatives import derivative_plan
+from sparsedyn.problems.plan_derivatives import tangent_data
+from sparsedyn.system.tangent import residual_tangents
+from test_compiled import mixed_tree
+
+ROUND_OFF = 1e-12
+
+
+@pytest.mark.parametrize("kind", ["forward_dynamics", "inverse_dynamics"])
+@pytest.mark.parametrize("seed", [3, 6])
+def test_pruned_equals_dense_and_unpruned_solve(kind, seed):
+    """Random column patterns (some empty, some full, a repeated one: a group) and random wanted
+    rows, B not a multiple of LANES: the wanted entries equal the full multi-right-hand-side
+    solve's (lu_multi_rhs, to the sign of a zero) and, where the plan takes the pruned route
+    (no accuracy check: seed 6's forward and both inverse dynamics), dense NumPy's to
+    round-off."""
+    rng = np.random.default_rng(seed)
+    model = mixed_tree(seed)
+    plan = derivative_plan(model, kind, None)
+    F = plan.factorization
+    n, k, B = F.program.n, 9, LANES + 3
+    pattern = rng.random((n, k)) < rng.uniform(0.02, 0.3, k)
+    pattern[:, 0], pattern[:, 1], pattern[:, 2] = False, True, pattern[:, 3]
+    wanted = rng.choice(n, size=rng.integers(1, n), replace=False)
+    values = plan.system.values(joint_transforms(model, model.random_configuration(rng, batch=B)))
+    rhs = np.where(pattern, rng.normal(size=(B, n, k)), 0.0)
+    M = multi_rhs_program(F.program)
+    Q = pruned_program(M, pattern, wanted)
+    out, broken = np.empty((wanted.size, k, B)), np.zeros(B, dtype=np.bool_)
+    solve_pruned(Q, values, np.ascontiguousarray(rhs.transpose(1, 2, 0)), out, broken)
+    got = out.transpose(2, 0, 1)
+    full, full_broken = np.empty(rhs.shape), np.zeros(B, dtype=np.bool_)
+    solve_multi_rhs(M, values, rhs, full, full_broken)
+    full = full[:, wanted]
+    dense = np.linalg.solve(plan.system.dense(values), rhs)[:, wanted]
+    assert not broken.any() and not full_broken.any()
+    assert np.array_equal(got, full)
+    if not F.checks_accuracy:          # (else its static pivots may lose accuracy: the plans
+        # then take the unpruned route, whose fallback re-solves with partial pivoting)
+        assert np.abs(got - dense).max() <= ROUND_OFF * np.abs(dense).max()
+    assert not got[:, :, 0].any()                      # an empty column solves to 0
+    mg, og = np.diff(Q.group_ptr), np.diff(Q.op_ptr)
+    assert (mg * og).sum() < k * np.size(Q.P.t)        # pruning dropped ops
+
+
+@pytest.mark.parametrize("name", ["humanoid", "panda"])
+def test_tangent_rhs_lies_in_its_pattern(name):
+    """The NumPy tangent right-hand sides (every direction, no pruning) are zero outside
+    rhs_pattern, the structure the pruned substitutions are planned for."""
+    floating = name == "humanoid"
+    model = sd.load_urdf(HUMANOID_URDF if floating else robot_urdf(name), floating_base=floating)
+    rng = np.random.default_rng(4)
+    B = 3
+    q = model.random_configuration(rng, batch=B)
+    v, y = rng.normal(size=(2, B, model.nv))
+    for kind, given in (("forward_dynamics", "tau"), ("inverse_dynamics", "qdd")):
+        plan = derivative_plan(model, kind, None)
+        x = plan.solve(q, v, outputs="all", **{given: y}).vector
+        Xup = joint_transforms(model, q)
+        dr_q, dr_v = residual_tangents(plan.system, Xup, body_velocities(model, Xup, v), v, x)
+        pattern = rhs_pattern(tangent_data(plan), plan.system.rows.size, model.nv)
+        dense = np.concatenate((dr_q, dr_v), axis=2)
+        assert (dense != 0).any(axis=0)[pattern].mean() > 0.5      # the pattern is not vacuous
+        assert not dense[:, ~pattern].any(), kind
