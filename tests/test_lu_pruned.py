@@ -47,9 +47,8 @@ def test_pruned_equals_dense_and_unpruned_solve(kind, seed):
     rhs = np.where(pattern, rng.normal(size=(B, n, k)), 0.0)
     M = multi_rhs_program(F.program)
     Q = pruned_program(M, pattern, wanted)
-    out, broken = np.empty((wanted.size, k, B)), np.zeros(B, dtype=np.bool_)
-    solve_pruned(Q, values, np.ascontiguousarray(rhs.transpose(1, 2, 0)), out, broken)
-    got = out.transpose(2, 0, 1)
+    got, broken = np.empty((B, wanted.size, k)), np.zeros(B, dtype=np.bool_)
+    solve_pruned(Q, values, np.ascontiguousarray(rhs.transpose(1, 2, 0)), got, broken)
     full, full_broken = np.empty(rhs.shape), np.zeros(B, dtype=np.bool_)
     solve_multi_rhs(M, values, rhs, full, full_broken)
     full = full[:, wanted]

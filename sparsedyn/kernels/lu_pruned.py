@@ -164,9 +164,9 @@ def _substitute_lanes(Q, lo, hi, W, R, m):
 
 @njit(cache=True, error_model="numpy")
 def solve_pruned(Q, values, rhs, out, broken):
-    """out[i, j, s] = x[out_rows[i]] of D(values[s]) x = rhs[:, j, s] for rhs (n, k, B), states
-    last (the lanes), zero outside the planned pattern; out (n_out, k, B); broken[s]: a failed
-    pivot check or a non-finite wanted entry (out[:, :, s] NaN there)."""
+    """out[s, i, j] = x[out_rows[i]] of D(values[s]) x = rhs[:, j, s] for rhs (n, k, B), states
+    last (the lanes), zero outside the planned pattern; out (B, n_out, k); broken[s]: a failed
+    pivot check or a non-finite wanted entry (out[s] NaN there)."""
     P = Q.P
     B = values.shape[0]
     w = np.zeros(P.n_slots)
@@ -188,24 +188,25 @@ def solve_pruned(Q, values, rhs, out, broken):
             c0, m = Q.group_ptr[g], Q.group_ptr[g + 1] - Q.group_ptr[g]
             for i in range(Q.load_ptr[g], Q.load_ptr[g + 1]):
                 r = Q.load_rows[i]
-                for c in range(m):
-                    if Q.load_nz[i]:            # lanes past nl keep stale values, never read
-                        src, col = P.row_perm[r], Q.group_cols[c0 + c]
+                if Q.load_nz[i]:                # lanes past nl keep stale values, never read
+                    src = P.row_perm[r]
+                    for c in range(m):
+                        col = Q.group_cols[c0 + c]
                         for l in range(nl):
                             R[r, c * LANES + l] = rhs[src, col, s0 + l]
-                    else:
-                        R[r, c * LANES:(c + 1) * LANES] = 0.0
+                else:
+                    for j in range(m * LANES):
+                        R[r, j] = 0.0
             _substitute_lanes(Q, Q.op_ptr[g], Q.op_ptr[g + 1], W, R, m)
-            for i in range(Q.out_rows.size):
-                r = Q.out_rows[i]
-                for c in range(m):
-                    col = Q.group_cols[c0 + c]
-                    for l in range(nl):
+            for l in range(nl):
+                for i in range(Q.out_rows.size):
+                    r = Q.out_rows[i]
+                    for c in range(m):
                         v = R[r, c * LANES + l]
-                        out[i, col, s0 + l] = v
+                        out[s0 + l, i, Q.group_cols[c0 + c]] = v
                         if not np.isfinite(v):
                             ok[l] = False
         for l in range(nl):
             broken[s0 + l] = not ok[l]
             if not ok[l]:
-                out[:, :, s0 + l] = np.nan
+                out[s0 + l] = np.nan

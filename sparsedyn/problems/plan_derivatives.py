@@ -121,7 +121,7 @@ def pruned_derivative_program(plan):
 
 
 def solve_outputs(plan, values, rhs):
-    """(out, status): out (nv, k, B) the output rows of D(values[s])^-1 rhs[:, :, s] for rhs
+    """(out, status): out (B, nv, k) the output rows of D(values[s])^-1 rhs[:, :, s] for rhs
     (n, k, >= B), states last, zero outside pruned_derivative_program's pattern: the pruned
     substitutions where planned, states they flag re-solved in full by
     Factorization.solve_status (as solve_many)."""
@@ -130,8 +130,8 @@ def solve_outputs(plan, values, rhs):
     full = (lambda states: np.ascontiguousarray(rhs[:, :, states].transpose(2, 0, 1)))
     if Q is None:
         x, status = solve_many(plan.factorization, values, full(np.arange(B)))
-        return x[:, out_cols].transpose(1, 2, 0), status
-    out = np.empty((out_cols.size, rhs.shape[1], B))
+        return x[:, out_cols], status
+    out = np.empty((B, out_cols.size, rhs.shape[1]))
     broken = np.zeros(B, dtype=np.bool_)
     solve_pruned(Q, np.ascontiguousarray(values), rhs, out, broken)
     status = np.zeros(B, dtype=np.int8)
@@ -139,7 +139,7 @@ def solve_outputs(plan, values, rhs):
     if redo.size:
         x, status[redo] = plan.factorization.solve_status(values[redo], full(redo),
                                                           backend="numba")
-        out[:, :, redo] = x[:, out_cols].transpose(1, 2, 0)
+        out[redo] = x[:, out_cols]
     return out, status
 
 
@@ -208,12 +208,12 @@ def solve_derivatives(plan, q, v, x, backend):
             rhs[:hi - lo, :, :nv], rhs[:hi - lo, :, nv:2 * nv] = -dr_q, -dr_v
             dx, status = plan.factorization.solve_status(
                 values[lo:hi], np.ascontiguousarray(rhs[:hi - lo]), backend="numpy")
-            dx = dx[:, out_cols].transpose(1, 2, 0)
+            dx = dx[:, out_cols]
         else:
             tangent_rhs(data, E_all[lo:hi], r_all[lo:hi], velocities[lo:hi], v[lo:hi],
                         x[lo:hi], rhs)
             dx, status = solve_outputs(plan, values[lo:hi], buffer)
         plan._raise_for_status(status, np.arange(lo, hi), {"q": q, "v": v})
         for k in range(3):
-            result[k, lo:hi] = dx[:, k * nv:(k + 1) * nv].transpose(2, 0, 1)
+            result[k, lo:hi] = dx[:, :, k * nv:(k + 1) * nv]
     return tuple(result)
