@@ -15,7 +15,8 @@ import pytest
 import sparsedyn as sd
 from oracles import robot_urdf
 from sparsedyn.kernels.lu_multi_rhs import multi_rhs_program, solve_multi_rhs
-from sparsedyn.kernels.lu_pruned import LANES, pruned_program, solve_pruned
+from sparsedyn.kernels.lu_pruned import LANES, solve_pruned
+from sparsedyn.kernels.lu_pruned_plan import pruned_program
 from sparsedyn.kernels.tangent_numba import rhs_pattern
 from sparsedyn.kinematics import body_velocities, joint_transforms
 from sparsedyn.models import HUMANOID_URDF
@@ -59,6 +60,11 @@ def test_pruned_equals_dense_and_unpruned_solve(kind, seed):
         # then take the unpruned route, whose fallback re-solves with partial pivoting)
         assert np.abs(got - dense).max() <= ROUND_OFF * np.abs(dense).max()
     assert not got[:, :, 0].any()                      # an empty column solves to 0
+    # only the pattern's entries are read: NaN elsewhere changes nothing
+    rhs_nan = np.where(pattern, rhs, np.nan)
+    again = np.empty_like(got)
+    solve_pruned(Q, values, np.ascontiguousarray(rhs_nan.transpose(1, 2, 0)), again, broken)
+    assert not broken.any() and np.array_equal(again, got)
     mg, og = np.diff(Q.group_ptr), np.diff(Q.op_ptr)
     assert (mg * og).sum() < k * np.size(Q.P.t)        # pruning dropped ops
 

@@ -24,7 +24,8 @@ import weakref
 import numpy as np
 
 from ..kernels.lu_multi_rhs import multi_rhs_program, solve_multi_rhs
-from ..kernels.lu_pruned import pruned_program, solve_pruned
+from ..kernels.lu_pruned import solve_pruned
+from ..kernels.lu_pruned_plan import pruned_program
 from ..kernels.tangent_numba import TangentData, rhs_pattern, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
 from ..model.model import WORLD
