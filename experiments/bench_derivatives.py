@@ -54,18 +54,20 @@ def rows(name, path, floating, B, repeat):
         E = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
         r = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
         values = plan.system.values(Xup)
-        nv = model.nv
-        rhs = np.zeros((plan.system.rows.size, 3 * nv, B))           # states last, as solved
-        tangent_rhs(tangent_data(plan), E, r, vel, v, x, rhs.transpose(2, 0, 1))
-        rhs[:, 2 * nv:] = measurement_columns(plan)[:, :, None]
-        chunks = [np.ascontiguousarray(rhs[:, :, lo:lo + CHUNK]) for lo in range(0, B, CHUNK)]
+        nv, T = model.nv, tangent_data(plan)
+        # as plan_derivatives: groups of CHUNK states, right-hand sides states last
+        groups = [(lo, min(B, lo + CHUNK)) for lo in range(0, B, CHUNK)]
+        chunks = [np.zeros((plan.system.rows.size, 3 * nv, CHUNK)) for _ in groups]
+        for c in chunks:
+            c[:, 2 * nv:] = measurement_columns(plan)[:, :, None]
         runs = {
             "ours": lambda: plan.solve(q, v, threads=1, backend="numba", derivatives=True,
                                        **{given: y}),
-            "tangent": lambda: tangent_rhs(tangent_data(plan), E, r, vel, v, x,
-                                           rhs.transpose(2, 0, 1)),
-            "LU": lambda: [solve_outputs(plan, values[k * CHUNK:(k + 1) * CHUNK], c)
-                           for k, c in enumerate(chunks)],
+            "tangent": lambda: [tangent_rhs(T, E[lo:hi], r[lo:hi], vel[lo:hi], v[lo:hi],
+                                            x[lo:hi], c.transpose(2, 0, 1))
+                                for (lo, hi), c in zip(groups, chunks)],
+            "LU": lambda: [solve_outputs(plan, values[lo:hi], c)
+                           for (lo, hi), c in zip(groups, chunks)],
             "pin": lambda: [peer(pm, pd, pq[b], v[b], y[b]) for b in range(B)],
         }
         for fn in runs.values():
