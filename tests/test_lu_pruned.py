@@ -88,3 +88,17 @@ def test_tangent_rhs_lies_in_its_pattern(name):
         dense = np.concatenate((dr_q, dr_v), axis=2)
         assert (dense != 0).any(axis=0)[pattern].mean() > 0.5      # the pattern is not vacuous
         assert not dense[:, ~pattern].any(), kind
+
+
+@pytest.mark.parametrize("name", ["humanoid", "panda"])
+def test_pinocchio_checked_plans_take_the_pruned_route(name):
+    """The plans test_derivatives_match_pinocchio checks on the compiled route (humanoid and
+    panda, with and without f_ext links) run the pruned substitutions, not the unpruned
+    fallback."""
+    from sparsedyn.problems.plan_derivatives import pruned_derivative_program
+    floating = name == "humanoid"
+    model = sd.load_urdf(HUMANOID_URDF if floating else robot_urdf(name), floating_base=floating)
+    links = {model.link_names[-1]: np.zeros(6)}
+    for kind in ("forward_dynamics", "inverse_dynamics"):
+        for f_ext in (None, links):
+            assert pruned_derivative_program(derivative_plan(model, kind, f_ext)) is not None
