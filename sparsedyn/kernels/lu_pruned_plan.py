@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
 from .lu_multi_rhs import (K_ADDS, K_ADDV, K_AXPY, K_MOVS, K_MOVV, K_MULS, K_MULV, K_NEG,
                            K_XTY, MultiRhsProgram)
@@ -23,7 +24,6 @@ from .lu_numba import PreparedProgram
 _SCALAR_B = (K_AXPY, K_MULV)        # b is a work slot
 _SCALAR_AB = (K_ADDS, K_MOVS)       # a (and b if >= 0) are work slots
 _TWO_ROWS = (K_XTY, K_MULS)         # a and b are rows
-_OVERWRITE = (K_MOVV, K_MOVS, K_MULV, K_MULS)
 
 
 class PrunedProgram(NamedTuple):
@@ -44,14 +44,14 @@ class PrunedProgram(NamedTuple):
     max_cols: int
 
 
-def _kept_ops(M, nz, out_rows):
-    """(ops, rows touched) for one column: nz (n,) bool structural nonzeros (permuted rows)."""
-    kind, t, a, b = M.kind, M.t, M.a, M.b
+@njit(cache=True)
+def kept_mask(kind, t, a, b, nz, out_rows):
+    """keep (ops,) bool for one column: nz (n,) bool structural nonzeros (permuted rows)."""
     nz = nz.copy()
-    effective = np.zeros(kind.size, dtype=bool)
+    effective = np.zeros(kind.size, dtype=np.bool_)
     for o in range(kind.size):                # forward: the symbolic reach
         k, ti, ai, bi = kind[o], t[o], a[o], b[o]
-        if k in (K_AXPY, K_ADDV):
+        if k == K_AXPY or k == K_ADDV:
             effective[o] = nz[ai]
             nz[ti] |= nz[ai]
         elif k == K_XTY:
@@ -59,29 +59,36 @@ def _kept_ops(M, nz, out_rows):
             nz[ti] |= effective[o]
         elif k == K_NEG:
             effective[o] = nz[ti]
-        elif k in (K_MOVV, K_MULV):
+        elif k == K_MOVV or k == K_MULV:
             effective[o] = nz[ai] or nz[ti]
             nz[ti] = nz[ai]
         elif k == K_MULS:
-            effective[o] = nz[ai] and nz[bi] or nz[ti]
+            effective[o] = (nz[ai] and nz[bi]) or nz[ti]
             nz[ti] = nz[ai] and nz[bi]
         else:                                 # K_ADDS, K_MOVS: a constant
-            effective[o] = nz[ti] = True
-    live = np.zeros(nz.size, dtype=bool)
+            effective[o] = True
+            nz[ti] = True
+    live = np.zeros(nz.size, dtype=np.bool_)
     live[out_rows] = True
-    keep = []
+    keep = np.zeros(kind.size, dtype=np.bool_)
     for o in range(kind.size - 1, -1, -1):    # backward: liveness from the wanted rows
         k, ti = kind[o], t[o]
         if not (effective[o] and live[ti]):
             continue
-        keep.append(o)
-        if k in _OVERWRITE:
+        keep[o] = True
+        if k == K_MOVV or k == K_MOVS or k == K_MULV or k == K_MULS:     # overwrites
             live[ti] = False
-        if k not in _SCALAR_AB and k != K_NEG:
+        if not (k == K_ADDS or k == K_MOVS or k == K_NEG):              # a is a row
             live[a[o]] = True
-        if k in _TWO_ROWS:
+        if k == K_XTY or k == K_MULS:                                   # so is b
             live[b[o]] = True
-    keep = np.array(keep[::-1], dtype=np.int64)
+    return keep
+
+
+def _kept_ops(M, nz, out_rows):
+    """(ops, rows touched) for one column: nz (n,) bool structural nonzeros (permuted rows)."""
+    kind, t, a, b = M.kind, M.t, M.a, M.b
+    keep = np.flatnonzero(kept_mask(kind, t, a, b, nz, out_rows))
     rows = [t[keep], out_rows]
     rows += [a[keep[~np.isin(kind[keep], _SCALAR_AB + (K_NEG,))]],
              b[keep[np.isin(kind[keep], _TWO_ROWS)]]]
@@ -105,14 +112,15 @@ def pruned_program(M: MultiRhsProgram, pattern, out_rows):
         load_nz.append(nz[rows, members[0]])
     keep = np.concatenate(lists + [np.zeros(0, dtype=np.int64)])
     kind, b, a = M.kind[keep], M.b[keep].copy(), M.a[keep].copy()
-    scalar_b, scalar_a = np.isin(kind, _SCALAR_B + _SCALAR_AB) & (b >= 0), np.isin(kind, _SCALAR_AB)
+    scalar_b = np.isin(kind, _SCALAR_B + _SCALAR_AB) & (b >= 0)
+    scalar_a = np.isin(kind, _SCALAR_AB)
     slots = np.unique(np.concatenate([b[scalar_b], a[scalar_a]]))
-    b[scalar_b], a[scalar_a] = np.searchsorted(slots, b[scalar_b]), np.searchsorted(slots, a[scalar_a])
+    b[scalar_b] = np.searchsorted(slots, b[scalar_b])          # W's rows
+    a[scalar_a] = np.searchsorted(slots, a[scalar_a])
     ptr = (lambda parts: np.cumsum([0] + [len(p) for p in parts]).astype(np.int64))
-    return PrunedProgram(P, slots.astype(np.int64), ptr(cols), np.concatenate(cols).astype(np.int64),
-                         ptr(lists), kind, M.t[keep], a, b, M.sign[keep], ptr(loads),
-                         np.concatenate(loads).astype(np.int64), np.concatenate(load_nz),
-                         out_perm,
-                         max(len(c) for c in cols))
+    return PrunedProgram(P, slots.astype(np.int64), ptr(cols),
+                         np.concatenate(cols).astype(np.int64), ptr(lists), kind, M.t[keep], a, b,
+                         M.sign[keep], ptr(loads), np.concatenate(loads).astype(np.int64),
+                         np.concatenate(load_nz), out_perm, max(len(c) for c in cols))
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..kernels.lu_multi_rhs import multi_rhs_program, solve_multi_rhs
 from ..kernels.lu_pruned import solve_pruned
-from ..kernels.lu_pruned_plan import pruned_program
+from ..kernels.lu_pruned_plan import kept_mask, pruned_program
 from ..kernels.tangent_numba import TangentData, rhs_pattern, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
 from ..model.model import WORLD
@@ -170,10 +170,12 @@ def tangent_data(plan):
 
 
 def derivative_kernels_ready():
-    """True if the compiled tangent right-hand sides and multi-right-hand-side substitutions run
-    without a JIT compile; else False, their compile started in the background (sparsedyn/jit.py)."""
+    """True if the compiled tangent right-hand sides and multi-right-hand-side substitutions
+    (pruned or not, and the pruning's plan) run without a JIT compile; else False, their compile
+    started in the background (sparsedyn/jit.py)."""
     from .. import jit
-    return jit.ready("the derivative kernels", (tangent_rhs, solve_multi_rhs, solve_pruned))
+    return jit.ready("the derivative kernels",
+                     (tangent_rhs, solve_multi_rhs, solve_pruned, kept_mask))
 
 
 def solve_derivatives(plan, q, v, x, backend):
