@@ -102,3 +102,22 @@ def test_pinocchio_checked_plans_take_the_pruned_route(name):
     for kind in ("forward_dynamics", "inverse_dynamics"):
         for f_ext in (None, links):
             assert pruned_derivative_program(derivative_plan(model, kind, f_ext)) is not None
+
+
+@pytest.mark.parametrize("kind", ["rnea", "aba"])
+def test_pruned_route_matches_pinocchio_humanoid(kind):
+    """A batch of CHUNK + 3 humanoid states with external wrenches: the first group of states
+    runs the pruned substitutions, the last 3 the unpruned ones (fewer than
+    PRUNED_MIN_STATES); every state equals Pinocchio's derivatives."""
+    from sparsedyn.problems.plan_derivatives import CHUNK, PRUNED_MIN_STATES
+    from test_derivatives import NAMES, PIN_TOL, pinocchio_derivatives, rel, robot, states
+    assert CHUNK >= PRUNED_MIN_STATES > 3
+    model, pm, convert, links = robot("humanoid")
+    B = CHUNK + 3
+    q, v, y, f_ext = states(model, links, B, 12, True)
+    expect = pinocchio_derivatives(kind, model, pm, convert, q, v, y, f_ext)
+    fn = sd.rnea_derivatives if kind == "rnea" else sd.aba_derivatives
+    got = fn(model, q, v, y, f_ext=f_ext, backend="numba")
+    for what, g, e in zip(NAMES, got, expect):
+        worst = max(rel(g[b], e[b]) for b in range(B))
+        assert worst <= PIN_TOL, (what, worst)

@@ -22,38 +22,44 @@ from .lu_numba import _run_serial
 LANES = 16
 
 
-@njit(cache=True)
-def _substitute_lanes(Q, lo, hi, W, R, m):
-    """The kept ops [lo, hi) on R[:, :m LANES] (column c, lane l at c LANES + l), program order
-    and rounding as lu_multi_rhs._substitute; a scalar operand is W[slot, l]."""
+@njit(cache=True, inline="always")
+def _substitute_lanes(Q, lo, hi, W, R, m, nl):
+    """The kept ops [lo, hi) on the first nl lanes of R[:, :m LANES] (column c, lane l at
+    c LANES + l), program order and rounding as lu_multi_rhs._substitute; a scalar operand is
+    W[slot, l]."""
     for o in range(lo, hi):
         kind, ti, ai, bi, sign = Q.kind[o], Q.t[o], Q.a[o], Q.b[o], Q.sign[o]
         if kind == K_AXPY:                   # t += sign * row ai * scalar
             for c in range(0, m * LANES, LANES):
-                for l in range(LANES):
+                for l in range(nl):
                     R[ti, c + l] = R[ti, c + l] + sign * (R[ai, c + l] * W[bi, l])
         elif kind == K_XTY:
-            for j in range(m * LANES):
-                R[ti, j] = R[ti, j] + sign * (R[ai, j] * R[bi, j])
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = R[ti, c + l] + sign * (R[ai, c + l] * R[bi, c + l])
         elif kind == K_ADDV:
-            for j in range(m * LANES):
-                R[ti, j] = R[ti, j] + sign * R[ai, j]
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = R[ti, c + l] + sign * R[ai, c + l]
         elif kind == K_NEG:
-            for j in range(m * LANES):
-                R[ti, j] = -R[ti, j]
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = -R[ti, c + l]
         elif kind == K_MOVV:
-            for j in range(m * LANES):
-                R[ti, j] = R[ai, j]
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = R[ai, c + l]
         elif kind == K_MULV:
             for c in range(0, m * LANES, LANES):
-                for l in range(LANES):
+                for l in range(nl):
                     R[ti, c + l] = R[ai, c + l] * W[bi, l]
         elif kind == K_MULS:
-            for j in range(m * LANES):
-                R[ti, j] = R[ai, j] * R[bi, j]
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = R[ai, c + l] * R[bi, c + l]
         else:                                # K_ADDS, K_MOVS: a scalar per lane
             for c in range(0, m * LANES, LANES):
-                for l in range(LANES):
+                for l in range(nl):
                     f = W[ai, l] if bi < 0 else W[ai, l] * W[bi, l]
                     R[ti, c + l] = (R[ti, c + l] + sign * f) if kind == K_ADDS else f
 
@@ -84,16 +90,20 @@ def solve_pruned(Q, values, rhs, out, broken):
             c0, m = Q.group_ptr[g], Q.group_ptr[g + 1] - Q.group_ptr[g]
             for i in range(Q.load_ptr[g], Q.load_ptr[g + 1]):
                 r = Q.load_rows[i]
-                if Q.load_nz[i]:                # lanes past nl keep stale values, never read
+                if Q.load_nz[i]:                # lanes past nl are neither set nor read
                     src = P.row_perm[r]
                     for c in range(m):
                         col = Q.group_cols[c0 + c]
                         for l in range(nl):
                             R[r, c * LANES + l] = rhs[src, col, s0 + l]
                 else:
-                    for j in range(m * LANES):
-                        R[r, j] = 0.0
-            _substitute_lanes(Q, Q.op_ptr[g], Q.op_ptr[g + 1], W, R, m)
+                    for c in range(m):
+                        for l in range(nl):
+                            R[r, c * LANES + l] = 0.0
+            if nl == LANES:                     # (inlined: a constant trip count vectorises)
+                _substitute_lanes(Q, Q.op_ptr[g], Q.op_ptr[g + 1], W, R, m, LANES)
+            else:
+                _substitute_lanes(Q, Q.op_ptr[g], Q.op_ptr[g + 1], W, R, m, nl)
             for l in range(nl):
                 for i in range(Q.out_rows.size):
                     r = Q.out_rows[i]

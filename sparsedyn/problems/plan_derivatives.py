@@ -35,6 +35,10 @@ from ..system.tangent import residual_tangents
 #: states per group of right-hand sides: bounds the (n, 3 nv, chunk) arrays (12 MB each on the
 #: humanoid)
 CHUNK = 16
+#: fewer states than this in a group take the unpruned substitutions (lu_multi_rhs: each op
+#: decoded once for all 3 nv right-hand sides); the pruned ones decode each kept op per lane
+#: group, which pays from here on (humanoid: even at 8 states FD, 4 ID)
+PRUNED_MIN_STATES = 8
 
 
 def measurement_columns(plan):
@@ -124,12 +128,12 @@ def pruned_derivative_program(plan):
 def solve_outputs(plan, values, rhs):
     """(out, status): out (B, nv, k) the output rows of D(values[s])^-1 rhs[:, :, s] for rhs
     (n, k, >= B), states last, zero outside pruned_derivative_program's pattern: the pruned
-    substitutions where planned, states they flag re-solved in full by
-    Factorization.solve_status (as solve_many)."""
+    substitutions where planned (from PRUNED_MIN_STATES states on), states they flag re-solved
+    in full by Factorization.solve_status (as solve_many)."""
     Q, out_cols = pruned_derivative_program(plan), output_columns(plan)
     B = values.shape[0]
     full = (lambda states: np.ascontiguousarray(rhs[:, :, states].transpose(2, 0, 1)))
-    if Q is None:
+    if Q is None or B < PRUNED_MIN_STATES:
         x, status = solve_many(plan.factorization, values, full(np.arange(B)))
         return x[:, out_cols], status
     out = np.empty((B, out_cols.size, rhs.shape[1]))
