@@ -67,6 +67,15 @@ def test_pruned_equals_dense_and_unpruned_solve(kind, seed):
     assert not broken.any() and np.array_equal(again, got)
     mg, og = np.diff(Q.group_ptr), np.diff(Q.op_ptr)
     assert (mg * og).sum() < k * np.size(Q.P.t)        # pruning dropped ops
+    # entries wanted per column (a random mask): those equal the full solve's, the others
+    # are left as they were
+    mask = rng.random((wanted.size, k)) < 0.5
+    Qm = pruned_program(M, pattern, wanted, mask)
+    part = np.full_like(got, 7.0)
+    solve_pruned(Qm, values, np.ascontiguousarray(rhs.transpose(1, 2, 0)), part, broken)
+    assert not broken.any()
+    assert np.array_equal(part[:, mask], full[:, mask]) and (part[:, ~mask] == 7.0).all()
+    assert (np.diff(Qm.group_ptr) * np.diff(Qm.op_ptr)).sum() <= (mg * og).sum()
 
 
 @pytest.mark.parametrize("name", ["humanoid", "panda"])
@@ -101,7 +110,8 @@ def test_pinocchio_checked_plans_take_the_pruned_route(name):
     links = {model.link_names[-1]: np.zeros(6)}
     for kind in ("forward_dynamics", "inverse_dynamics"):
         for f_ext in (None, links):
-            assert pruned_derivative_program(derivative_plan(model, kind, f_ext)) is not None
+            Q, triangle = pruned_derivative_program(derivative_plan(model, kind, f_ext))
+            assert Q is not None and triangle in ("lower", "upper")
 
 
 @pytest.mark.parametrize("kind", ["rnea", "aba"])

@@ -67,8 +67,9 @@ def _substitute_lanes(Q, lo, hi, W, R, m, nl):
 @njit(cache=True, error_model="numpy")
 def solve_pruned(Q, values, rhs, out, broken):
     """out[s, i, j] = x[out_rows[i]] of D(values[s]) x = rhs[:, j, s] for rhs (n, k, B), states
-    last (the lanes), zero outside the planned pattern; out (B, n_out, k); broken[s]: a failed
-    pivot check or a non-finite wanted entry (out[s] NaN there)."""
+    last (the lanes), zero outside the planned pattern, where (i, j) is wanted (others are left
+    as they are); out (B, n_out, k); broken[s]: a failed pivot check or a non-finite wanted
+    entry (out[s] NaN there)."""
     P = Q.P
     B = values.shape[0]
     w = np.zeros(P.n_slots)
@@ -105,11 +106,11 @@ def solve_pruned(Q, values, rhs, out, broken):
             else:
                 _substitute_lanes(Q, Q.op_ptr[g], Q.op_ptr[g + 1], W, R, m, nl)
             for l in range(nl):
-                for i in range(Q.out_rows.size):
-                    r = Q.out_rows[i]
+                for i in range(Q.out_ptr[g], Q.out_ptr[g + 1]):
+                    r, at = Q.out_rows[i], Q.out_index[i]
                     for c in range(m):
                         v = R[r, c * LANES + l]
-                        out[s0 + l, i, Q.group_cols[c0 + c]] = v
+                        out[s0 + l, at, Q.group_cols[c0 + c]] = v
                         if not np.isfinite(v):
                             ok[l] = False
         for l in range(nl):

@@ -40,7 +40,9 @@ class PrunedProgram(NamedTuple):
     load_ptr: np.ndarray      # CSR over groups of the rows loaded from the right-hand side
     load_rows: np.ndarray     # (permuted rows: row r holds rhs row P.row_perm[r])
     load_nz: np.ndarray       # per loaded row: structurally nonzero (else set to 0)
-    out_rows: np.ndarray      # permuted rows of the wanted solution entries, in wanted order
+    out_ptr: np.ndarray       # CSR over groups of their wanted entries:
+    out_index: np.ndarray     # the entry's index in out_rows (pruned_program's argument)
+    out_rows: np.ndarray      # and its permuted row
     max_cols: int
 
 
@@ -95,19 +97,22 @@ def _kept_ops(M, nz, out_rows):
     return keep, np.unique(np.concatenate(rows))
 
 
-def pruned_program(M: MultiRhsProgram, pattern, out_rows):
+def pruned_program(M: MultiRhsProgram, pattern, out_rows, wanted=None):
     """The PrunedProgram of M for right-hand sides with structural nonzeros pattern (n, k) bool
-    (rows in the right-hand side's own order) whose solution is wanted at x[out_rows] only."""
+    (rows in the right-hand side's own order) whose solution is wanted at x[out_rows] only, and
+    per column only where wanted (len(out_rows), k) bool (None: everywhere)."""
     P = M.P
     n, k = pattern.shape
     nz = np.asarray(pattern, dtype=bool)[P.row_perm]
     out_perm = np.argsort(P.col_perm)[np.asarray(out_rows, dtype=np.int64)]
+    wanted = np.ones((out_perm.size, k), dtype=bool) if wanted is None else wanted
     groups = {}
     for j in range(k):
-        groups.setdefault(nz[:, j].tobytes(), []).append(j)
-    lists, loads, cols, load_nz = [], [], [], []
+        groups.setdefault(nz[:, j].tobytes() + wanted[:, j].tobytes(), []).append(j)
+    lists, loads, cols, load_nz, outs = [], [], [], [], []
     for members in groups.values():
-        keep, rows = _kept_ops(M, nz[:, members[0]], out_perm)
+        outs.append(np.flatnonzero(wanted[:, members[0]]))
+        keep, rows = _kept_ops(M, nz[:, members[0]], out_perm[outs[-1]])
         lists.append(keep), loads.append(rows), cols.append(members)
         load_nz.append(nz[rows, members[0]])
     keep = np.concatenate(lists + [np.zeros(0, dtype=np.int64)])
@@ -118,9 +123,8 @@ def pruned_program(M: MultiRhsProgram, pattern, out_rows):
     b[scalar_b] = np.searchsorted(slots, b[scalar_b])          # W's rows
     a[scalar_a] = np.searchsorted(slots, a[scalar_a])
     ptr = (lambda parts: np.cumsum([0] + [len(p) for p in parts]).astype(np.int64))
-    return PrunedProgram(P, slots.astype(np.int64), ptr(cols),
-                         np.concatenate(cols).astype(np.int64), ptr(lists), kind, M.t[keep], a, b,
-                         M.sign[keep], ptr(loads), np.concatenate(loads).astype(np.int64),
-                         np.concatenate(load_nz), out_perm, max(len(c) for c in cols))
-
-
+    flat = (lambda parts: np.concatenate(parts + [np.zeros(0, dtype=np.int64)]).astype(np.int64))
+    return PrunedProgram(P, slots.astype(np.int64), ptr(cols), flat(cols), ptr(lists), kind,
+                         M.t[keep], a, b, M.sign[keep], ptr(loads), flat(loads),
+                         np.concatenate(load_nz), ptr(outs), flat(outs),
+                         out_perm[flat(outs)], max(len(c) for c in cols))

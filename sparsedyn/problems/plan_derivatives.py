@@ -109,28 +109,46 @@ def solve_many(factorization, values, rhs):
 
 
 def pruned_derivative_program(plan):
-    """The plan's lu_pruned.PrunedProgram for its 3 nv derivative right-hand sides (structure:
-    tangent_numba.rhs_pattern and the measurement columns; wanted: the output columns), or None
-    where the factorization needs the whole solution (its row-wise backward-error check) or
-    has no multi-right-hand-side program."""
+    """(the plan's lu_pruned.PrunedProgram for its 3 nv derivative right-hand sides, the
+    triangle of d out/dy it computes: "lower" or "upper"), or (None, None) where the
+    factorization needs the whole solution (its row-wise backward-error check) or has no
+    multi-right-hand-side program. Structure: tangent_numba.rhs_pattern and the measurement
+    columns; wanted: the output rows, in the y block one triangle of the symmetric M (ID) or
+    M^-1 (FD), the one with fewer kept ops (solve_outputs mirrors it)."""
     if plan not in _PRUNED:
-        F = plan.factorization
+        F, nv = plan.factorization, plan.model.nv
         M = None if F.program.symmetric or F.checks_accuracy else multi_rhs_program(F.program)
+        _PRUNED[plan] = (None, None)
         if M is not None:
-            n_rows = plan.system.rows.size
-            pattern = np.concatenate((rhs_pattern(tangent_data(plan), n_rows, plan.model.nv),
+            pattern = np.concatenate((rhs_pattern(tangent_data(plan), plan.system.rows.size, nv),
                                       measurement_columns(plan) != 0), axis=1)
-            M = pruned_program(M, pattern, output_columns(plan))
-        _PRUNED[plan] = M
+            i, j = np.indices((nv, nv))
+            options = []
+            for name, tri in (("lower", i >= j), ("upper", i <= j)):
+                Q = pruned_program(M, pattern, output_columns(plan),
+                                   np.concatenate((np.ones((nv, 2 * nv), dtype=bool), tri), 1))
+                work = (np.diff(Q.group_ptr) * np.diff(Q.op_ptr)).sum()
+                options.append((work, name, Q))
+            _, name, Q = min(options, key=lambda o: o[0])
+            _PRUNED[plan] = (Q, name)
     return _PRUNED[plan]
+
+
+def _mirror(block, triangle):
+    """(B, nv, nv) symmetric from its `triangle` ("lower" or "upper"), in place."""
+    if triangle == "lower":
+        block[...] = np.tril(block) + np.swapaxes(np.tril(block, -1), 1, 2)
+    else:
+        block[...] = np.triu(block) + np.swapaxes(np.triu(block, 1), 1, 2)
 
 
 def solve_outputs(plan, values, rhs):
     """(out, status): out (B, nv, k) the output rows of D(values[s])^-1 rhs[:, :, s] for rhs
     (n, k, >= B), states last, zero outside pruned_derivative_program's pattern: the pruned
-    substitutions where planned (from PRUNED_MIN_STATES states on), states they flag re-solved
-    in full by Factorization.solve_status (as solve_many)."""
-    Q, out_cols = pruned_derivative_program(plan), output_columns(plan)
+    substitutions where planned (from PRUNED_MIN_STATES states on; the y block's other triangle
+    mirrored), states they flag re-solved in full by Factorization.solve_status (as
+    solve_many)."""
+    (Q, triangle), out_cols = pruned_derivative_program(plan), output_columns(plan)
     B = values.shape[0]
     full = (lambda states: np.ascontiguousarray(rhs[:, :, states].transpose(2, 0, 1)))
     if Q is None or B < PRUNED_MIN_STATES:
@@ -145,6 +163,7 @@ def solve_outputs(plan, values, rhs):
         x, status[redo] = plan.factorization.solve_status(values[redo], full(redo),
                                                           backend="numba")
         out[redo] = x[:, out_cols]
+    _mirror(out[:, :, 2 * out_cols.size:], triangle)
     return out, status
 
 
