@@ -14,8 +14,10 @@ per state and its substitution part 3 nv times (Factorization.solve with rhs (B,
 NumPy). Compiled, the substitutions are pruned (kernels/lu_pruned.py, planned once per plan):
 a direction of q or v moves only the rows of its joint's subtree (tangent_numba.rhs_pattern), a
 measurement direction one row, and only the tau (or qdd) rows of dd, the derivatives, are
-computed; a plan whose factorization checks each state's backward error (it needs all of dd)
-takes kernels/lu_multi_rhs.py (every row, the right-hand sides on the lanes).
+computed, of the symmetric d out/dy (M or M^-1) one triangle, mirrored; a plan whose
+factorization checks each state's backward error (it needs all of dd), and groups of fewer
+than PRUNED_MIN_STATES states, take kernels/lu_multi_rhs.py (every row, the right-hand sides
+on the lanes).
 """
 from __future__ import annotations
 
