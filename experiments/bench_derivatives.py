@@ -26,8 +26,9 @@ import pinocchio as pin
 import sparsedyn as sd
 from sparsedyn.kinematics import body_velocities, joint_transforms
 from sparsedyn.models import HAND_URDF, HUMANOID_URDF
-from sparsedyn.problems.plan_derivatives import (CHUNK, measurement_columns, solve_outputs,
-                                                 tangent_data)
+from sparsedyn.problems.derivative_layout import measurement_columns, tangent_data
+from sparsedyn.problems.derivative_solves import solve_outputs
+from sparsedyn.problems.plan_derivatives import CHUNK
 from sparsedyn.kernels.tangent_numba import tangent_rhs
 
 

@@ -21,7 +21,7 @@ from sparsedyn.kernels.tangent_numba import rhs_pattern
 from sparsedyn.kinematics import body_velocities, joint_transforms
 from sparsedyn.models import HUMANOID_URDF
 from sparsedyn.problems.derivatives import derivative_plan
-from sparsedyn.problems.plan_derivatives import tangent_data
+from sparsedyn.problems.derivative_layout import tangent_data
 from sparsedyn.system.tangent import residual_tangents
 from test_compiled import mixed_tree
 
@@ -104,7 +104,7 @@ def test_pinocchio_checked_plans_take_the_pruned_route(name):
     """The plans test_derivatives_match_pinocchio checks on the compiled route (humanoid and
     panda, with and without f_ext links) run the pruned substitutions, not the unpruned
     fallback."""
-    from sparsedyn.problems.plan_derivatives import pruned_derivative_program
+    from sparsedyn.problems.derivative_solves import pruned_derivative_program
     floating = name == "humanoid"
     model = sd.load_urdf(HUMANOID_URDF if floating else robot_urdf(name), floating_base=floating)
     links = {model.link_names[-1]: np.zeros(6)}
@@ -119,7 +119,8 @@ def test_pruned_route_matches_pinocchio_humanoid(kind):
     """A batch of CHUNK + 3 humanoid states with external wrenches: the first group of states
     runs the pruned substitutions, the last 3 the unpruned ones (fewer than
     PRUNED_MIN_STATES); every state equals Pinocchio's derivatives."""
-    from sparsedyn.problems.plan_derivatives import CHUNK, PRUNED_MIN_STATES
+    from sparsedyn.problems.derivative_solves import PRUNED_MIN_STATES
+    from sparsedyn.problems.plan_derivatives import CHUNK
     from test_derivatives import NAMES, PIN_TOL, pinocchio_derivatives, rel, robot, states
     assert CHUNK >= PRUNED_MIN_STATES > 3
     model, pm, convert, links = robot("humanoid")
