@@ -4,7 +4,7 @@ Pinocchio's computeRNEADerivatives / computeABADerivatives, measured in the same
 
   - ours: the compiled route (backend "numba", one thread), B states per call: the fused pass
     for the solution d*, the tangent right-hand sides (kernels/tangent_numba.py), one numeric
-    LU of D(q) and 3 nv substitutions (kernels/lu_multi_rhs.py) per group of CHUNK states, and
+    LU of D(q) and 3 nv pruned substitutions (kernels/lu_pruned.py) per group of CHUNK states, and
     apart, the two compiled pieces alone (tangent, multi-right-hand-side LU) on the same states;
   - Pinocchio: called once per state from Python (the C++ algorithm plus the per-call Python
     overhead a Python user pays);
@@ -26,7 +26,9 @@ import pinocchio as pin
 import sparsedyn as sd
 from sparsedyn.kinematics import body_velocities, joint_transforms
 from sparsedyn.models import HAND_URDF, HUMANOID_URDF
-from sparsedyn.problems.plan_derivatives import CHUNK, solve_many, tangent_data
+from sparsedyn.problems.derivative_layout import measurement_columns, tangent_data
+from sparsedyn.problems.derivative_solves import solve_outputs
+from sparsedyn.problems.plan_derivatives import CHUNK
 from sparsedyn.kernels.tangent_numba import tangent_rhs
 
 
@@ -53,13 +55,20 @@ def rows(name, path, floating, B, repeat):
         E = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
         r = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
         values = plan.system.values(Xup)
-        rhs = np.zeros((B, plan.system.rows.size, 3 * model.nv))
+        nv, T = model.nv, tangent_data(plan)
+        # as plan_derivatives: groups of CHUNK states, right-hand sides states last
+        groups = [(lo, min(B, lo + CHUNK)) for lo in range(0, B, CHUNK)]
+        chunks = [np.zeros((plan.system.rows.size, 3 * nv, CHUNK)) for _ in groups]
+        for c in chunks:
+            c[:, 2 * nv:] = measurement_columns(plan)[:, :, None]
         runs = {
             "ours": lambda: plan.solve(q, v, threads=1, backend="numba", derivatives=True,
                                        **{given: y}),
-            "tangent": lambda: tangent_rhs(tangent_data(plan), E, r, vel, v, x, rhs),
-            "LU": lambda: [solve_many(plan.factorization, values[lo:lo + CHUNK], rhs[lo:lo + CHUNK])
-                           for lo in range(0, B, CHUNK)],
+            "tangent": lambda: [tangent_rhs(T, E[lo:hi], r[lo:hi], vel[lo:hi], v[lo:hi],
+                                            x[lo:hi], c.transpose(2, 0, 1))
+                                for (lo, hi), c in zip(groups, chunks)],
+            "LU": lambda: [solve_outputs(plan, values[lo:hi], c)
+                           for (lo, hi), c in zip(groups, chunks)],
             "pin": lambda: [peer(pm, pd, pq[b], v[b], y[b]) for b in range(B)],
         }
         for fn in runs.values():
@@ -90,7 +99,7 @@ def main():
         robots.append((os.path.basename(args.urdf), args.urdf, not args.fixed_base))
     print(f"B = {args.batch} states per call, best of {args.repeat}, load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; times in us per state\n")
-    print("| robot | nv | problem | ours | of which tangent | of which LU (3 nv rhs) | "
+    print("| robot | nv | problem | ours | of which tangent | of which LU (3 nv pruned rhs) | "
           "Pinocchio | ours / Pinocchio | counted flops (ours) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, path, floating in robots:

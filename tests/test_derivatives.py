@@ -239,7 +239,7 @@ def test_many_right_hand_sides_on_lanes():
     SINGULAR through the partial-pivoting fallback, not returned as numbers."""
     from sparsedyn.kinematics import joint_transforms
     from sparsedyn.planner.factorization import OK, SINGULAR
-    from sparsedyn.problems.plan_derivatives import solve_many
+    from sparsedyn.problems.derivative_solves import solve_many
     model, _, _, _ = robot("solo12")
     plan = derivative_plan(model, "forward_dynamics", None)
     F = plan.factorization

@@ -9,7 +9,8 @@ Only the directions that move a body are visited: those of the joints on its pat
 Preconditions: arrays from TangentData (built by problems/plan_derivatives.py), E (B, N, 3, 3)
 and r (B, N, 3) of the joint transforms iX_lambda(i) (kinematics.joint_transforms), body
 velocities (B, N, 6) and the solution x (B, n_cols), all float64 C-contiguous; out (B, n_rows,
-k >= 2 nv) zero in its first 2 nv columns.
+k >= 2 nv) (any strides) zero in its first 2 nv columns outside rhs_pattern (the kernel clears
+the pattern's entries itself).
 """
 from __future__ import annotations
 
@@ -154,10 +155,42 @@ def _one_state(T, E, r, vel, qd, x, out, dv, buf):
 
 
 @njit(cache=True)
+def _zero_pattern(T, out, nv):
+    """out[rows, cols] = 0 on rhs_pattern's entries (the only ones _one_state adds to)."""
+    for i in range(T.parents.size):
+        p, v0 = T.parents[i], T.v_start[i]
+        for j in range(T.support_ptr[i], T.support_ptr[i + 1]):
+            d = T.support_dirs[j]
+            for m in range(6):
+                out[T.row_a[i] + m, d] = out[T.row_a[i] + m, nv + d] = 0.0
+                out[T.row_f[i] + m, d] = out[T.row_f[i] + m, nv + d] = 0.0
+        for k in range(T.v_size[i] if p >= 0 else 0):
+            for m in range(6):
+                out[T.row_f[p] + m, v0 + k] = out[T.row_f[p] + m, nv + v0 + k] = 0.0
+
+
+@njit(cache=True)
 def tangent_rhs(T, E, r, vel, qd, x, out):
     """out[b, :, :2 nv] = -(dr/dq, dr/dv) for every state b (see the module doc), serially: the
     substitutions that follow cost ten times more, and run serially too."""
     dv = np.empty((2, T.parents.size, qd.shape[1], 6))
     buf = np.empty((5, 6))
     for b in range(qd.shape[0]):
+        _zero_pattern(T, out[b], qd.shape[1])
         _one_state(T, E[b], r[b], vel[b], qd[b], x[b], out[b], dv, buf)
+
+
+def rhs_pattern(T, n_rows, nv):
+    """(n_rows, 2 nv) bool: rows tangent_rhs may write (_zero_pattern clears them) in the column
+    of each direction of q (first nv) and of v (next nv), both the union: (3a_i) and (3f_i) of
+    every body the direction moves (its support holds it), and the parent's (3f) of the
+    joint's own directions (5d)."""
+    pattern = np.zeros((n_rows, nv), dtype=np.bool_)
+    for i in range(T.parents.size):
+        dirs = T.support_dirs[T.support_ptr[i]:T.support_ptr[i + 1]]
+        for row in (T.row_a[i], T.row_f[i]):
+            pattern[row:row + 6, dirs] = True
+        if T.parents[i] >= 0:
+            own = T.v_start[i] + np.arange(T.v_size[i])
+            pattern[T.row_f[T.parents[i]]:T.row_f[T.parents[i]] + 6, own] = True
+    return np.concatenate((pattern, pattern), axis=1)

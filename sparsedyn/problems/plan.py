@@ -216,7 +216,10 @@ class Plan(PlanBase):
             or derivative_kernels_ready() else "numpy"
         if backend == "numpy":
             x = self._solve_numpy(q, vecs["v"], y, fx)
-            dx = solve_derivatives(self, q, vecs["v"], x, "numpy") if derivatives else None
+            # (auto picks NumPy for d* on few states; the derivatives' kernels still pay there)
+            dx = (solve_derivatives(self, q, vecs["v"], x,
+                                    "numpy" if requested == "numpy" else d_backend)
+                  if derivatives else None)
             return Result(self, x, single, derivatives=dx)
         threads = self.threads_for(threads_given, B)
         v = vecs["v"]

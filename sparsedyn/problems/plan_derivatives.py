@@ -11,107 +11,39 @@ or 15) moves as
 (the first 2 nv: system/tangent.py in NumPy, the reference route, or its compiled twin
 kernels/tangent_numba.py) share one numeric factorization: the plan's static pivot LU runs once
 per state and its substitution part 3 nv times (Factorization.solve with rhs (B, n, k) in
-NumPy; compiled, kernels/lu_multi_rhs.py with the right-hand sides on the lanes). The tau (or
-qdd) columns of dd are the derivatives.
+NumPy). Compiled, the substitutions are pruned (kernels/lu_pruned.py, planned once per plan):
+a direction of q or v moves only the rows of its joint's subtree (tangent_numba.rhs_pattern), a
+measurement direction one row, and only the tau (or qdd) rows of dd, the derivatives, are
+computed, of the symmetric d out/dy (M or M^-1) one triangle, mirrored; a plan whose
+factorization checks each state's backward error (it needs all of dd), and groups of fewer
+than PRUNED_MIN_STATES states, take kernels/lu_multi_rhs.py (every row, the right-hand sides
+on the lanes).
 """
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
-from ..kernels.lu_multi_rhs import multi_rhs_program, solve_multi_rhs
-from ..kernels.tangent_numba import TangentData, tangent_rhs
+from ..kernels.lu_multi_rhs import solve_multi_rhs
+from ..kernels.lu_pruned import solve_pruned
+from ..kernels.lu_pruned_plan import kept_mask
+from ..kernels.tangent_numba import tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
-from ..model.model import WORLD
-from ..recursive._common import gravity_acceleration
 from ..system.tangent import residual_tangents
+from .derivative_layout import measurement_columns, output_columns, tangent_data
+from .derivative_solves import solve_outputs
 
-#: states per group of right-hand sides: bounds the (chunk, n, 3 nv) arrays (12 MB each on the
+#: states per group of right-hand sides: bounds the (n, 3 nv, chunk) arrays (12 MB each on the
 #: humanoid)
 CHUNK = 16
 
 
-def measurement_columns(plan):
-    """(n_rows, nv) constant right-hand sides e_k: a unit in the measurement row of y_k (the
-    given qdd or tau, in Pinocchio's joint layout)."""
-    system, model, given = plan.system, plan.model, plan.problem.given
-    E = np.zeros((system.rows.size, model.nv))
-    for i in range(model.nbodies):
-        E[system.rows[("y_" + given, i)].indices, np.arange(model.nv)[model.v_slice(i)]] = 1.0
-    return E
-
-
-def output_columns(plan):
-    """Columns of the solution holding the joint-space output (tau or qdd), in Pinocchio's
-    joint layout."""
-    system, out = plan.system, plan.problem.outputs[0]
-    return np.concatenate([system.columns[(out, i)].indices for i in range(plan.model.nbodies)]
-                          + [np.zeros(0, dtype=int)])
-
-
-_TANGENT_DATA = weakref.WeakKeyDictionary()      # plan -> TangentData
-_MULTI_RHS = weakref.WeakKeyDictionary()         # Factorization -> MultiRhsProgram or None
-
-
-def solve_many(factorization, values, rhs):
-    """(x, status) of D(values) x = rhs (B, n, k), as Factorization.solve_status(backend
-    "numba"), with the right-hand sides on the lanes of kernels/lu_multi_rhs.py where the
-    program allows (bit-identical solutions): states it flags (a failed pivot check, a
-    non-finite solution or, where the factorization checks it, a row-wise backward error above
-    ROW_BACKWARD_TOL) go through Factorization.solve_status, which re-solves them with partial
-    pivoting (PivotBreakdownWarning) or reports them SINGULAR / OVERFLOW."""
-    from ..planner.factorization import ROW_BACKWARD_TOL
-    if factorization not in _MULTI_RHS:
-        program = factorization.program
-        _MULTI_RHS[factorization] = None if program.symmetric else multi_rhs_program(program)
-    M = _MULTI_RHS[factorization]
-    if M is None:
-        return factorization.solve_status(values, rhs, backend="numba")
-    B = values.shape[0]
-    x = np.empty(rhs.shape)
-    broken = np.zeros(B, dtype=np.bool_)
-    solve_multi_rhs(M, np.ascontiguousarray(values), np.ascontiguousarray(rhs), x, broken)
-    if factorization.checks_accuracy:
-        broken |= ~(factorization.row_backward_error(values, rhs, x) <= ROW_BACKWARD_TOL)
-    status = np.zeros(B, dtype=np.int8)
-    redo = np.flatnonzero(broken)
-    if redo.size:
-        x[redo], status[redo] = factorization.solve_status(values[redo], rhs[redo],
-                                                           backend="numba")
-    return x, status
-
-
-def tangent_data(plan):
-    """The compiled kernel's TangentData of a plan (built once)."""
-    if plan not in _TANGENT_DATA:
-        system, model = plan.system, plan.model
-        N = model.nbodies
-        S = np.zeros((N, 6, max([j.nv for j in model.joints] + [1])))
-        for i, joint in enumerate(model.joints):
-            S[i, :, :joint.nv] = joint.S
-        support = [np.concatenate([np.arange(model.nv)[model.v_slice(j)] for j in model.support(i)])
-                   for i in range(N)]
-        first = (lambda layout, kind: np.array([layout[(kind, i)].start for i in range(N)],
-                                               dtype=np.int64))
-        _TANGENT_DATA[plan] = TangentData(
-            parents=np.array([p if p != WORLD else -1 for p in model.parents], dtype=np.int64),
-            S=S, v_start=np.array(model.v_index[:N], dtype=np.int64),
-            v_size=np.array([j.nv for j in model.joints], dtype=np.int64),
-            inertias=np.ascontiguousarray(model.inertias, dtype=float),
-            a0=gravity_acceleration(model, 1)[0],
-            col_a=first(system.columns, "a"), col_f=first(system.columns, "f"),
-            row_a=first(system.rows, "ne_a"), row_f=first(system.rows, "ne_f"),
-            support_ptr=np.cumsum([0] + [len(d) for d in support]).astype(np.int64),
-            support_dirs=np.concatenate(support + [np.zeros(0, dtype=np.int64)]).astype(np.int64))
-    return _TANGENT_DATA[plan]
-
-
 def derivative_kernels_ready():
-    """True if the compiled tangent right-hand sides and multi-right-hand-side substitutions run
-    without a JIT compile; else False, their compile started in the background (sparsedyn/jit.py)."""
+    """True if the compiled tangent right-hand sides and multi-right-hand-side substitutions
+    (pruned or not, and the pruning's plan) run without a JIT compile; else False, their compile
+    started in the background (sparsedyn/jit.py)."""
     from .. import jit
-    return jit.ready("the derivative kernels", (tangent_rhs, solve_multi_rhs))
+    return jit.ready("the derivative kernels",
+                     (tangent_rhs, solve_multi_rhs, solve_pruned, kept_mask))
 
 
 def solve_derivatives(plan, q, v, x, backend):
@@ -134,22 +66,25 @@ def solve_derivatives(plan, q, v, x, backend):
         E_all = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
         r_all = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
         v, x = np.ascontiguousarray(v), np.ascontiguousarray(x)
-    buffer = np.empty((min(B, CHUNK), system.rows.size, 3 * nv))    # reused by every group
-    buffer[:, :, 2 * nv:] = E                                        # (no solve writes rhs)
+    # right-hand sides states last (the pruned substitutions' lanes), reused by every group
+    # (no solve writes rhs; the compiled tangent clears what it writes, the NumPy one all)
+    buffer = np.zeros((system.rows.size, 3 * nv, min(B, CHUNK)))
+    buffer[:, 2 * nv:] = E[:, :, None]
+    rhs = buffer.transpose(2, 0, 1)                                  # (state, row, column)
     for lo in range(0, B, CHUNK):
         hi = min(B, lo + CHUNK)
-        rhs = buffer[:hi - lo]
-        rhs[:, :, :2 * nv] = 0.0
         if backend == "numpy":
             dr_q, dr_v = residual_tangents(system, [X[lo:hi] for X in Xup], velocities[lo:hi],
                                            v[lo:hi], x[lo:hi])
-            rhs[:, :, :nv], rhs[:, :, nv:2 * nv] = -dr_q, -dr_v
-            dx, status = plan.factorization.solve_status(values[lo:hi], rhs, backend="numpy")
+            rhs[:hi - lo, :, :nv], rhs[:hi - lo, :, nv:2 * nv] = -dr_q, -dr_v
+            dx, status = plan.factorization.solve_status(
+                values[lo:hi], np.ascontiguousarray(rhs[:hi - lo]), backend="numpy")
+            dx = dx[:, out_cols]
         else:
             tangent_rhs(data, E_all[lo:hi], r_all[lo:hi], velocities[lo:hi], v[lo:hi],
                         x[lo:hi], rhs)
-            dx, status = solve_many(plan.factorization, values[lo:hi], rhs)
+            dx, status = solve_outputs(plan, values[lo:hi], buffer)
         plan._raise_for_status(status, np.arange(lo, hi), {"q": q, "v": v})
         for k in range(3):
-            result[k, lo:hi] = dx[:, out_cols, k * nv:(k + 1) * nv]
+            result[k, lo:hi] = dx[:, :, k * nv:(k + 1) * nv]
     return tuple(result)

@@ -1,0 +1,119 @@
+"""Many sparse right-hand sides per state through one LU program, each substitution pruned to
+what its right-hand side and the wanted rows need (the plan: lu_pruned_plan.py): the
+derivatives of the dynamics solve 3 nv right-hand sides that are mostly zero (a direction of q
+or v moves only the rows of its joint's subtree, a measurement direction one row) and need only
+the nv rows of the output. Kept ops run in program order with the program's rounding, so each
+wanted entry equals lu_multi_rhs's up to the sign of a zero.
+
+States on the lanes: per state the factorization part runs once (lu_numba._run_serial, its
+pivot checks), the substitution's scalar slots are gathered into W (slot, lane); then per
+group of columns each kept op runs over (the group's columns x LANES states).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .lu_multi_rhs import (K_ADDS, K_ADDV, K_AXPY, K_MOVS, K_MOVV, K_MULS, K_MULV, K_NEG,
+                           K_XTY)
+from .lu_numba import _run_serial
+
+#: states per lane group: R (n, columns x LANES) and W (slots, LANES) stay in the L2 cache
+LANES = 16
+
+
+@njit(cache=True, inline="always")
+def _substitute_lanes(Q, lo, hi, W, R, m, nl):
+    """The kept ops [lo, hi) on the first nl lanes of R[:, :m LANES] (column c, lane l at
+    c LANES + l), program order and rounding as lu_multi_rhs._substitute; a scalar operand is
+    W[slot, l]."""
+    for o in range(lo, hi):
+        kind, ti, ai, bi, sign = Q.kind[o], Q.t[o], Q.a[o], Q.b[o], Q.sign[o]
+        if kind == K_AXPY:                   # t += sign * row ai * scalar
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = R[ti, c + l] + sign * (R[ai, c + l] * W[bi, l])
+        elif kind == K_XTY:
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = R[ti, c + l] + sign * (R[ai, c + l] * R[bi, c + l])
+        elif kind == K_ADDV:
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = R[ti, c + l] + sign * R[ai, c + l]
+        elif kind == K_NEG:
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = -R[ti, c + l]
+        elif kind == K_MOVV:
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = R[ai, c + l]
+        elif kind == K_MULV:
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = R[ai, c + l] * W[bi, l]
+        elif kind == K_MULS:
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    R[ti, c + l] = R[ai, c + l] * R[bi, c + l]
+        else:                                # K_ADDS, K_MOVS: a scalar per lane
+            for c in range(0, m * LANES, LANES):
+                for l in range(nl):
+                    f = W[ai, l] if bi < 0 else W[ai, l] * W[bi, l]
+                    R[ti, c + l] = (R[ti, c + l] + sign * f) if kind == K_ADDS else f
+
+
+@njit(cache=True, error_model="numpy")
+def solve_pruned(Q, values, rhs, out, broken):
+    """out[s, i, j] = x[out_rows[i]] of D(values[s]) x = rhs[:, j, s] for rhs (n, k, B), states
+    last (the lanes), zero outside the planned pattern, where (i, j) is wanted (others are left
+    as they are); out (B, n_out, k); broken[s]: a failed pivot check or a non-finite wanted
+    entry (out[s] NaN there)."""
+    P = Q.P
+    B = values.shape[0]
+    w = np.zeros(P.n_slots)
+    W = np.zeros((Q.slots.size, LANES))
+    R = np.zeros((rhs.shape[0], Q.max_cols * LANES))
+    ok = np.ones(LANES, dtype=np.bool_)
+    for s0 in range(0, B, LANES):
+        nl = min(LANES, B - s0)
+        for l in range(nl):
+            for i in range(P.init_slots.shape[0]):
+                w[P.init_slots[i]] = P.init_values[i]
+            for i in range(P.load_entries.shape[0]):
+                w[P.load_entries[i]] = values[s0 + l, P.load_entries[i]]
+            ok[l] = _run_serial(w, P.runs_f, P.t, P.a, P.b, values, s0 + l, P.scale_ptr,
+                                P.scale_entries, P.scale_const, P.tol)
+            for i in range(Q.slots.size):
+                W[i, l] = w[Q.slots[i]]
+        for g in range(Q.group_ptr.size - 1):
+            c0, m = Q.group_ptr[g], Q.group_ptr[g + 1] - Q.group_ptr[g]
+            for i in range(Q.load_ptr[g], Q.load_ptr[g + 1]):
+                r = Q.load_rows[i]
+                if Q.load_nz[i]:                # lanes past nl are neither set nor read
+                    src = P.row_perm[r]
+                    for c in range(m):
+                        col = Q.group_cols[c0 + c]
+                        for l in range(nl):
+                            R[r, c * LANES + l] = rhs[src, col, s0 + l]
+                else:
+                    for c in range(m):
+                        for l in range(nl):
+                            R[r, c * LANES + l] = 0.0
+            if nl == LANES:                     # (inlined: a constant trip count vectorises)
+                _substitute_lanes(Q, Q.op_ptr[g], Q.op_ptr[g + 1], W, R, m, LANES)
+            else:
+                _substitute_lanes(Q, Q.op_ptr[g], Q.op_ptr[g + 1], W, R, m, nl)
+            for l in range(nl):
+                for i in range(Q.out_ptr[g], Q.out_ptr[g + 1]):
+                    r, at = Q.out_rows[i], Q.out_index[i]
+                    for c in range(m):
+                        v = R[r, c * LANES + l]
+                        out[s0 + l, at, Q.group_cols[c0 + c]] = v
+                        if not np.isfinite(v):
+                            ok[l] = False
+        for l in range(nl):
+            broken[s0 + l] = not ok[l]
+            if not ok[l]:
+                out[s0 + l] = np.nan

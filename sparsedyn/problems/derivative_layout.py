@@ -1,0 +1,73 @@
+"""The layout the compiled derivatives read from a dynamics plan (plan_derivatives.py), built
+once per plan: the measurement columns e_k of the given qdd / tau, the solution's output
+columns, and the tangent kernel's TangentData (kernels/tangent_numba.py)."""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ..kernels.tangent_numba import TangentData
+from ..model.model import WORLD
+from ..recursive._common import gravity_acceleration
+
+_TANGENT_DATA = weakref.WeakKeyDictionary()      # plan -> TangentData
+_MEASUREMENT = weakref.WeakKeyDictionary()       # plan -> measurement_columns
+_OUTPUT = weakref.WeakKeyDictionary()            # plan -> output_columns
+
+
+def measurement_columns(plan):
+    """(n_rows, nv) constant right-hand sides e_k: a unit in the measurement row of y_k (the
+    given qdd or tau, in Pinocchio's joint layout)."""
+    return _per_plan(_MEASUREMENT, plan, _measurement_columns)
+
+
+def output_columns(plan):
+    """Columns of the solution holding the joint-space output (tau or qdd), in Pinocchio's
+    joint layout."""
+    return _per_plan(_OUTPUT, plan, _output_columns)
+
+
+def _per_plan(cache, plan, build):
+    if plan not in cache:
+        cache[plan] = build(plan)
+    return cache[plan]
+
+
+def _measurement_columns(plan):
+    system, model, given = plan.system, plan.model, plan.problem.given
+    E = np.zeros((system.rows.size, model.nv))
+    for i in range(model.nbodies):
+        E[system.rows[("y_" + given, i)].indices, np.arange(model.nv)[model.v_slice(i)]] = 1.0
+    return E
+
+
+def _output_columns(plan):
+    system, out = plan.system, plan.problem.outputs[0]
+    return np.concatenate([system.columns[(out, i)].indices for i in range(plan.model.nbodies)]
+                          + [np.zeros(0, dtype=int)])
+
+
+def tangent_data(plan):
+    """The compiled kernel's TangentData of a plan (built once)."""
+    if plan not in _TANGENT_DATA:
+        system, model = plan.system, plan.model
+        N = model.nbodies
+        S = np.zeros((N, 6, max([j.nv for j in model.joints] + [1])))
+        for i, joint in enumerate(model.joints):
+            S[i, :, :joint.nv] = joint.S
+        support = [np.concatenate([np.arange(model.nv)[model.v_slice(j)] for j in model.support(i)])
+                   for i in range(N)]
+        first = (lambda layout, kind: np.array([layout[(kind, i)].start for i in range(N)],
+                                               dtype=np.int64))
+        _TANGENT_DATA[plan] = TangentData(
+            parents=np.array([p if p != WORLD else -1 for p in model.parents], dtype=np.int64),
+            S=S, v_start=np.array(model.v_index[:N], dtype=np.int64),
+            v_size=np.array([j.nv for j in model.joints], dtype=np.int64),
+            inertias=np.ascontiguousarray(model.inertias, dtype=float),
+            a0=gravity_acceleration(model, 1)[0],
+            col_a=first(system.columns, "a"), col_f=first(system.columns, "f"),
+            row_a=first(system.rows, "ne_a"), row_f=first(system.rows, "ne_f"),
+            support_ptr=np.cumsum([0] + [len(d) for d in support]).astype(np.int64),
+            support_dirs=np.concatenate(support + [np.zeros(0, dtype=np.int64)]).astype(np.int64))
+    return _TANGENT_DATA[plan]

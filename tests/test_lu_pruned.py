@@ -1,0 +1,134 @@
+"""The pruned multi-right-hand-side substitutions of the derivatives (kernels/lu_pruned.py): on
+random right-hand-side patterns and wanted rows, against dense NumPy (np.linalg.solve) and the
+unpruned multi-right-hand-side solve; the tangent right-hand sides' structural pattern against
+the NumPy tangent route (system/tangent.py), whose nonzeros must all lie in it. The pruned
+route against Pinocchio (humanoid, fixed-base panda, with f_ext) is test_derivatives.py's
+test_derivatives_match_pinocchio."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from oracles import robot_urdf
+from sparsedyn.kernels.lu_multi_rhs import multi_rhs_program, solve_multi_rhs
+from sparsedyn.kernels.lu_pruned import LANES, solve_pruned
+from sparsedyn.kernels.lu_pruned_plan import pruned_program
+from sparsedyn.kernels.tangent_numba import rhs_pattern
+from sparsedyn.kinematics import body_velocities, joint_transforms
+from sparsedyn.models import HUMANOID_URDF
+from sparsedyn.problems.derivatives import derivative_plan
+from sparsedyn.problems.derivative_layout import tangent_data
+from sparsedyn.system.tangent import residual_tangents
+from test_compiled import mixed_tree
+
+ROUND_OFF = 1e-12
+
+
+@pytest.mark.parametrize("kind", ["forward_dynamics", "inverse_dynamics"])
+@pytest.mark.parametrize("seed", [3, 6])
+def test_pruned_equals_dense_and_unpruned_solve(kind, seed):
+    """Random column patterns (some empty, some full, a repeated one: a group) and random wanted
+    rows, B not a multiple of LANES: the wanted entries equal the full multi-right-hand-side
+    solve's (lu_multi_rhs, to the sign of a zero) and, where the plan takes the pruned route
+    (no accuracy check: seed 6's forward and both inverse dynamics), dense NumPy's to
+    round-off."""
+    rng = np.random.default_rng(seed)
+    model = mixed_tree(seed)
+    plan = derivative_plan(model, kind, None)
+    F = plan.factorization
+    n, k, B = F.program.n, 9, LANES + 3
+    pattern = rng.random((n, k)) < rng.uniform(0.02, 0.3, k)
+    pattern[:, 0], pattern[:, 1], pattern[:, 2] = False, True, pattern[:, 3]
+    wanted = rng.choice(n, size=rng.integers(1, n), replace=False)
+    values = plan.system.values(joint_transforms(model, model.random_configuration(rng, batch=B)))
+    rhs = np.where(pattern, rng.normal(size=(B, n, k)), 0.0)
+    M = multi_rhs_program(F.program)
+    Q = pruned_program(M, pattern, wanted)
+    got, broken = np.empty((B, wanted.size, k)), np.zeros(B, dtype=np.bool_)
+    solve_pruned(Q, values, np.ascontiguousarray(rhs.transpose(1, 2, 0)), got, broken)
+    full, full_broken = np.empty(rhs.shape), np.zeros(B, dtype=np.bool_)
+    solve_multi_rhs(M, values, rhs, full, full_broken)
+    full = full[:, wanted]
+    dense = np.linalg.solve(plan.system.dense(values), rhs)[:, wanted]
+    assert not broken.any() and not full_broken.any()
+    assert np.array_equal(got, full)
+    if not F.checks_accuracy:          # (else its static pivots may lose accuracy: the plans
+        # then take the unpruned route, whose fallback re-solves with partial pivoting)
+        assert np.abs(got - dense).max() <= ROUND_OFF * np.abs(dense).max()
+    assert not got[:, :, 0].any()                      # an empty column solves to 0
+    # only the pattern's entries are read: NaN elsewhere changes nothing
+    rhs_nan = np.where(pattern, rhs, np.nan)
+    again = np.empty_like(got)
+    solve_pruned(Q, values, np.ascontiguousarray(rhs_nan.transpose(1, 2, 0)), again, broken)
+    assert not broken.any() and np.array_equal(again, got)
+    mg, og = np.diff(Q.group_ptr), np.diff(Q.op_ptr)
+    assert (mg * og).sum() < k * np.size(Q.P.t)        # pruning dropped ops
+    # entries wanted per column (a random mask): those equal the full solve's, the others
+    # are left as they were
+    mask = rng.random((wanted.size, k)) < 0.5
+    Qm = pruned_program(M, pattern, wanted, mask)
+    part = np.full_like(got, 7.0)
+    solve_pruned(Qm, values, np.ascontiguousarray(rhs.transpose(1, 2, 0)), part, broken)
+    assert not broken.any()
+    assert np.array_equal(part[:, mask], full[:, mask]) and (part[:, ~mask] == 7.0).all()
+    assert (np.diff(Qm.group_ptr) * np.diff(Qm.op_ptr)).sum() <= (mg * og).sum()
+
+
+@pytest.mark.parametrize("name", ["humanoid", "panda"])
+def test_tangent_rhs_lies_in_its_pattern(name):
+    """The NumPy tangent right-hand sides (every direction, no pruning) are zero outside
+    rhs_pattern, the structure the pruned substitutions are planned for."""
+    floating = name == "humanoid"
+    model = sd.load_urdf(HUMANOID_URDF if floating else robot_urdf(name), floating_base=floating)
+    rng = np.random.default_rng(4)
+    B = 3
+    q = model.random_configuration(rng, batch=B)
+    v, y = rng.normal(size=(2, B, model.nv))
+    for kind, given in (("forward_dynamics", "tau"), ("inverse_dynamics", "qdd")):
+        plan = derivative_plan(model, kind, None)
+        x = plan.solve(q, v, outputs="all", **{given: y}).vector
+        Xup = joint_transforms(model, q)
+        dr_q, dr_v = residual_tangents(plan.system, Xup, body_velocities(model, Xup, v), v, x)
+        pattern = rhs_pattern(tangent_data(plan), plan.system.rows.size, model.nv)
+        dense = np.concatenate((dr_q, dr_v), axis=2)
+        assert (dense != 0).any(axis=0)[pattern].mean() > 0.5      # the pattern is not vacuous
+        assert not dense[:, ~pattern].any(), kind
+
+
+@pytest.mark.parametrize("name", ["humanoid", "panda"])
+def test_pinocchio_checked_plans_take_the_pruned_route(name):
+    """The plans test_derivatives_match_pinocchio checks on the compiled route (humanoid and
+    panda, with and without f_ext links) run the pruned substitutions, not the unpruned
+    fallback."""
+    from sparsedyn.problems.derivative_solves import pruned_derivative_program
+    floating = name == "humanoid"
+    model = sd.load_urdf(HUMANOID_URDF if floating else robot_urdf(name), floating_base=floating)
+    links = {model.link_names[-1]: np.zeros(6)}
+    for kind in ("forward_dynamics", "inverse_dynamics"):
+        for f_ext in (None, links):
+            Q, triangle = pruned_derivative_program(derivative_plan(model, kind, f_ext))
+            assert Q is not None and triangle in ("lower", "upper")
+
+
+@pytest.mark.parametrize("kind", ["rnea", "aba"])
+def test_pruned_route_matches_pinocchio_humanoid(kind):
+    """A batch of CHUNK + 3 humanoid states with external wrenches: the first group of states
+    runs the pruned substitutions, the last 3 the unpruned ones (fewer than
+    PRUNED_MIN_STATES); every state equals Pinocchio's derivatives."""
+    from sparsedyn.problems.derivative_solves import PRUNED_MIN_STATES
+    from sparsedyn.problems.plan_derivatives import CHUNK
+    from test_derivatives import NAMES, PIN_TOL, pinocchio_derivatives, rel, robot, states
+    assert CHUNK >= PRUNED_MIN_STATES > 3
+    model, pm, convert, links = robot("humanoid")
+    B = CHUNK + 3
+    q, v, y, f_ext = states(model, links, B, 12, True)
+    expect = pinocchio_derivatives(kind, model, pm, convert, q, v, y, f_ext)
+    fn = sd.rnea_derivatives if kind == "rnea" else sd.aba_derivatives
+    got = fn(model, q, v, y, f_ext=f_ext, backend="numba")
+    for what, g, e in zip(NAMES, got, expect):
+        worst = max(rel(g[b], e[b]) for b in range(B))
+        assert worst <= PIN_TOL, (what, worst)
