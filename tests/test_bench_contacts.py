@@ -75,6 +75,26 @@ def test_readme_quotes_the_committed_table():
     readme_quotes(OUT, 1 + len(CONTESTANTS))      # header and rows
 
 
+def test_readme_prose_quotes_the_derivative_ratios():
+    """The derivatives' ratios the README's prose gives: the one-thread numba ratios, the range
+    over the batched rows (rounded to whole ratios) and over the one-state-per-call row."""
+    rows = {tuple(cells_of(ln)[1:3]): ratios_of(ln) for ln in OUT.read_text().splitlines()
+            if ln.startswith("| ") and "us/state" not in ln}
+    readme = (ROOT / "README.md").read_text()
+    numba = rows[("sparsedyn plan.solve, numba", "1")]
+    far = re.search(r"far from the target \(([\d.]+)x for ABA's, ([\d.]+)x for RNEA's on one "
+                    r"numba thread\)", readme)
+    assert far and (float(far[1]), float(far[2])) == (numba[1], numba[0])
+    batched = [r[k] for (c, t), r in rows.items() if c.startswith("sparsedyn plan.solve, ")
+               and "one state" not in c for k in (0, 1)]
+    single = rows[("sparsedyn plan.solve, one state per call (auto backend)", "1")][:2]
+    speed = re.search(r"correct, but (\d+)-(\d+)x Pinocchio's C\+\+ derivatives per state at "
+                      r"B = 4096, and ~(\d+)-(\d+)x\s+one state per call", readme)
+    assert speed
+    assert (int(speed[1]), int(speed[2])) == (round(min(batched)), round(max(batched)))
+    assert (int(speed[3]), int(speed[4])) == (round(min(single)), round(max(single)))
+
+
 @needs_cpp_peer
 def test_benchmark_runs_at_reduced_size(tmp_path):
     args = ["--batch", "24", "--single-states", "4", "--rounds", "2"]
