@@ -21,6 +21,7 @@ everything compiles in the foreground (it exists to compile; it starts no subpro
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib
 import os
@@ -159,6 +160,15 @@ def stop():
                 proc.wait()
             log.close()
         _compiles.clear()
+
+
+@atexit.register
+def _close_logs():
+    """The compiles' logs, at exit (a compile still running keeps writing to its own
+    descriptor of the file; its process is left to finish)."""
+    with _lock:
+        for _, log in _compiles.values():
+            log.close()
 
 
 def compile_now(warm):

@@ -30,15 +30,20 @@ def broken():
 '''
 
 
-def run_fresh(tmp_path, script):
-    """Run `script` in a fresh interpreter with an empty numba cache; its stdout."""
+def run_fresh(tmp_path, script, resource_warnings=False):
+    """Run `script` in a fresh interpreter with an empty numba cache; its stdout (with
+    resource_warnings: after checking that it left no file unclosed at exit)."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"),
                SPARSEDYN_CACHE_DIR=str(tmp_path / "c-cache"),
                PYTHONPATH=os.pathsep.join([str(tmp_path), HERE, ROOT]))
+    if resource_warnings:
+        env["PYTHONWARNINGS"] = "always::ResourceWarning"
     (tmp_path / "tiny_kernels.py").write_text(TINY)
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    if resource_warnings:
+        assert "ResourceWarning" not in done.stderr, done.stderr[-3000:]
     return done.stdout
 
 
@@ -72,7 +77,7 @@ def test_a_kernel_compiles_in_a_background_process_and_then_loads_from_the_cache
             assert jit.ready("broken", (never,), "tiny_kernels:broken") is True
         assert len(caught) == 1 and "no compiler today" in str(caught[0].message), caught
         print("ok")
-    """)
+    """, resource_warnings=True)             # the compiles' logs are closed at exit
     assert out.strip() == "ok"
 
 
