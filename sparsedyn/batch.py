@@ -109,7 +109,7 @@ def state_copies(model, q, blocks, **vectors):
     copies in one pass; a failed check raises what state() raises."""
     q, out, B, single = state(model, q, checked=False, **vectors)
     keys = [k for k, v in out.items() if v is not None]
-    arrays = [np.asarray(a, dtype=float) for a in [q] + [out[k] for k in keys]]
+    arrays = [q] + [out[k] for k in keys]                  # float64 (as_batch), maybe views
     block = blocks.get(sum(a.size for a in arrays))
     copies, start = [], 0
     for a in arrays:

@@ -71,10 +71,10 @@ def runnable(dispatcher):
 
 def ready(key, dispatchers, warm=None):
     """True if every dispatcher runs without compiling now. Otherwise False, after starting the
-    subprocess that runs `warm` ("module:function"; default: FAMILIES[key]) once per key. True as well where the
-    background cannot help, so that the caller's call compiles in this process as numba always
-    does: no subprocess can be started, or it ended without leaving the kernels in numba's cache
-    (it failed, or the cache is not writable; named in a RuntimeWarning once)."""
+    subprocess that runs `warm` ("module:function"; default: FAMILIES[key]) once per key. True
+    as well where the background cannot help, so that the caller's call compiles in this process
+    as numba always does: no subprocess can be started, or it ended without leaving the kernels
+    in numba's cache (it failed, or the cache is not writable; named in a RuntimeWarning once)."""
     if _compiling_here or all(d in _runnable for d in dispatchers):
         return True
     with _lock:
