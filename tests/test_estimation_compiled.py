@@ -298,3 +298,61 @@ def test_map_form_bad_input_and_unavailable():
         compile_estimation(problem, method="map", covariances=strong, map_form="augmented")
     st = compile_estimation(problem, method="lstsq").stats
     assert st["map_form"] == "normal" and st["map_cost_augmented"] == -1
+
+
+def _icub_walking_berdy_variances(T):
+    """Floating-base iCub walking at BERDY's variances (experiments/walking_estimation.py's log,
+    T samples, no noise): (problem, per-sample plan, checked q, v, readings vector, its
+    SampleData, the per-sample contacts, readings)."""
+    import walking_estimation as W
+    from pin_sensors import moderate_icub_state
+    from test_floating_base_estimation import _readings_fb
+    contacts = W.gait(T)
+    model, truth = moderate_icub_state(np.random.default_rng(0), T, W.FEET, contacts)
+    fts = [n for n in model.joint_frames if n.endswith("ft_sensor")]
+    problem = EstimationProblem(
+        model, [S.JointAccelerations(base=False)] + [S.ForceTorque(j) for j in fts]
+        + [S.Accelerometer("base_link"), S.AngularAccelerometer("base_link")],
+        unknown_wrenches=W.FEET)
+    cov = {"dynamics": 1e-8, "base_unactuated": 1e-8, "prior": 1e4, "qdd": W.QDD_STD ** 2,
+           **{j: W.FT_STD ** 2 for j in fts}, "base_link_acc": W.ACC_STD ** 2,
+           "base_link_angacc": W.ANGACC_STD ** 2}
+    plan = compile_estimation(problem, method="map", covariances=cov, per_sample=True)
+    readings = _readings_fb(problem, truth)
+    q, v = problem.floating_base_state(truth.q[:, 7:], truth.v[:, 6:], truth.v[:, 3:6])
+    y = problem.rows.readings_vector(problem.check_readings(readings, T), T)
+    return problem, plan, q, v, y, plan.sample_data(contacts, None, T), contacts, readings
+
+
+def test_poorly_conditioned_walking_states_stay_on_the_compiled_route():
+    """BERDY's variances (dynamics rows 1e8 times more precise than the F/T sensors) put the
+    walking log's states below solve_map.WELL_CONDITIONED, where the probe's first step
+    responds: its second step accepts them (determined, eigenvalues ~1e-9..1e-8), and the
+    twice-refined normal equations equal the reference's augmented solve, on numba and C."""
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "experiments"))
+    from sparsedyn.estimation.solve_map import WELL_CONDITIONED
+    T = 8
+    problem, plan, q, v, y, sample, contacts, readings = _icub_walking_berdy_variances(T)
+    ref = plan.reference
+    values, rhs, _, _ = problem.assemble(q, v, problem.check_readings(readings, T))
+    x_ref, ok_ref, _, _ = ref.solve(values, rhs, sample)
+    lam = ref.identifiability(ref.scaled(values, None, sample)[0], np.ones(ref.normal.m),
+                              ~sample.active)[2]
+    assert ok_ref.all() and (lam < WELL_CONDITIONED).any()       # the regime this is about
+    for backend in ("numba", "c"):
+        x, flag = plan.route(backend).run(q, v, y, sample=sample)
+        assert (np.asarray(flag) == 0).all(), backend
+        assert rel_err(x, x_ref) < 1e-10, backend
+    est = plan.solve(q, v, readings, contacts=contacts)
+    assert est.ok.all() and rel_err(est.vector, x_ref) < 1e-10
+
+
+def test_second_step_still_flags_undetermined_states_at_berdy_variances():
+    """Flat parallel feet on a slippery floor (state 0 undetermined) with BERDY's variances: the
+    probe's second step is allowed on every state (weak prior) and still flags state 0."""
+    cov = {"dynamics": 1e-8, "prior": 1e4}
+    plan, truth, readings, flag = _flat_parallel_feet(method="map", covariances=cov)
+    assert (plan.compiled._static_tests[5] >= 0).all()          # the second step may accept
+    assert (flag != 0).tolist() == [True, False, False, False]
+    _state_0_undetermined(plan, truth, readings)

@@ -25,6 +25,12 @@ def test_committed_output_has_every_level_and_route():
     levels = [r[0] for r in rows if r[0] in ("0", "0.5", "1", "2")]
     assert levels == ["0", "0.5", "1", "2"]
     assert sum("BERDY" in r[0] or "ours" in r[0] for r in rows) == 3
+    # the README's ratios to BERDY, online and offline, are the table's
+    ratio = {r[0].split(":")[0]: float(r[2].rstrip("x")) for r in rows if r[0].startswith("ours")}
+    quoted = re.search(r"online ([\d.]+)x and offline ([\d.]+)x BERDY", readme.replace("\n", " "))
+    assert quoted, "README quotes the walking log's ratios to BERDY"
+    assert float(quoted.group(1)) == round(ratio["ours online"], 2)
+    assert float(quoted.group(2)) == round(ratio["ours offline"], 2)
 
 
 @pytest.mark.slow

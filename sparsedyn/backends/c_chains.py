@@ -56,12 +56,13 @@ class _Layout:
     vectors (3 per body), and for a per-sample route sqrt(w) (m) and the typical information J
     (n) of the call."""
 
-    def __init__(self, n_slots, n_bodies, m=0, n=0):
+    def __init__(self, n_slots, n_bodies, m=0, n=0, n_kept=0):
         self.vel = n_slots
         self.grav = self.vel + 6 * n_bodies
         self.rs = self.grav + 3 * n_bodies
         self.J = self.rs + m
-        self.size = self.J + n
+        self.kept = self.J + n
+        self.size = self.kept + n_kept
 
 
 def _product(a, b, c):
@@ -144,15 +145,17 @@ def _run(folder, chains, order):
 
 
 def _program(prefix, chains, ms, helpers):
-    """The lines running the program: factor; x = 0; solve and probe; resid; solve again (the
-    refinement step). Folded at plan time (c_chain_fold, each part in the state the previous
-    ones leave), the probe's substitutions interleaved with the first solve's chain by chain
-    (independent: y_k's and z_k's chains run as one vector chain, c_chain_pairs); the
-    refinement step runs the same code when folding gives the same statements (the probe then
-    runs twice, to the same values), else the solve's alone. As written, without vectors,
-    when a folded value would not be finite."""
+    """(the lines running the program, the calls of its parts {name: lines}): factor; x = 0;
+    solve and probe; resid; solve again (the refinement step); "probe2", the probe's second
+    step, is called only where the probe responds (map_source). Folded at plan time
+    (c_chain_fold, each part in the state the previous ones leave), the probe's substitutions
+    interleaved with the first solve's chain by chain (independent: y_k's and z_k's chains run
+    as one vector chain, c_chain_pairs); the refinement step runs the same code when folding
+    gives the same statements (the probe then runs twice, to the same values), else the
+    solve's alone. As written, without vectors, when a folded value would not be finite."""
     solve = list(range(ms.factor_end, ms.solve_end))
-    probe = list(range(ms.resid_end, chains.ins_t.size))
+    probe = list(range(ms.resid_end, ms.probe_end))
+    probe2 = list(range(ms.probe_end, chains.ins_t.size))
     merged = ([i for both in zip(solve, probe) for i in both] if len(solve) == len(probe)
               else solve + probe)
     try:
@@ -163,16 +166,20 @@ def _program(prefix, chains, ms, helpers):
         known = dict(folder.known)
         code["refine"] = _run(folder, chains, merged)
         if code["refine"] != code["solve"]:
-            code["refine"] = _run(ChainFolder(chains, known), chains, solve)
+            folder = ChainFolder(chains, known)
+            code["refine"] = _run(folder, chains, solve)
+        second = {"probe2": _run(folder, chains, probe2)}     # after the refinement step
     except ValueError:
         parts = (("factor", range(ms.factor_end)), ("solve", solve),
                  ("resid", range(ms.solve_end, ms.resid_end)), ("refine", solve),
                  ("probe", probe))
         code = {name: [chain_statements(chains, i) for i in order] for name, order in parts}
+        second = {"probe2": [chain_statements(chains, i) for i in probe2]}
     calls = {name: _part(f"{prefix}_{name}", code[name], helpers) for name in code
              if name != "refine" or code["refine"] != code["solve"]}
     calls.setdefault("refine", calls["solve"])
-    return [line for name in code for line in calls[name]]
+    calls["probe2"] = _part(f"{prefix}_probe2", second["probe2"], helpers)
+    return [line for name in code for line in calls[name]], calls
 
 
 def _sample_statements(route, prefix, L, m, n, tables):
@@ -207,6 +214,7 @@ def _sample_statements(route, prefix, L, m, n, tables):
         f"    if ({t}_p[k] >= 0) w[{t}_p[k]] = sp[k];",
         f"    if ({t}_pg[k] >= 0) w[{t}_pg[k]] = sg[k];",
         f"    if ({t}_pmu[k] >= 0) w[{t}_pmu[k]] = sp[k] * smu[k];",
+        f"    if ({t}_J[k] >= 0) w[{t}_J[k]] = J[k];",
         f"    if ({t}_c[k] >= 0) w[{t}_c[k]] = fmax(sp[k], {lit(route.probe_ridge)} * J[k]) * "
         f"{t}_delta[k] / sqrt(J[k]) * sa[k]; }}"]
 
@@ -220,14 +228,16 @@ def map_source(route, prefix):
     m = route.problem.shape[0]
     n_y = dest.y.size
     per_sample = route.per_sample
-    L = _Layout(prog.n_slots, N, m if per_sample else 0, n if per_sample else 0)
+    second = ms.probe_end < chains.ins_t.size       # the probe has a second step
+    L = _Layout(prog.n_slots, N, m if per_sample else 0, n if per_sample else 0,
+                n if second else 0)
     helpers, tables = [], []
     body = [f"int {prefix}_map(const double *restrict q, const double *restrict qd, "
             "const double *restrict y, const double *restrict samp, double *restrict x, "
             "double *restrict work)", "{",
             "  double *restrict w = work;", "  double mag, d, v, z, bad = 0.0, und = 0.0;",
             "  const double *sw, *sp, *sg, *smu, *sa;", "  double *rs, *J, small, zt, p0;",
-            "  int quat_bad = 0, k, e;",
+            "  int quat_bad = 0, k, e, probe = 0;",
             "  (void)mag; (void)samp; (void)sw; (void)sp; (void)sg; (void)smu; (void)sa;",
             "  (void)rs; (void)J; (void)small; (void)zt; (void)p0; (void)k; (void)e;",
             f"  w[{ms.one}] = 1.0;"]
@@ -235,26 +245,54 @@ def map_source(route, prefix):
     if per_sample:
         body += _sample_statements(route, prefix, L, m, n, tables)
     body += [f"  w[{int(s)}] = 0.0;" for s in ms.x_slot]
-    body += _program(prefix, chains, ms, helpers)
+    lines, calls = _program(prefix, chains, ms, helpers)
+    body += lines
     # the tests per variable, a loop over tables: x - x is 0 for a finite x and NaN otherwise,
     # so one sum `fin` tests every x and z finite; x copied out on the way
     t = f"{prefix}_f"
     tables += [_table(f"{t}_{name}", getattr(ms, f"{name}_slot"), "int")
-               for name in ("d", "nkk", "x", "z")]
+               for name in ("d", "nkk", "x", "z", "y")]
     if per_sample:                           # the call's prior and probe scale, known columns
         p0, zt, known = "sp[k]", f"{lit(float(route.sample_tol))} / sqrt(J[k])", "(sa[k] != 0.0)"
+        zt2 = f"{lit(float(route.sample_tol2))} / sqrt(J[k])"
+        # the second step accepts no state where an active variable's prior is strong
+        eligible = [f"  for (k = 0; k < {n}; k++) go &= !(sa[k] != 0.0 && "
+                    f"sp[k] > {lit(float(route.prior2_max))} * J[k]);"]
     else:
         tables += [_table(f"{t}_p", route._static_tests[3][0], "double"),
-                   _table(f"{t}_zt", route._static_tests[4][0], "double")]
-        p0, zt, known = f"{t}_p[k]", f"{t}_zt[k]", "1"
+                   _table(f"{t}_zt", route._static_tests[4][0], "double"),
+                   _table(f"{t}_zt2", route._static_tests[5][0], "double")]
+        p0, zt, known, zt2 = f"{t}_p[k]", f"{t}_zt[k]", "1", f"{t}_zt2[k]"
+        eligible = [f"  go &= {t}_zt2[0] >= 0.0;"]
     body += ["  { double fin = 0.0; int ibad = 0, iund = 0;",
              f"  for (k = 0; k < {n}; k++) {{",
              f"    d = w[{t}_d[k]]; v = w[{t}_x[k]]; z = w[{t}_z[k]]; p0 = {p0}; zt = {zt};",
              "    fin += (v - v) + (z - z); ibad |= !(d > 0.0); x[k] = v;",
-             f"    iund |= {known} & ((d - p0 <= {lit(ms.sing_tol)} * (w[{t}_nkk[k]] - p0)) | "
-             "(fabs(z) > zt));", "  }",
+             f"    iund |= {known} & (d - p0 <= {lit(ms.sing_tol)} * (w[{t}_nkk[k]] - p0));",
+             f"    probe |= {known} & (fabs(z) > zt);", "  }",
              "  bad += ibad + (fin != 0.0); und += iund; }"]
-    body += [f"  return (bad > 0.0 ? 1 : (und > 0.0 ? 2 : 0)) + "
+    if second:
+        # only the probe responded: its second step and a second refinement step on
+        # r - A x2 = (r - A x1) - A dx (dx in y's rows); accepted if the second response stays
+        # under its tolerance (kernels/normal_numba.py, _second_step)
+        kept = f"work[{L.kept} + k]"
+        body += ["  { int go = bad == 0.0 && und == 0.0 && probe;", *eligible,
+                 "  if (go) {",
+                 f"  for (k = 0; k < {n}; k++) {{ {kept} = w[{t}_x[k]]; "
+                 f"w[{t}_x[k]] = w[{t}_y[k]]; }}",
+                 *calls["resid"],
+                 f"  for (k = 0; k < {n}; k++) w[{t}_x[k]] = {kept};",
+                 *calls["refine"], *calls["probe2"],
+                 "  { double fin = 0.0; int ibad = 0, iund = 0;",
+                 f"  for (k = 0; k < {n}; k++) {{",
+                 f"    d = w[{t}_d[k]]; v = w[{t}_x[k]]; z = w[{t}_z[k]]; p0 = {p0}; "
+                 f"zt = {zt2};",
+                 "    fin += (v - v) + (z - z); ibad |= !(d > 0.0);",
+                 f"    iund |= {known} & ((d - p0 <= {lit(ms.sing_tol)} * (w[{t}_nkk[k]] - p0)) "
+                 "| (fabs(z) > zt));", "  }",
+                 "  if (!ibad && fin == 0.0 && !iund) {",
+                 f"    probe = 0; for (k = 0; k < {n}; k++) x[k] = w[{t}_x[k]]; }}", "  } } }"]
+    body += [f"  return (bad > 0.0 ? 1 : (und > 0.0 || probe ? 2 : 0)) + "
              f"(quat_bad ? {QUATERNION_FLAG} : 0);", "}"]
     n_samp = m + 4 * n if per_sample else 0
     api = [f"#define {prefix.upper()}_WORK_DOUBLES {L.size}",

@@ -7,6 +7,10 @@ program's slots; online, one pass per batch.
 One factorization per state: the refinement step reuses it (a substitution), and so does the
 identifiability probe z = N^-1 c (probe_vectors): a state is flagged for the reference route when
 the probe responds on some variable, or when a pivot hardly gets anything from the likelihood.
+Where only the probe responds (a poorly conditioned state: BERDY's variances, dynamics rows 1e8
+times more precise than the sensors, put typical walking states there), its second step of
+inverse iteration (PROBE2_TOL) tells a determined direction of eigenvalue above ~1e-9 from an
+undetermined one; such a state is accepted with a second refinement step.
 The probe is conservative (it flags every state the reference's data-only test calls
 undetermined, and some determined ones near the threshold); flagged states, and any whose static
 pivot breaks down or whose result is not finite, are re-solved by the reference MAPSolver
@@ -25,6 +29,7 @@ import scipy.sparse as sp
 
 from ..kinematics import forward_kinematics
 from ..kernels.work_memory import WorkArrays
+from ..ir.chain_program import PRIOR_ROWS
 from .compiled_rows import sensor_assembly
 from .routes import CompiledRoute
 
@@ -41,6 +46,14 @@ UNDETERMINED_TOL = 1e-9
 #: from delta; the reference then decides ok and solves), under PROBE_TOL above ~1e-6
 PROBE_RIDGE = 1e-9
 PROBE_TOL = 1e-3
+#: where the probe responds, its second step z2 = N^-1 (J z) (inverse iteration in J's units)
+#: responds ~ PROBE_RIDGE / (lambda + p)^2: under PROBE2_TOL for lambda above ~1e-9 (the
+#: normal equations, refined twice, still accurate there: solve_map.WELL_CONDITIONED), above
+#: it by >= 1e5 on a direction the data do not determine (lambda < solve_map.IDENTIFIABLE),
+#: provided every variable's prior is under PRIOR2_MAX in J's units (else the step accepts
+#: nothing: a strong prior hides an undetermined direction from inverse iteration)
+PROBE2_TOL = 1e9
+PRIOR2_MAX = 2e-12
 
 
 def probe_vectors(problem, reference):
@@ -51,6 +64,14 @@ def probe_vectors(problem, reference):
     scale = np.sqrt(J)
     c = np.maximum(reference.prior_precision, PROBE_RIDGE * J) * delta / scale
     return c, PROBE_TOL * float(np.abs(delta).max()) / scale
+
+
+def second_step_tolerances(z_tol, prior, J, active):
+    """z2_tol (B, n) of the probe's second step (PROBE2_TOL) from the first step's z_tol (B, n),
+    or -1 in every column of a state where an active variable's prior precision exceeds
+    PRIOR2_MAX J (the second step may not accept it)."""
+    eligible = ~((prior > PRIOR2_MAX * J) & active).any(axis=1, keepdims=True)
+    return np.where(eligible, z_tol * (PROBE2_TOL / PROBE_TOL), -1.0)
 
 
 def typical_squares(problem, rng=0, n_states=3):
@@ -107,12 +128,14 @@ class CompiledMAP(CompiledRoute):
             ones = np.ones(n)
             self.program = prog = plan_chains(
                 A, np.ones(A.nnz, dtype=bool), self.assembly.template, np.ones(m), ones, ones,
-                perm, normal.pattern, gradient_prior=ones, probe=ones, per_sample=True)
+                perm, normal.pattern, gradient_prior=ones, probe=ones, per_sample=True,
+                probe_scale=ones)
         else:
             self.program = prog = plan_chains(
                 A, assembled, self.assembly.template, reference.weights, p,
                 p * reference.prior_mean, perm, normal.pattern,
-                gradient_prior=reference.gradient_precision, probe=probe)
+                gradient_prior=reference.gradient_precision, probe=probe,
+                probe_scale=reference.information)
         # the assembly writes A's dynamic entries and rows straight into the program's slots
         slot_of = np.concatenate([prog.entry_slot, prog.row_slot])
         dest = RhsDestinations(*self.assembly.bind(prog.row_slot, []))
@@ -123,8 +146,8 @@ class CompiledMAP(CompiledRoute):
         if (xr.t_dest < 0).any() or (model.x_dest < 0).any():
             raise AssertionError("the assembly writes only A's dynamic entries")
         slots = MapSlots(int(prog.one), int(prog.factor_end), int(prog.solve_end),
-                         int(prog.resid_end), prog.x_slot, prog.d_slot, prog.nkk_slot,
-                         prog.z_slot, float(UNDETERMINED_TOL))
+                         int(prog.resid_end), int(prog.probe_end), prog.x_slot, prog.d_slot,
+                         prog.nkk_slot, prog.z_slot, prog.y_slot, float(UNDETERMINED_TOL))
         self._bound = (model, xr, dest, prog.chains, slots)
         i64, f64 = np.zeros(0, dtype=np.int64), np.zeros(0)
         if self.per_sample:
@@ -139,12 +162,18 @@ class CompiledMAP(CompiledRoute):
                 (self.entry_squares, (A.indices, self.sample_slots[2])), shape=(m, n))
             self.delta = np.random.default_rng(12345).normal(size=n)
             self.sample_tol = PROBE_TOL * float(np.abs(self.delta).max())   # z_tol = this / sqrt(J)
-            self.probe_ridge = PROBE_RIDGE
+            self.sample_tol2 = self.sample_tol * (PROBE2_TOL / PROBE_TOL)   # z2_tol likewise
+            self.probe_ridge, self.prior2_max = PROBE_RIDGE, PRIOR2_MAX
         else:
-            self.sample_slots = (i64, i64, i64, f64, i64, np.zeros((4, 0), dtype=np.int64))
-            self._static_tests = (np.zeros((1, 0)), np.ones((1, n)), np.zeros((1, 4, 0)),
-                                  np.ascontiguousarray(p, dtype=float)[None],
-                                  np.ascontiguousarray(z_tol, dtype=float)[None])
+            self.sample_slots = (i64, i64, i64, f64, i64,
+                                 np.zeros((len(PRIOR_ROWS), 0), dtype=np.int64))
+            z_tol = np.ascontiguousarray(z_tol, dtype=float)[None]
+            z2_tol = second_step_tolerances(z_tol, p[None], reference.information[None],
+                                            np.ones((1, n), dtype=bool))
+            self._static_tests = (np.zeros((1, 0)), np.ones((1, n)),
+                                  np.zeros((1, len(PRIOR_ROWS), 0)),
+                                  np.ascontiguousarray(p, dtype=float)[None], z_tol,
+                                  np.ascontiguousarray(z2_tol))
         self.lanes = lanes_for(prog.n_slots)
         self.n = problem.shape[1]
         # the kernel's work arrays, views of one buffer kept between calls: a fresh
@@ -169,7 +198,8 @@ class CompiledMAP(CompiledRoute):
         return {"chain_factor_flops": int(prog.flops["factor"]),
                 "chain_solve_flops": int(prog.flops["solve"]),
                 "chain_resid_flops": int(prog.flops["resid"]),
-                "chain_probe_flops": int(prog.flops["probe"]), "chain_nnz_L": prog.nnz_L,
+                "chain_probe_flops": int(prog.flops["probe"]),
+                "chain_probe2_flops": int(prog.flops.get("probe2", 0)), "chain_nnz_L": prog.nnz_L,
                 "chain_pairs": int(prog.chains.pa.size),
                 "chain_instructions": int(prog.chains.ins_t.size),
                 "chain_slots": prog.n_slots, "chain_ordering": self.ordering}
@@ -187,10 +217,13 @@ class CompiledMAP(CompiledRoute):
         scale = np.sqrt(J)
         c = np.maximum(sample.prior, self.probe_ridge * J) * self.delta / scale * active
         z_tol = self.sample_tol / scale
-        prior = np.stack((sample.prior, sample.gradient, sample.prior * sample.mean, c), axis=1)
+        z2_tol = second_step_tolerances(z_tol, sample.prior, J, sample.active)
+        prior = np.stack((sample.prior, sample.gradient, sample.prior * sample.mean, c, J),
+                         axis=1)
         return SampleInputs(*self.sample_slots, np.ascontiguousarray(np.sqrt(sample.weights)),
                             np.ascontiguousarray(active), np.ascontiguousarray(prior),
-                            np.ascontiguousarray(sample.prior), np.ascontiguousarray(z_tol))
+                            np.ascontiguousarray(sample.prior), np.ascontiguousarray(z_tol),
+                            np.ascontiguousarray(z2_tol))
 
     def run(self, q, v, y, threads=1, sample=None):
         """(x (B, n), flag (B,) int: 0 solved, 1 pivot breakdown or a result not finite, 2 a

@@ -26,12 +26,14 @@ from ..serialization import stored_array, to_plain
 from .spec import sensor_specs
 
 FORMAT = "sparsedyn-estimation-plan"
-VERSION = 1
+#: 2: the chain program's probe has a second step (probe_end, y_slot, PRIOR_ROWS' "J"); a
+#: version-1 program loads without it (its poorly conditioned states take the reference route)
+VERSION = 2
 #: a loaded compiled route must match the reference route on its test states to this (relative)
 CHECK_TOL = 1e-8
 
-_CHAIN_INTS = ("n_slots", "one", "factor_end", "solve_end", "resid_end", "nnz_L")
-_CHAIN_SLOTS = ("entry_slot", "row_slot", "x_slot", "d_slot", "nkk_slot", "z_slot")
+_CHAIN_INTS = ("n_slots", "one", "factor_end", "solve_end", "resid_end", "probe_end", "nnz_L")
+_CHAIN_SLOTS = ("entry_slot", "row_slot", "x_slot", "d_slot", "nkk_slot", "z_slot", "y_slot")
 
 
 def save_estimation_plan(plan, path):
@@ -85,11 +87,14 @@ def chain_program(d, problem):
     chains = ChainArrays(**{f: stored_array(d, f, "float" if f in ("ins_c0", "pc") else "int")
                             for f in ChainArrays._fields})
     sizes = {"entry_slot": problem.pattern.nnz, "row_slot": m, "x_slot": n, "d_slot": n,
-             "nkk_slot": n, "z_slot": n}
-    slots = {k: stored_array(d, k, "int") for k in _CHAIN_SLOTS}
-    prior = stored_array(d, "prior_slot", "int", ndim=2)
+             "nkk_slot": n, "z_slot": n, "y_slot": n}
     ins = [getattr(chains, f) for f in ("ins_t", "ins_src", "ins_mid", "ins_t2", "ins_r2")]
     n_ins, n_pairs = chains.ins_t.size, chains.pa.size
+    prior = stored_array(d, "prior_slot", "int", ndim=2)
+    if "probe_end" not in d:            # version 1: no second step (its y_slot never read)
+        d = {**d, "probe_end": n_ins, "y_slot": np.full(n, -1, dtype=np.int64)}
+        prior = np.vstack((prior, np.full((1, prior.shape[1]), -1, dtype=np.int64)))
+    slots = {k: stored_array(d, k, "int") for k in _CHAIN_SLOTS}
     ok = (all(a.size == n_ins for a in ins + [chains.ins_c0, chains.ins_row, chains.ins_q,
                                                chains.ins_k, chains.ins_kmid, chains.ins_mode])
           and chains.pb.size == n_pairs and chains.pc.size == n_pairs
@@ -101,17 +106,20 @@ def chain_program(d, problem):
           and (chains.ins_t + np.where(chains.ins_mode == 4, chains.ins_k, 1) <= n_slots).all()
           and all(slots[k].size == size for k, size in sizes.items())
           and all(((s >= -1) & (s < n_slots)).all() for s in slots.values())
-          and all((slots[k] >= 0).all() for k in _CHAIN_SLOTS[1:])
+          and all((slots[k] >= 0).all() for k in _CHAIN_SLOTS[1:-1])
+          and ((slots["y_slot"] >= 0).all() or int(d["probe_end"]) == n_ins)
           and prior.shape == (len(PRIOR_ROWS), n) and ((prior >= -1) & (prior < n_slots)).all()
           and 0 <= int(d["one"]) < n_slots
-          and 0 <= int(d["factor_end"]) <= int(d["solve_end"]) <= int(d["resid_end"]) <= n_ins
+          and 0 <= int(d["factor_end"]) <= int(d["solve_end"]) <= int(d["resid_end"])
+          <= int(d["probe_end"]) <= n_ins
           and np.isfinite(chains.ins_c0).all() and np.isfinite(chains.pc).all()
           and (np.diff(slots["x_slot"]) == 1).all())
     if not ok:
         raise ValueError("the stored chain program has indices out of range")
     return ChainProgram(n_slots=n_slots, one=int(d["one"]), chains=chains,
                         factor_end=int(d["factor_end"]), solve_end=int(d["solve_end"]),
-                        resid_end=int(d["resid_end"]), flops=dict(d["flops"]),
+                        resid_end=int(d["resid_end"]), probe_end=int(d["probe_end"]),
+                        flops=dict(d["flops"]),
                         nnz_L=int(d["nnz_L"]), prior_slot=prior, **slots)
 
 

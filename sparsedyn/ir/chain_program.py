@@ -22,8 +22,9 @@ EPI_NONE, EPI_SCALE, EPI_RECIP, EPI_ADD = 0, 1, 2, 3
 #: not a chain: the product list w[t + j] = w[pa[q + j]] * w[pb[q + j]] for j < k
 EPI_LIST = 4
 #: the per-sample prior numbers a per-sample program reads from slots (ChainProgram.prior_slot):
-#: p in N, the gradient's precision, p mu and the probe's right-hand side c
-PRIOR_ROWS = ("p", "pg", "pmu", "c")
+#: p in N, the gradient's precision, p mu, the probe's right-hand side c and its second step's
+#: scale J (the typical information)
+PRIOR_ROWS = ("p", "pg", "pmu", "c", "J")
 
 
 class ChainArrays(NamedTuple):
@@ -48,10 +49,12 @@ class ChainArrays(NamedTuple):
 @dataclass(frozen=True)
 class ChainProgram:
     """The instructions (`chains`; mode EPI_LIST: a product list), parts [0, factor_end) factor,
-    [factor_end, solve_end) solve, [solve_end, resid_end) resid, [resid_end, n_ins) probe; slots
-    of ONE, of A's dynamic entries (entry_slot, -1 for constants), A's rows (row_slot) and per
-    variable (original numbering) of x (consecutive), d, N_kk and the probe's z; `flops` per part
-    (counted arithmetic per state); nnz_L below the diagonal; prior_slot (4, n): per variable,
+    [factor_end, solve_end) solve, [solve_end, resid_end) resid, [resid_end, probe_end) probe,
+    [probe_end, n_ins) the probe's second step (empty if the program has none); slots of ONE,
+    of A's dynamic entries (entry_slot, -1 for constants), A's rows (row_slot) and per variable
+    (original numbering) of x (consecutive), d, N_kk, the probe's z and the solve's y (its last
+    dx after a solve); `flops` per part (counted arithmetic per state); nnz_L below the
+    diagonal; prior_slot (len(PRIOR_ROWS), n): per variable,
     the slots of the PRIOR_ROWS numbers a per-sample program reads (-1: folded into the chains,
     or the term does not exist)."""
 
@@ -61,12 +64,14 @@ class ChainProgram:
     factor_end: int
     solve_end: int
     resid_end: int
+    probe_end: int
     entry_slot: np.ndarray
     row_slot: np.ndarray
     x_slot: np.ndarray
     d_slot: np.ndarray
     nkk_slot: np.ndarray
     z_slot: np.ndarray
+    y_slot: np.ndarray
     flops: dict
     nnz_L: int
     prior_slot: np.ndarray

@@ -10,7 +10,11 @@ BERDY's Gaussian form): per group of `lanes` states, in one pass that stays in c
   3. flag states for the caller's reference route: a pivot d_j that is not positive or a
      non-finite x or z (1); a pivot that the likelihood hardly contributes to,
      d_j - p_j <= sing_tol (N_jj - p_j), or a probe response |z_j| > z_tol_j, i.e. a direction
-     the measurements may not determine (2: estimation/compiled_map.py).
+     the measurements may not determine (2: estimation/compiled_map.py);
+  4. if the probe alone flagged a state of the group: the probe's second step z = N^-1 (J z)
+     and a second refinement step (on r - A x2 = (r - A x1) - A dx, dx left in y's rows); a
+     state whose second response stays under z2_tol (and its other tests pass) is accepted
+     with that x.
 
 The augmented (quasi-definite) form (run_augmented, below) shares step 1 (into its own array)
 and replaces 2-3 by the static-pivot LU of K = [[W^-1, A], [A^T, -diag(p)]], a probe
@@ -62,17 +66,19 @@ def run_chains(w, lo, hi, prog):
 
 
 class MapSlots(NamedTuple):
-    """The MAP kernel's parts of a chain program (the ONE slot, where its factor, solve and
-    resid parts end), the slots it reads per variable (x, d, N_kk, the probe's z) and the
-    undetermined-pivot tolerance."""
+    """The MAP kernel's parts of a chain program (the ONE slot, where its factor, solve, resid
+    and probe parts end), the slots it reads per variable (x, d, N_kk, the probe's z, the
+    solve's y) and the undetermined-pivot tolerance."""
     one: int
     factor_end: int
     solve_end: int
     resid_end: int
+    probe_end: int
     x_slot: np.ndarray
     d_slot: np.ndarray
     nkk_slot: np.ndarray
     z_slot: np.ndarray
+    y_slot: np.ndarray
     sing_tol: float
 
 
@@ -85,11 +91,12 @@ class SampleInputs(NamedTuple):
              or the assembled value where e_value[e] is NaN), r'_r = r_r row_scale[b, r] (row
              slots row_slot): W^1/2 A and W^1/2 r with row_scale = sqrt(w), a variable with
              col_scale 0 (an inactive contact's wrench) cut out of every row;
-      prior[b, i, j] into prior_slot[i, j] (chain_program.PRIOR_ROWS: p, p_gradient, p mu, c).
-    Every program's flags read test_p (the prior precision in N), z_tol (the probe's
-    tolerances) and col_scale (a variable scaled to 0 is known, not tested), each with one row
-    per state or a single row for all. A program without per-sample numbers passes empty
-    e_* / row_slot / prior_slot."""
+      prior[b, i, j] into prior_slot[i, j] (chain_program.PRIOR_ROWS: p, p_gradient, p mu, c, J).
+    Every program's flags read test_p (the prior precision in N), z_tol and z2_tol (the probe's
+    tolerances after its first and second step; z2_tol < 0 where the second step may not
+    accept a state: compiled_map.py) and col_scale (a variable scaled to 0 is known, not
+    tested), each with one row per state or a single row for all. A program without per-sample
+    numbers passes empty e_* / row_slot / prior_slot."""
     e_slot: np.ndarray
     e_row: np.ndarray
     e_col: np.ndarray
@@ -101,6 +108,7 @@ class SampleInputs(NamedTuple):
     prior: np.ndarray
     test_p: np.ndarray
     z_tol: np.ndarray
+    z2_tol: np.ndarray
 
 
 class EstimateOutputs(NamedTuple):
@@ -141,6 +149,7 @@ def _map_range(lo, hi, w, q, qd, y, model, xr, dest, prog, ms, sd, res):
     assembly's bundles, prog the ChainArrays, ms the MapSlots, sd the SampleInputs, res the
     EstimateOutputs."""
     one, factor_end, solve_end, resid_end = ms.one, ms.factor_end, ms.solve_end, ms.resid_end
+    probe_end = ms.probe_end
     x_slot, d_slot, nkk_slot, z_slot = ms.x_slot, ms.d_slot, ms.nkk_slot, ms.z_slot
     sing_tol, test_p, z_tol, col_scale = ms.sing_tol, sd.test_p, sd.z_tol, sd.col_scale
     per_p, per_c = test_p.shape[0] > 1, col_scale.shape[0] > 1
@@ -152,6 +161,8 @@ def _map_range(lo, hi, w, q, qd, y, model, xr, dest, prog, ms, sd, res):
     idx = sc.idx
     nbad = np.zeros(lanes)
     nund = np.zeros(lanes)
+    nprobe = np.zeros(lanes)
+    x_kept = np.empty((n, lanes))
     for first in range(lo, hi, lanes):
         cnt = _lane_indices(first, hi, idx)
         _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc)
@@ -164,29 +175,72 @@ def _map_range(lo, hi, w, q, qd, y, model, xr, dest, prog, ms, sd, res):
         run_chains(w, factor_end, solve_end, prog)
         run_chains(w, solve_end, resid_end, prog)     # r -= A x, in place
         run_chains(w, factor_end, solve_end, prog)
-        run_chains(w, resid_end, n_ins, prog)         # the probe z = N^-1 c
+        run_chains(w, resid_end, probe_end, prog)     # the probe z = N^-1 c
         # ---- flags, branch-free over whole rows of w (the lanes are contiguous): counts of
-        # failed pivot / finiteness checks and of undetermined pivots per lane
-        for s in range(lanes):
-            nbad[s] = 0.0
-            nund[s] = 0.0
-        for j in range(n):
-            d, nk, xs, zs = d_slot[j], nkk_slot[j], x_slot[j], z_slot[j]
-            for s in range(lanes):
-                bp = idx[s] if per_p else 0
-                p0, zt = test_p[bp, j], z_tol[bp, j]
-                known = col_scale[idx[s] if per_c else 0, j] == 0.0
-                dj, xj, zj = w[d, s], w[xs, s], w[zs, s]
-                # x - x: NaN unless finite
-                nbad[s] += (not dj > 0.0) + (xj - xj != 0.0) + (zj - zj != 0.0)
-                nund[s] += (not known) * ((dj - p0 <= sing_tol * (w[nk, s] - p0))
-                                          + (abs(zj) > zt))
-        for s in range(cnt):
-            flag[first + s] = BROKEN if nbad[s] > 0 else (UNDETERMINED if nund[s] > 0 else OK)
+        # failed pivot / finiteness checks, undetermined pivots and probe responses per lane
+        _map_flags(w, idx, ms, sd, z_tol, nbad, nund, nprobe)
         x0 = x_slot[0]                                 # x's rows are consecutive
+        again = False
+        for s in range(cnt):
+            flag[first + s] = (BROKEN if nbad[s] > 0 else
+                               (UNDETERMINED if nund[s] + nprobe[s] > 0 else OK))
+            again |= nbad[s] + nund[s] == 0 and nprobe[s] > 0
         for j in range(n):
             for s in range(cnt):
                 x[first + s, j] = w[x0 + j, s]
+        if again and probe_end < n_ins:
+            _second_step(w, ms, prog, solve_end, resid_end, probe_end, n_ins, x_kept)
+            _map_flags(w, idx, ms, sd, sd.z2_tol, nbad, nund, nprobe)
+            for s in range(cnt):
+                if flag[first + s] == UNDETERMINED and nbad[s] + nund[s] + nprobe[s] == 0:
+                    flag[first + s] = OK
+                    for j in range(n):
+                        x[first + s, j] = w[x0 + j, s]
+
+
+@njit(cache=True, error_model="numpy")
+def _map_flags(w, idx, ms, sd, z_tol, nbad, nund, nprobe):
+    """Per lane: nbad, a pivot not positive or x or z not finite; nund, a pivot the likelihood
+    hardly contributes to (d_j - p_j <= sing_tol (N_jj - p_j)); nprobe, a probe response
+    |z_j| > z_tol_j (z_tol: SampleInputs' z_tol or z2_tol). Known variables are not tested."""
+    test_p, col_scale, sing_tol = sd.test_p, sd.col_scale, ms.sing_tol
+    per_p, per_c = test_p.shape[0] > 1, col_scale.shape[0] > 1
+    lanes = w.shape[1]
+    for s in range(lanes):
+        nbad[s] = 0.0
+        nund[s] = 0.0
+        nprobe[s] = 0.0
+    for j in range(ms.x_slot.shape[0]):
+        d, nk, xs, zs = ms.d_slot[j], ms.nkk_slot[j], ms.x_slot[j], ms.z_slot[j]
+        for s in range(lanes):
+            bp = idx[s] if per_p else 0
+            p0, zt = test_p[bp, j], z_tol[bp, j]
+            known = col_scale[idx[s] if per_c else 0, j] == 0.0
+            dj, xj, zj = w[d, s], w[xs, s], w[zs, s]
+            # x - x: NaN unless finite
+            nbad[s] += (not dj > 0.0) + (xj - xj != 0.0) + (zj - zj != 0.0)
+            nund[s] += (not known) * (dj - p0 <= sing_tol * (w[nk, s] - p0))
+            nprobe[s] += (not known) * (abs(zj) > zt)
+
+
+@njit(cache=True, error_model="numpy")
+def _second_step(w, ms, prog, solve_end, resid_end, probe_end, n_ins, x_kept):
+    """The probe's second step z = N^-1 (J z) and a second refinement step: r - A x2 from the
+    residual r - A x1 the first step left, as (r - A x1) - A dx with dx in y's rows."""
+    x_slot, y_slot = ms.x_slot, ms.y_slot
+    lanes = w.shape[1]
+    run_chains(w, probe_end, n_ins, prog)
+    for j in range(x_slot.shape[0]):
+        xs, ys = x_slot[j], y_slot[j]
+        for s in range(lanes):
+            x_kept[j, s] = w[xs, s]
+            w[xs, s] = w[ys, s]
+    run_chains(w, solve_end, resid_end, prog)
+    for j in range(x_slot.shape[0]):
+        xs = x_slot[j]
+        for s in range(lanes):
+            w[xs, s] = x_kept[j, s]
+    run_chains(w, ms.factor_end, solve_end, prog)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")

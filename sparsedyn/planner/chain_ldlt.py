@@ -16,9 +16,12 @@ on the rows of a lane work array (one slot per value). Every step of the online 
           substitution, last row first, into y_k's row), x_k += dx_k as its epilogue;
   resid   r_r -= sum_k A_rk x_k (in place: the solve part then reads the residual as r);
   probe   z = N^-1 c for a constant c (forward and back substitution into z's rows): the compiled
-          route's identifiability probe (compiled_map.py).
+          route's identifiability probe (compiled_map.py);
+  probe2  (optional) z = N^-1 (J z) in place: the probe's second step of inverse iteration (J the
+          typical information, so that the step is one in J's scale-free units).
 Run as: factor; x = 0; solve (x = N^-1 g); resid; solve (one refinement step on the un-squared
-residual, as the reference MAPSolver); probe. The gradient's prior term -p_k x_k uses the
+residual, as the reference MAPSolver); probe; and where the probe responds, probe2 and a second
+refinement step (kernels/normal_numba.py). After a solve, y's rows hold its last dx. The gradient's prior term -p_k x_k uses the
 gradient's precisions (0 where the prior is the uninformative ridge, solve_map.py). The product
 of a dynamic entry of A with a constant one is a pair (a, ONE, w_r A_const); products of constants
 are folded into c0 offline.
@@ -145,17 +148,18 @@ def _normal_products(by_row, cols, dyn, values, weights, inv):
 
 
 def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, normal_pattern,
-                gradient_prior=None, probe=None, per_sample=False):
+                gradient_prior=None, probe=None, per_sample=False, probe_scale=None):
     """The ChainProgram of the MAP normal equations (module docstring) for A's CSC pattern
     (m, n), dynamic (nnz,) bool, values (nnz,) A's constants (read where not dynamic), weights
     (m,), prior (n,) the precisions in N, prior_pmu (n,) = p mu, perm (n,) the elimination order
     (perm[k]: the variable eliminated k-th), normal_pattern N's symmetric pattern (n, n),
     gradient_prior (n,) the precisions in the gradient (default: prior), probe (n,) the probe's
-    right-hand side c (default: zeros).
-    per_sample: the prior's numbers (p, the gradient's precisions, p mu, the probe's c) are read
-    from slots the kernel fills per state (ChainProgram.prior_slots) instead of being folded into
-    the chains; the arguments prior, prior_pmu, gradient_prior and probe then only say which
-    terms exist (none is dropped for being zero)."""
+    right-hand side c (default: zeros), probe_scale (n,) the typical information J of the
+    probe's second step (default: no second step).
+    per_sample: the prior's numbers (p, the gradient's precisions, p mu, the probe's c and J)
+    are read from slots the kernel fills per state (ChainProgram.prior_slots) instead of being
+    folded into the chains; the arguments prior, prior_pmu, gradient_prior, probe and
+    probe_scale then only say which terms exist (none is dropped for being zero)."""
     gradient_prior = prior if gradient_prior is None else gradient_prior
     probe = np.zeros(A_pattern.shape[1]) if probe is None else probe
 
@@ -226,16 +230,34 @@ def plan_chains(A_pattern, dynamic, values, weights, prior, prior_pmu, perm, nor
                 src=("row", r))
     resid_end, resid_flops = len(b.ins), b.flops - factor_flops - solve_flops
 
-    for k in range(n):
+    def substitution(first_terms):
+        """z = N^-1 c in place over z's rows, c_k's terms first_terms(k) (pairs, c0)."""
+        for k in range(n):
+            pairs, c0 = first_terms(k)
+            b.chain(("z", k), pairs + [(("l", k, jj), ("z", jj), -1.0) for jj in Lrows[k]],
+                    c0=c0)
+        for k in range(n - 1, -1, -1):
+            b.chain(("z", k), [(("z", k), ("r", k), 1.0)]
+                    + [(("l", i, k), ("z", i), -1.0) for i in L[k]])
+
+    def probe_rhs(k):
         c0, pairs = prior_term("c", perm[k], probe[perm[k]], "one")
-        b.chain(("z", k), pairs + [(("l", k, jj), ("z", jj), -1.0) for jj in Lrows[k]], c0=c0)
-    for k in range(n - 1, -1, -1):
-        b.chain(("z", k), [(("z", k), ("r", k), 1.0)]
-                + [(("l", i, k), ("z", i), -1.0) for i in L[k]])
+        return pairs, c0
+
+    def second_rhs(k):
+        # c2_k = J_k z_k: the first step's response in J's units (read before z_k is written)
+        _, pairs = prior_term("J", perm[k], probe_scale[perm[k]], ("z", k))
+        return pairs, 0.0
+
+    before = b.flops
+    substitution(probe_rhs)
+    probe_end, probe_flops = len(b.ins), b.flops - before
+    if probe_scale is not None:
+        substitution(second_rhs)
     flops = {"factor": factor_flops, "solve": solve_flops, "resid": resid_flops,
-             "probe": b.flops - factor_flops - solve_flops - resid_flops}
-    return _numbered(b, factor_end, solve_end, resid_end, flops, m, n, rows.size, dynamic, inv,
-                     L)
+             "probe": probe_flops, "probe2": b.flops - before - probe_flops}
+    return _numbered(b, (factor_end, solve_end, resid_end, probe_end), flops, m, n, rows.size,
+                     dynamic, inv, L)
 
 
 def _grouped(ranked, names, L, n):
@@ -256,7 +278,7 @@ def _grouped(ranked, names, L, n):
     return np.array(out, dtype=np.int64)
 
 
-def _numbered(b, factor_end, solve_end, resid_end, flops, m, n, nnz, dynamic, inv, L):
+def _numbered(b, ends, flops, m, n, nnz, dynamic, inv, L):
     """The ChainProgram with slots renumbered: ONE, the scratch rows, x (variable order), then
     by first touch (operands before targets)."""
     ins = np.array(b.ins, dtype=np.int64).reshape(-1, 10)
@@ -294,7 +316,8 @@ def _numbered(b, factor_end, solve_end, resid_end, flops, m, n, nnz, dynamic, in
 
     def by_var(kind):
         return np.array([name_slot[(kind, int(inv[j]))] for j in range(n)], dtype=np.int64)
-    # the per-sample prior's slots, (4, n) in PRIOR_ROWS order (-1: the term does not exist)
+    # the per-sample prior's slots, (len(PRIOR_ROWS), n) in PRIOR_ROWS order (-1: the term
+    # does not exist)
     prior_slot = np.array([[name_slot.get((kind, j), -1) for j in range(n)]
                            for kind in PRIOR_ROWS], dtype=np.int64).reshape(len(PRIOR_ROWS), n)
     return ChainProgram(
@@ -304,8 +327,9 @@ def _numbered(b, factor_end, solve_end, resid_end, flops, m, n, nnz, dynamic, in
                            ins_q=ins[:, 3], ins_k=ins[:, 4], ins_kmid=ins[:, 5],
                            ins_mid=new[ins[:, 6]], ins_mode=ins[:, 7], ins_t2=new[ins[:, 8]],
                            ins_r2=new[ins[:, 9]], pa=new[pairs[:, 0]], pb=new[pairs[:, 1]], pc=pc),
-        factor_end=factor_end,
-        solve_end=solve_end, resid_end=resid_end, entry_slot=entry_slot,
+        factor_end=ends[0], solve_end=ends[1], resid_end=ends[2], probe_end=ends[3],
+        entry_slot=entry_slot,
         row_slot=np.array([name_slot[("row", r)] for r in range(m)], dtype=np.int64),
         x_slot=by_var("x"), d_slot=by_var("d"), nkk_slot=by_var("N"), z_slot=by_var("z"),
+        y_slot=by_var("y"),
         flops=flops, nnz_L=sum(len(c) for c in L), prior_slot=prior_slot)
