@@ -356,3 +356,10 @@ def test_second_step_still_flags_undetermined_states_at_berdy_variances():
     assert (plan.compiled._static_tests[5] >= 0).all()          # the second step may accept
     assert (flag != 0).tolist() == [True, False, False, False]
     _state_0_undetermined(plan, truth, readings)
+    # without the pivot test, the probe's second step alone still flags state 0
+    route = plan.compiled
+    model, xr, dest, chains, slots = route._bound
+    route._bound = (model, xr, dest, chains, slots._replace(sing_tol=-np.inf))
+    y = plan.problem.rows.readings_vector(plan.problem.check_readings(readings, 4), 4)
+    assert (np.asarray(route.run(truth.q, truth.v, y)[1]) != 0).tolist() == [True, False,
+                                                                            False, False]
