@@ -117,7 +117,9 @@ def test_numpy_backend_and_out_buffer():
         with pytest.raises(ValueError, match="out"):
             plan.solve(q, **kwargs)
     with pytest.raises(ValueError, match="backend"):
-        plan.solve(q, backend="c")
+        plan.solve(q, backend="cuda")
+    with pytest.raises(ValueError, match="backend"):     # C computes M alone
+        plan.factor(q, backend="c")
     with pytest.raises(ValueError, match="backend"):
         sd.crba(model, q, backend="cuda")
     with pytest.raises(ValueError, match="threads"):

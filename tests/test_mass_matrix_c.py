@@ -1,0 +1,108 @@
+"""The mass matrix on the C backend (plan.solve(backend="c"): lane vectors of states, and
+plan.solver(): one state per call) against Pinocchio's crba on several robots, and the typed
+errors of the numba route."""
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import numpy as np
+import pytest
+
+import sparsedyn as sd
+from oracles import rel_err
+from sparsedyn import NonFiniteError
+from sparsedyn.backends.c_mass_matrix_kernel import LANES
+from sparsedyn.model import ModelBuilder, PrismaticJoint, RevoluteJoint
+from test_mass_matrix_compiled import TOL, _robot, pin_M
+
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
+                                reason="no C compiler")
+
+_CACHE = {}
+
+
+@pytest.fixture(params=["humanoid", "talos", "panda", "solo12", "anymal", "mixed"])
+def robot(request):
+    if request.param not in _CACHE:
+        model, pmodel, conv = _robot(request.param)
+        _CACHE[request.param] = model, pmodel, conv, sd.compile(sd.mass_matrix(model))
+    return _CACHE[request.param]
+
+
+def test_c_batches_against_pinocchio(robot):
+    model, pmodel, conv, plan = robot
+    B = 4 * LANES + 3                        # whole lane groups and a partial one
+    q = model.random_configuration(np.random.default_rng(11), batch=B)
+    ref = pin_M(model, pmodel, conv, q)
+    rows, cols = plan.pairs
+    for threads in (1, 2):                  # two threads: ranges that split a lane group
+        M = plan.solve(q, backend="c", threads=threads)
+        assert M.shape == (B, model.nv, model.nv) and rel_err(M, ref) < TOL
+        packed = plan.solve(q, backend="c", threads=threads, packed=True)
+        assert packed.shape == (B, plan.n_pairs) and rel_err(packed, ref[:, rows, cols]) < TOL
+    buf = np.full((B, model.nv, model.nv), np.nan)   # a caller's buffer: its zeros written too
+    assert plan.solve(q, backend="c", out=buf) is buf and rel_err(buf, ref) < TOL
+    for n in (0, 1, LANES - 1):            # below a lane group
+        M = plan.solve(q[:n], backend="c")
+        assert M.shape == (n, model.nv, model.nv) and (n == 0 or rel_err(M, ref[:n]) < TOL)
+    assert plan.solve(q[2], backend="c").shape == (model.nv,) * 2
+    assert rel_err(plan.solve(q[2], backend="c"), ref[2]) < TOL
+
+
+def test_solver_one_state_against_pinocchio(robot):
+    model, pmodel, conv, plan = robot
+    q = model.random_configuration(np.random.default_rng(12), batch=5)
+    ref = pin_M(model, pmodel, conv, q)
+    f = plan.solver()
+    out = np.full((model.nv, model.nv), np.nan)
+    for b in range(5):
+        assert rel_err(f(q[b]), ref[b]) < TOL
+        assert f(q[b], out=out) is out and rel_err(out, ref[b]) < TOL
+    assert f(q[1]) is not f(q[1])             # a fresh array per call
+    # the one-state library also serves batches smaller than a lane group
+    assert rel_err(plan.solve(q[:3], backend="c"), ref[:3]) < TOL
+    with pytest.raises(ValueError, match="backend"):
+        plan.solver(backend="numba")
+
+
+def test_c_bad_input_raises_typed_errors():
+    model = sd.models.humanoid()
+    plan = sd.compile(sd.mass_matrix(model))
+    f = plan.solver()
+    q = model.random_configuration(np.random.default_rng(8), batch=4)
+    bad = q.copy()
+    bad[2, 9] = np.nan
+    with pytest.raises(ValueError, match="q: non-finite value at batch index 2"):
+        plan.solve(bad, backend="c")
+    with pytest.raises(ValueError, match="q: non-finite value"):
+        f(bad[2])
+    bad = q.copy()
+    bad[1, 3:7] *= 2.0                       # the free-flyer's quaternion
+    with pytest.raises(ValueError, match="quaternion"):
+        plan.solve(bad, backend="c")
+    with pytest.raises(ValueError, match="quaternion"):
+        f(bad[1])
+    with pytest.raises(ValueError, match="q: expected shape"):
+        f(q[0, :-1])
+    with pytest.raises(ValueError, match="q: expected shape"):
+        plan.solve(q[:, :-1], backend="c")
+
+
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_c_overflow_names_the_state():
+    b = ModelBuilder("slider")
+    b.add_body("base", -1, RevoluteJoint("j1", [0, 0, 1]), mass=1.0, inertia=np.eye(3) * 0.1)
+    b.add_body("slide", "base", PrismaticJoint("j2", [1, 0, 0]), mass=1.0, inertia=np.eye(3) * 0.1)
+    model = b.build()
+    q = np.zeros((LANES + 3, 2))
+    q[LANES + 1, 1] = 1e200                  # m x^2 overflows: M_11 is inf
+    plan = sd.compile(sd.mass_matrix(model))
+    for packed in (False, True):
+        with pytest.raises(NonFiniteError) as err:
+            plan.solve(q, backend="c", packed=packed)
+        assert err.value.batch_indices == (LANES + 1,) and err.value.arguments[0] == "q"
+    with pytest.raises(NonFiniteError):
+        plan.solver()(q[LANES + 1])
+    assert np.isfinite(plan.solver()(q[0])).all()
