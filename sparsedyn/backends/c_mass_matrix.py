@@ -41,19 +41,33 @@ _LOCALS.append("  " + " ".join(f"(void){x.strip(',;')};" for line in _LOCALS
 
 
 class _Slots:
-    """Work-array slots handed out in order; `put` stores a state-dependent value (a constant
-    stays a float, no statement) and returns what readers use."""
+    """Work-array slots: `put` stores a state-dependent value in a free slot (a constant stays a
+    float, a copy of a slot is that slot: no statement) and returns what readers use; `release`
+    drops the references of values no longer read, and a slot without any is reused (last
+    freed first): the work of a lane group then stays near its live values (the open path of
+    the forward sweep, the composite inertias and motions awaiting the backward one)."""
 
     def __init__(self):
-        self.n = 0
+        self.n, self.refs, self.free = 0, {}, []
 
     def put(self, V, value):
         if isinstance(value, float):
             return value
-        slot = f"w[{self.n}]"
-        self.n += 1
+        if _SLOT.fullmatch(value):
+            self.refs[value] += 1
+            return value
+        slot = self.free.pop() if self.free else f"w[{self.n}]"
+        self.n += slot == f"w[{self.n}]"
+        self.refs[slot] = 1
         V.store(slot, value)
         return slot
+
+    def release(self, values):
+        for x in values:
+            if isinstance(x, str):
+                self.refs[x] -= 1
+                if self.refs[x] == 0:
+                    self.free.append(x)
 
 
 def _forward(i, jt, mm, W, R, P, IC, J, out):
@@ -136,7 +150,16 @@ def _backward(i, jt, mm, W, IC, J, out):
             V.store(f"out[{e}]", x)
     par = int(jt.parent[i])
     if par >= 0:                                  # I^c_parent += I^c_i, same frame
-        IC[par] = [W.put(V, fadd(a, b, lit)) for a, b in zip(IC[par], IC[i])]
+        for c in range(10):
+            if isinstance(IC[par][c], str) and W.refs[IC[par][c]] == 1:     # in place
+                V.store(IC[par][c], fadd(IC[par][c], IC[i][c], lit))
+            else:
+                x = W.put(V, fadd(IC[par][c], IC[i][c], lit))
+                W.release([IC[par][c]])
+                IC[par][c] = x
+    W.release(IC[i])                              # body i is done: its I^c and J_k no longer read
+    for k in range(first, first + count):
+        W.release(J[k])
 
 
 def mass_matrix_source(program, prefix, lanes=1):
@@ -150,9 +173,12 @@ def mass_matrix_source(program, prefix, lanes=1):
     n_out = program.n_pairs
     W, R, P, IC, J = _Slots(), [None] * N, [None] * N, [None] * N, [None] * program.nv
     pieces = []
+    last = {i: max([c for c in range(N) if jt.parent[c] == i], default=i) for i in range(N)}
     for i in range(N):
         pieces.append([f"  /* body {i} forward */"])
         _forward(i, jt, mm, W, R, P, IC, J, pieces[-1])
+        for b in [b for b in range(i + 1) if last[b] == i]:    # no child reads R_b, p_b now
+            W.release(R[b] + P[b])
     for i in range(N - 1, -1, -1):
         pieces.append([f"  /* body {i} backward */"])
         _backward(i, jt, mm, W, IC, J, pieces[-1])
@@ -260,6 +286,7 @@ def _sincos_source(lanes):
         "  *sn = (vd)((vl)a ^ (neg & ((vl){0} + 1 << 63))); *cs = b;\n}\n")
 
 
+_SLOT = re.compile(r"w\[\d+\]")
 #: a constant stored into a vector slot (broadcast by adding it to a zero vector)
 _CONST = re.compile(r"^(\s*(?:w|out)\[\d+\] = )([-+0-9.e]+|\(-[0-9.e+-]+\));$")
 _SINCOS = re.compile(r"sn = sin\((q\[\d+\])\); cs = cos\(q\[\d+\]\);")
