@@ -14,8 +14,7 @@ import sparsedyn as sd
 from oracles import rel_err
 from sparsedyn import NonFiniteError
 from sparsedyn.backends.c_mass_matrix_kernel import LANES
-from sparsedyn.model import ModelBuilder, PrismaticJoint, RevoluteJoint
-from test_mass_matrix_compiled import TOL, _robot, pin_M
+from test_mass_matrix_compiled import TOL, _robot, pin_M, slider_model
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
                                 reason="no C compiler")
@@ -92,10 +91,7 @@ def test_c_bad_input_raises_typed_errors():
 
 @pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
 def test_c_overflow_names_the_state():
-    b = ModelBuilder("slider")
-    b.add_body("base", -1, RevoluteJoint("j1", [0, 0, 1]), mass=1.0, inertia=np.eye(3) * 0.1)
-    b.add_body("slide", "base", PrismaticJoint("j2", [1, 0, 0]), mass=1.0, inertia=np.eye(3) * 0.1)
-    model = b.build()
+    model = slider_model()
     q = np.zeros((LANES + 3, 2))
     q[LANES + 1, 1] = 1e200                  # m x^2 overflows: M_11 is inf
     plan = sd.compile(sd.mass_matrix(model))

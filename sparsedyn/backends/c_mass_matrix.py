@@ -13,32 +13,22 @@ pair order, as crba_numba's "packed" layout):
      J_k = [R S_w; R S_v + p x (R S_w)] of the body's DoFs k;
   2. backward: F_k = I^c_i J_k, out[(k, j)] = J_j . F_k (+ armature on the diagonal),
      I^c_parent += I^c_i.
-Returns 0 when the result is good; 1 when q, a body position (the leaves' stand for all:
-p_child = p_p + R_p r keeps a non-finite p_p), a root's composite inertia (the sum of its
-subtree's) or an output is not finite, i.e. when a fold's dropped `0 * x` could have been NaN
-(c_fold) or M is not finite; +2 when a quaternion of q is not unit-norm.
+The folds' precondition (c_fold: a dropped `0 * x` has a finite x) holds when q, every body
+position and every composite inertia are finite: a non-finite p_p stays so in its children's
+p = p_p + R_p r, hence in the leaves', and a non-finite inertia in its root's composite one (a
+sum), so those (CrbaStatements.checked) and the outputs, checked finite, stand for all. The unit
+around the statements: c_mass_matrix_unit.py.
 """
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import numpy as np
 
-from ..batch import QUATERNION_TOL
-from ..ir.assembly import ROT_QUAT
 from ..ir.mass_matrix import SYM3
-from ..kernels.assemble_numba import (SINCOS_RANGE, _C0, _C1, _C2, _C3, _C4, _C5, _DP1, _DP2,
-                                      _DP3, _FOPI, _S0, _S1, _S2, _S3, _S4, _S5)
 from .c_fold import Locals, fadd, fmul, fsub, fsum
-from .c_source import BAD_QUATERNION, _chunked, _cross, _transform, lit
-
-_LOCALS = ["  double sn, cs, qx, qy, qz, qw, R0, R1, R2, R3, R4, R5, R6, R7, R8;",
-           "  double E0, E1, E2, E3, E4, E5, E6, E7, E8, r0, r1, r2;",
-           "  double T0, T1, T2, T3, T4, T5, T6, T7, T8, u0, u1, u2, g0, g1, g2, d;",
-           "  double f0, f1, f2, f3, f4, f5, c0, c1, c2;"]
-_LOCALS.append("  " + " ".join(f"(void){x.strip(',;')};" for line in _LOCALS
-                               for x in line.split()[1:]))
-
+from .c_source import _cross, _transform, lit
 
 class _Slots:
     """Work-array slots: `put` stores a state-dependent value in a free slot (a constant stays a
@@ -101,7 +91,7 @@ def _forward(i, jt, mm, W, R, P, IC, J, out):
     V.set("d", fsum([fmul(p[a], u[a], lit) for a in range(3)]
                     + [fmul(p[a], g[a], lit) for a in range(3)], lit))
     vals = [m] + g
-    for a, b in SYM3:                             # Ibar'_ab = (T R^T)_ab + d 1_ab - u_a p_b - p_a g_b
+    for a, b in SYM3:             # Ibar'_ab = (T R^T)_ab + d 1_ab - u_a p_b - p_a g_b
         x = fsum([fmul(V[f"T{3 * a + c}"], Ri[3 * b + c], lit) for c in range(3)], lit)
         x = fadd(x, V["d"], lit) if a == b else x
         vals.append(fsub(fsub(x, fmul(u[a], p[b], lit), lit), fmul(p[a], g[b], lit), lit))
@@ -157,20 +147,15 @@ def _backward(i, jt, mm, W, IC, J, out):
                 x = W.put(V, fadd(IC[par][c], IC[i][c], lit))
                 W.release([IC[par][c]])
                 IC[par][c] = x
-    W.release(IC[i])                              # body i is done: its I^c and J_k no longer read
+    if par >= 0:                                  # body i is done: its I^c and J_k no longer
+        W.release(IC[i])                          # read (a root's I^c: checked at the end)
     for k in range(first, first + count):
         W.release(J[k])
 
 
-def mass_matrix_source(program, prefix, lanes=1):
-    """(C source, work doubles, flops per state) of the one-state function
-    `int prefix(q, out, w)` (the module doc) with its batch loop
-    `void prefix_batch(B, q, out, status, w)`, or with lanes > 1 of the same statements on
-    GCC/Clang vectors of `lanes` states (the batch innermost, as crba_numba's lanes) in
-    `void prefix_batch(B, q, out, status, w)`; flops: the binary operations of steps 1-2 as
-    generated (sin and cos apart, not included)."""
-    jt, mm, N, nq = program.joints, program.arrays, program.nbodies, program.nq
-    n_out = program.n_pairs
+def crba_statements(program):
+    """Steps 1-2 (the module doc) of a MassMatrixProgram for one state: CrbaStatements."""
+    jt, mm, N = program.joints, program.arrays, program.nbodies
     W, R, P, IC, J = _Slots(), [None] * N, [None] * N, [None] * N, [None] * program.nv
     pieces = []
     last = {i: max([c for c in range(N) if jt.parent[c] == i], default=i) for i in range(N)}
@@ -178,115 +163,27 @@ def mass_matrix_source(program, prefix, lanes=1):
         pieces.append([f"  /* body {i} forward */"])
         _forward(i, jt, mm, W, R, P, IC, J, pieces[-1])
         for b in [b for b in range(i + 1) if last[b] == i]:    # no child reads R_b, p_b now
-            W.release(R[b] + P[b])
+            W.release(R[b] + (P[b] if b != i else []))          # (a leaf's p: checked at the end)
+    leaves = np.setdiff1d(np.arange(N), jt.parent)
+    checked = [x for i in leaves for x in P[i] if isinstance(x, str)]
     for i in range(N - 1, -1, -1):
         pieces.append([f"  /* body {i} backward */"])
         _backward(i, jt, mm, W, IC, J, pieces[-1])
+    checked += [x for i in range(N) if jt.parent[i] < 0 for x in IC[i] if isinstance(x, str)]
     flops = sum(line.count(" * ") + line.count(" + ") + line.count(" - ")
                 for piece in pieces for line in piece)
-    T = "double" if lanes == 1 else "vd"
-    if lanes > 1:                                 # libm's sin and cos lane by lane
-        pieces = [[_CONST.sub(r"\1vzero + \2;", line) for line in piece] for piece in pieces]
-    pieces = [[_SINCOS.sub(r"sd_sincos(\1, &sn, &cs);", line) for line in piece]
-              for piece in pieces]
-    helpers = []
-    locals_ = [line.replace("double", T) for line in _LOCALS] + (
-        [] if lanes == 1 else ["  int s; const vd vzero = {0.0}; (void)s; (void)vzero;"])
-    calls = _chunked(f"{prefix}_part", pieces, f"const {T} *restrict q, {T} *restrict out, "
-                     f"{T} *restrict w", locals_, "void", helpers)
-    leaves = np.setdiff1d(np.arange(N), jt.parent)
-    checked = ([f"q[{c}]" for c in range(nq)]
-               + [x for i in leaves for x in P[i] if isinstance(x, str)]
-               + [x for i in range(N) if jt.parent[i] < 0 for x in IC[i] if isinstance(x, str)]
-               + [f"out[{e}]" for e in range(n_out)])
-    body = [f"static {T} {prefix}_one(const {T} *restrict q, {T} *restrict out, "
-            f"{T} *restrict w)", "{", f"  {T} acc = q[0] - q[0];"]
-    body += [f"  {name}(q, out, w);" for name in calls]
-    body += [f"  acc += {x} - {x};" for x in checked]         # NaN unless every x is finite
-    body += ["  return acc;", "}"]
-    # the batch: per state (or lane group) the packed M into pk (n_out + 1 values, the last a
-    # constant zero), then out[b * width + dest[c]] = pk[src[c]] (ir/mass_matrix.py's gathers)
-    batch = [f"void {prefix}_batch(long B, const double *q, double *out, long width, long G, "
-             "const long *dest, const long *src, long *status, double *work)", "{",
-             "  long b, s, c, m;"]
-    if lanes == 1:
-        body += [f"int {prefix}(const double *restrict q, double *restrict out, "
-                 "double *restrict w)", "{", "  double mag; int quat_bad = 0; (void)mag;"]
-        for i in np.flatnonzero(jt.rot_kind == ROT_QUAT):
-            c = int(jt.rot_q[i])
-            body.append(f"  mag = sqrt(q[{c}] * q[{c}] + q[{c + 1}] * q[{c + 1}] + q[{c + 2}] * "
-                        f"q[{c + 2}] + q[{c + 3}] * q[{c + 3}]);")
-            body.append(f"  if (!(fabs(mag - 1.0) <= {lit(QUATERNION_TOL)})) "
-                        f"quat_bad = {BAD_QUATERNION};")
-        body += [f"  return ({prefix}_one(q, out, w) != 0.0) + quat_bad;", "}"]
-        body += batch + [f"  double *pk = work, *w = pk + {n_out + 1};", "  (void)s; (void)m;",
-                         f"  pk[{n_out}] = 0.0;", "  for (b = 0; b < B; b++) {",
-                         f"    status[b] = {prefix}(q + b * {nq}, pk, w);",
-                         "    for (c = 0; c < G; c++) out[b * width + dest[c]] = pk[src[c]];",
-                         "  }", "}"]
-        head = []
-    else:
-        # a group's q transposed into work's first nq vectors; a partial group's idle lanes
-        # repeat its first state (finite, never written out)
-        body += batch + [f"  vd *qv = (vd *)work, *pk = qv + {nq}, *w = pk + {n_out + 1}, acc;",
-                         f"  for (s = 0; s < {lanes}; s++) pk[{n_out}][s] = 0.0;",
-                         f"  for (b = 0; b < B; b += {lanes}) {{",
-                         f"    m = B - b < {lanes} ? B - b : {lanes};",
-                         f"    for (c = 0; c < {nq}; c++)",
-                         f"      for (s = 0; s < {lanes}; s++)",
-                         f"        qv[c][s] = q[(b + (s < m ? s : 0)) * {nq} + c];",
-                         f"    acc = {prefix}_one(qv, pk, w);",
-                         "    for (s = 0; s < m; s++) status[b + s] = acc[s] != 0.0;",
-                         "    for (c = 0; c < G; c++)",
-                         "      for (s = 0; s < m; s++) out[(b + s) * width + dest[c]] = pk[src[c]][s];",
-                         "  }", "}"]
-        head = [f"typedef double vd __attribute__((vector_size({8 * lanes})));"]
-    src = "\n".join(["#include <math.h>", ""] + head + [_sincos_source(lanes)] + helpers + [""] + body) + "\n"
-    work = lanes * ((nq if lanes > 1 else 0) + n_out + 1 + W.n)
-    return src, work, flops
+    return CrbaStatements(pieces, W.n, checked, flops)
 
 
-def _sincos_source(lanes):
-    """C of kernels/assemble_numba.sincos (Cephes, branch-free) for one value (lanes 1) or a
-    vector of lanes, with libm's sin and cos for every lane when one is beyond SINCOS_RANGE
-    (or not finite), as _sincos_lanes does."""
-    k = dict(FOPI=_FOPI, DP1=_DP1, DP2=_DP2, DP3=_DP3, S0=_S0, S1=_S1, S2=_S2, S3=_S3, S4=_S4,
-             S5=_S5, C0=_C0, C1=_C1, C2=_C2, C3=_C3, C4=_C4, C5=_C5, RANGE=SINCOS_RANGE)
-    consts = "".join(f"#define SD_{name} {lit(v)}\n" for name, v in k.items())
-    poly = ("  zz = z * z;\n"
-            "  ps = z + z * zz * (((((SD_S0 * zz + SD_S1) * zz + SD_S2) * zz + SD_S3) * zz "
-            "+ SD_S4) * zz + SD_S5);\n"
-            "  pc = 1.0 - 0.5 * zz + zz * zz * (((((SD_C0 * zz + SD_C1) * zz + SD_C2) * zz "
-            "+ SD_C3) * zz + SD_C4) * zz + SD_C5);\n")
-    if lanes == 1:
-        return consts + (
-            "static void sd_sincos(double x, double *sn, double *cs)\n{\n"
-            "  double ax = fabs(x), y, z, zz, ps, pc, a, b; long j, o;\n"
-            "  if (!(ax < SD_RANGE)) { *sn = sin(x); *cs = cos(x); return; }\n"
-            "  j = (long)(ax * SD_FOPI); j += j & 1; y = (double)j;\n"
-            "  z = ((ax - y * SD_DP1) - y * SD_DP2) - y * SD_DP3;\n" + poly +
-            "  o = j & 7;\n  a = (o & 2) ? pc : ps; b = (o & 2) ? ps : pc;\n"
-            "  a = o >= 4 ? -a : a; b = (o == 2 || o == 4) ? -b : b;\n"
-            "  *sn = x < 0 ? -a : a; *cs = b;\n}\n")
-    return consts + (
-        "typedef long vl __attribute__((vector_size(%d)));\n" % (8 * lanes) +
-        "static void sd_sincos(vd x, vd *sn, vd *cs)\n{\n"
-        "  const vl sign = {0}; vl neg = (vl)x < sign, m2, m4, mc;\n"
-        "  vd ax = (vd)((vl)x & ~(sign + ((vl){0} + 1 << 63))), y, z, zz, ps, pc, a, b;\n"
-        "  vl j, o; int s, big = 0;\n"
-        "  for (s = 0; s < %d; s++) big |= !(ax[s] < SD_RANGE);\n" % lanes +
-        "  if (big) { for (s = 0; s < %d; s++) { (*sn)[s] = sin(x[s]); (*cs)[s] = cos(x[s]); }\n"
-        "             return; }\n" % lanes +
-        "  j = __builtin_convertvector(ax * SD_FOPI, vl); j += j & 1;\n"
-        "  y = __builtin_convertvector(j, vd);\n"
-        "  z = ((ax - y * SD_DP1) - y * SD_DP2) - y * SD_DP3;\n" + poly +
-        "  o = j & 7; m2 = (o & 2) != 0; m4 = o >= 4; mc = (o == 2) | (o == 4);\n"
-        "  a = (vd)(((vl)pc & m2) | ((vl)ps & ~m2)); b = (vd)(((vl)ps & m2) | ((vl)pc & ~m2));\n"
-        "  a = (vd)((vl)a ^ (m4 & ((vl){0} + 1 << 63))); b = (vd)((vl)b ^ (mc & ((vl){0} + 1 << 63)));\n"
-        "  *sn = (vd)((vl)a ^ (neg & ((vl){0} + 1 << 63))); *cs = b;\n}\n")
+class CrbaStatements(NamedTuple):
+    """pieces: per body the lines of its forward step (body order), then of its backward one
+    (reverse order), reading q[], writing out[] (the packed M) and w[0..n_slots); checked: the
+    slots whose finiteness stands for every fold's (the module doc), as the last piece leaves
+    them; flops: the binary operations as generated (sin and cos not included)."""
+    pieces: list
+    n_slots: int
+    checked: list
+    flops: int
 
 
 _SLOT = re.compile(r"w\[\d+\]")
-#: a constant stored into a vector slot (broadcast by adding it to a zero vector)
-_CONST = re.compile(r"^(\s*(?:w|out)\[\d+\] = )([-+0-9.e]+|\(-[0-9.e+-]+\));$")
-_SINCOS = re.compile(r"sn = sin\((q\[\d+\])\); cs = cos\(q\[\d+\]\);")

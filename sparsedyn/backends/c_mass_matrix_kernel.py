@@ -1,5 +1,5 @@
 """The compiled mass matrix on the C backend: the program (ir/mass_matrix.py) as C
-(c_mass_matrix.py) in two libraries built on first use by generated_c.build (cached by source,
+(c_mass_matrix_unit.py) in two libraries built on first use by generated_c.build (cached by source,
 compiler, flags and CPU): "one", a state at a time (plan.solver(), a control loop), and "lanes",
 LANES states at a time on vectors (batches). Called through ctypes, which releases the GIL:
 threads run their ranges of a batch in parallel, each on its own work array."""
@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from .c_mass_matrix import mass_matrix_source
+from .c_mass_matrix_unit import mass_matrix_source
 from .generated_c import build, library_path, split_run
 
 #: states per vector of the "lanes" library: 8 doubles fill an AVX-512 register (two AVX2

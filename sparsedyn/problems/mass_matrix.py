@@ -5,13 +5,14 @@
     L = plan.factor(q)                     # M = L^T L (Featherstone Sec. 6.5), L lower
     plan.solve(q, packed=True)             # (B, plan.n_pairs): only the nonzeros of M's lower
                                            # triangle, at plan.pairs (rows, cols)
+    f = plan.solver(); f(q1)               # one state (nq,) per call -> M (nv, nv), C
     crba(model, q, backend="numba")        # the same, planned once per model
 
 The compiled routes are kernels/crba_numba.py (numba, lanes of states; threads split the batch)
 and, for M itself, backend="c": the program as generated C on vectors of states
 (backends/c_mass_matrix.py), "auto" once its library is built (a compile takes seconds: it is
 paid where C is asked for, e.g. by plan.solver(), a state per call for a control loop);
-backend="numpy" runs the reference recursive.crba / recursive.ltl. Both give the same matrices up
+backend="numpy" runs the reference recursive.crba / recursive.ltl. All give the same matrices up
 to round-off. Invalid input (wrong shape, NaN, a non-unit quaternion) raises ValueError naming q;
 a result that is not finite raises NonFiniteError, a non-positive pivot of the factor
 SingularModelError naming the DoF, joint and batch indices, as the reference does.
@@ -99,7 +100,9 @@ class MassMatrixPlan(PlanBase):
     def solve(self, q, threads=None, backend=None, packed=False, out=None):
         """M(q): (nv, nv) for q (nq,), (B, nv, nv) for (B, nq); packed: (B, n_pairs) at `pairs`.
         out: an array of the result's batched shape to write into (saves the allocation of a
-        big result, e.g. B * nv^2 * 8 bytes). threads as Plan.solve (default: numba's count on the idle cores)."""
+        big result, e.g. B * nv^2 * 8 bytes). threads as Plan.solve (default: numba's count on
+        the idle cores). backend: "auto" (C once its library is built, else numba), "c", "numba"
+        or "numpy"."""
         return self._run(q, False, threads, backend, packed, out)
 
     def factor(self, q, threads=None, backend=None, packed=False, out=None):
