@@ -170,20 +170,27 @@ def crba_statements(program):
         pieces.append([f"  /* body {i} backward */"])
         _backward(i, jt, mm, W, IC, J, pieces[-1])
     checked += [x for i in range(N) if jt.parent[i] < 0 for x in IC[i] if isinstance(x, str)]
-    flops = sum(line.count(" * ") + line.count(" + ") + line.count(" - ")
-                for piece in pieces for line in piece)
-    return CrbaStatements(pieces, W.n, checked, flops)
+    lines = [line for piece in pieces for line in piece]
+    mul = sum(line.count(" * ") for line in lines)
+    add = sum(line.count(" + ") + line.count(" - ") for line in lines)
+    return CrbaStatements(pieces, W.n, checked, mul, add)
 
 
 class CrbaStatements(NamedTuple):
     """pieces: per body the lines of its forward step (body order), then of its backward one
     (reverse order), reading q[], writing out[] (the packed M) and w[0..n_slots); checked: the
     slots whose finiteness stands for every fold's (the module doc), as the last piece leaves
-    them; flops: the binary operations as generated (sin and cos not included)."""
+    them; mul, add: the multiplications and the additions (subtractions included) as generated,
+    opcount's convention (sin and cos apart: not included; a sign flip is no operation)."""
     pieces: list
     n_slots: int
     checked: list
-    flops: int
+    mul: int
+    add: int
+
+    @property
+    def flops(self):
+        return self.mul + self.add
 
 
 _SLOT = re.compile(r"w\[\d+\]")
