@@ -102,3 +102,24 @@ def test_c_overflow_names_the_state():
     with pytest.raises(NonFiniteError):
         plan.solver()(q[LANES + 1])
     assert np.isfinite(plan.solver()(q[0])).all()
+
+
+def test_c_sincos_every_octant_and_beyond_its_range():
+    """The generated Cephes sincos (c_sincos.py) through M: joint angles over many turns, both
+    signs, and in one lane group an angle beyond SINCOS_RANGE (libm for that group)."""
+    from sparsedyn.ir.assembly import ROT_ANGLE
+    from sparsedyn.kernels.assemble_numba import SINCOS_RANGE
+    model, pmodel, conv = _robot("humanoid")
+    plan = sd.compile(sd.mass_matrix(model))
+    jt = plan.program.joints
+    cols = jt.rot_q[jt.rot_kind == ROT_ANGLE]
+    rng = np.random.default_rng(13)
+    q = model.random_configuration(rng, batch=3 * LANES)
+    q[:, cols] = rng.uniform(-40.0, 40.0, size=(q.shape[0], cols.size))
+    q[LANES + 2, cols[3]] = 3.0 * SINCOS_RANGE
+    q[LANES + 5, cols[7]] = -1e12
+    ref = pin_M(model, pmodel, conv, q)
+    assert rel_err(plan.solve(q, backend="c"), ref) < TOL
+    f = plan.solver()
+    for b in (0, LANES + 2, LANES + 5):
+        assert rel_err(f(q[b]), ref[b]) < TOL
