@@ -35,7 +35,7 @@ class CMassMatrix:
 
     def __init__(self, program):
         self.program = program
-        self._src, self._libs = {}, {}
+        self._src, self._libs, self._gathers, self._built = {}, {}, {}, set()
         self._lock, self._local = threading.Lock(), threading.local()
 
     def source(self, kind):
@@ -45,7 +45,10 @@ class CMassMatrix:
 
     def ready(self, kind="lanes"):
         """Is this library loaded or in the cache (no compiler run)?"""
-        return kind in self._libs or os.path.exists(library_path(self.source(kind)[0]))
+        if kind not in self._built and (kind in self._libs
+                                        or os.path.exists(library_path(self.source(kind)[0]))):
+            self._built.add(kind)         # (a cache cleared later: library() builds it again)
+        return kind in self._built
 
     def library(self, kind):
         """(batch function, work doubles) of a library, compiled or loaded on first use."""
@@ -60,26 +63,35 @@ class CMassMatrix:
             return self._libs[kind][0], self.source(kind)[1]
 
     def _work(self, kind, k):
-        """This thread's k work arrays of a library (kept between calls), 64-byte aligned."""
+        """This thread's k work arrays of a library (kept between calls), 64-byte aligned, as
+        (array, address) pairs (an array's .ctypes costs microseconds: once)."""
         pools = self._local.__dict__.setdefault("pools", {})
         n = -(-self.source(kind)[1] // 8) * 8
         if kind not in pools or len(pools[kind]) < k:
-            pools[kind] = [aligned(n) for _ in range(k)]
+            pools[kind] = [(a, a.ctypes.data) for a in (aligned(n) for _ in range(k))]
         return pools[kind]
+
+    def _gather(self, gather):
+        """(G, dest address, src address) of a (2, G) gather, kept with it."""
+        key = id(gather)
+        if key not in self._gathers or self._gathers[key][0] is not gather:
+            dest, src = (np.ascontiguousarray(g, dtype=np.int64) for g in gather)
+            self._gathers[key] = gather, dest, src, (dest.size, dest.ctypes.data,
+                                                     src.ctypes.data)
+        return self._gathers[key][3]
 
     def run(self, q, gather, width, threads=1, out=None, kind="lanes"):
         q = np.ascontiguousarray(q, dtype=np.float64)
-        B = q.shape[0]
+        B, nq = q.shape
         out = np.zeros((B, width)) if out is None else out
         status = np.zeros(B, dtype=np.int64)
         fn, _ = self.library(kind)
-        dest, src = (np.ascontiguousarray(g, dtype=np.int64) for g in gather)
-        nq = q.shape[1]
+        G, pdest, psrc = self._gather(gather)
+        pq, pout, pstatus = q.ctypes.data, out.ctypes.data, status.ctypes.data
 
         def call(lo, hi, work):
-            fn(hi - lo, q.ctypes.data + 8 * lo * nq, out.ctypes.data + 8 * lo * width, width,
-               dest.size, dest.ctypes.data, src.ctypes.data, status.ctypes.data + 8 * lo,
-               work.ctypes.data)
+            fn(hi - lo, pq + 8 * lo * nq, pout + 8 * lo * width, width, G, pdest, psrc,
+               pstatus + 8 * lo, work[1])
         if B:
             split_run(B, threads, lambda k: self._work(kind, k), call)
         return out, status

@@ -206,12 +206,11 @@ class MassMatrixSolver:
         fn, _ = kernel.library("one")
         self._q, self._M = np.zeros(plan.model.nq), np.zeros((nv, nv))
         self._status = np.zeros(1, dtype=np.int64)
-        dest, src = plan.program.gathers[("M", "nonzero")]   # M's zeros stay zero in _M
-        self._gather = dest.copy(), src.copy()
-        work = kernel._work("one", 1)[0]
-        args = (1, self._q.ctypes.data, self._M.ctypes.data, nv * nv, dest.size,
-                self._gather[0].ctypes.data, self._gather[1].ctypes.data,
-                self._status.ctypes.data, work.ctypes.data)
+        # M's zeros stay zero in _M: the nonzeros' gather
+        G, pdest, psrc = kernel._gather(plan.program.gathers[("M", "nonzero")])
+        work = kernel._work("one", 1)[0][1]
+        args = (1, self._q.ctypes.data, self._M.ctypes.data, nv * nv, G, pdest, psrc,
+                self._status.ctypes.data, work)
         self._run = lambda: fn(*args)
 
     def __call__(self, q, out=None):
