@@ -71,7 +71,7 @@ class CMassMatrix:
             pools[kind] = [(a, a.ctypes.data) for a in (aligned(n) for _ in range(k))]
         return pools[kind]
 
-    def _gather(self, gather):
+    def gather_args(self, gather):
         """(G, dest address, src address) of a (2, G) gather, kept with it."""
         key = id(gather)
         if key not in self._gathers or self._gathers[key][0] is not gather:
@@ -86,7 +86,7 @@ class CMassMatrix:
         out = np.zeros((B, width)) if out is None else out
         status = np.zeros(B, dtype=np.int64)
         fn, _ = self.library(kind)
-        G, pdest, psrc = self._gather(gather)
+        G, pdest, psrc = self.gather_args(gather)
         pq, pout, pstatus = q.ctypes.data, out.ctypes.data, status.ctypes.data
 
         def call(lo, hi, work):

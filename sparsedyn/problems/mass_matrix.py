@@ -35,6 +35,7 @@ from ..recursive.ltl import _check_pivot, ltl, pattern
 from .. import backends
 from ..backends.c_mass_matrix_kernel import LANES, CMassMatrix
 from .base import PlanBase
+from .mass_matrix_solver import MassMatrixSolver
 
 BACKENDS = ("auto", "numba", "numpy", "c")
 
@@ -194,53 +195,13 @@ class MassMatrixPlan(PlanBase):
         raise AssertionError("unreachable: a failed pivot check raises")    # pragma: no cover
 
 
-class MassMatrixSolver:
-    """MassMatrixPlan.solver(): M(q) for one state per call, on the C library of one state
-    ("one"), its buffers allocated once and no per-call checks but its own (q finite, unit
-    quaternions, M finite); a state it flags, or an argument not an (nq,) array, goes to
-    plan.solve, which raises the typed error naming it."""
-
-    def __init__(self, plan):
-        self.plan, nv = plan, plan.model.nv
-        kernel = plan.c_kernel
-        fn, _ = kernel.library("one")
-        self._q, self._M = np.zeros(plan.model.nq), np.zeros((nv, nv))
-        self._status = np.zeros(1, dtype=np.int64)
-        # M's zeros stay zero in _M: the nonzeros' gather
-        G, pdest, psrc = kernel._gather(plan.program.gathers[("M", "nonzero")])
-        work = kernel._work("one", 1)[0][1]
-        args = (1, self._q.ctypes.data, self._M.ctypes.data, nv * nv, G, pdest, psrc,
-                self._status.ctypes.data, work)
-        self._run = lambda: fn(*args)
-
-    def __call__(self, q, out=None):
-        """M (nv, nv) of q (nq,); out: an (nv, nv) array to write it into (returned)."""
-        if getattr(q, "shape", None) != self._q.shape:
-            return self._checked(q, out)
-        self._q[:] = q
-        self._run()
-        if self._status[0] != 0:
-            return self._checked(q, out)
-        if out is None:
-            return self._M.copy()
-        out[...] = self._M
-        return out
-
-    def _checked(self, q, out):
-        M = self.plan.solve(q, backend="c")
-        if out is None:
-            return M
-        out[...] = M
-        return out
-
-
 _PLANS = weakref.WeakKeyDictionary()
 
 
 def crba(model, q, backend="numpy", threads=None):
     """Joint-space inertia matrix M(q), (nv, nv) or (B, nv, nv). backend "numpy": the reference
-    (recursive.crba); "numba" / "auto": the compiled plan of mass_matrix(model), planned once
-    per model."""
+    (recursive.crba); "numba" / "c" / "auto": the compiled plan of mass_matrix(model), planned
+    once per model."""
     if backend == "numpy":
         return crba_numpy(model, q)
     MassMatrixPlan.check_backend(backend)   # before planning: a bad name costs nothing
