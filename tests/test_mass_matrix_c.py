@@ -41,6 +41,9 @@ def test_c_batches_against_pinocchio(robot):
         assert M.shape == (B, model.nv, model.nv) and rel_err(M, ref) < TOL
         packed = plan.solve(q, backend="c", threads=threads, packed=True)
         assert packed.shape == (B, plan.n_pairs) and rel_err(packed, ref[:, rows, cols]) < TOL
+    # the numba kernel's formulas in its order, less exact zeros: the same bits (c_mass_matrix)
+    assert np.array_equal(packed, plan.solve(q, backend="numba", packed=True))
+    assert np.array_equal(plan.solver()(q[5]), plan.solve(q[5], backend="numba"))
     buf = np.full((B, model.nv, model.nv), np.nan)   # a caller's buffer: its zeros written too
     assert plan.solve(q, backend="c", out=buf) is buf and rel_err(buf, ref) < TOL
     for n in (0, 1, LANES - 1):            # below a lane group

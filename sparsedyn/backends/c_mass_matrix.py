@@ -4,7 +4,8 @@ time (c_fold): the root's placement (identity, no offset), each joint's rotation
 S's nonzeros (a revolute joint's J_k is one column of R and its cross product with p), the body
 inertias and their structural zeros. Featherstone, Table 6.2, every quantity in the root's frame
 (the program's module doc); the same formulas in the same order as the numba kernel, less the
-terms that are exactly zero at plan time.
+terms that are exactly zero at plan time, and the same sin and cos (c_sincos.py): the results
+equal the numba kernel's bit for bit, but for the sign of a zero.
 
 Per state (w: the work array; out: the n_pairs nonzeros of M's lower triangle in the program's
 pair order, as crba_numba's "packed" layout):
@@ -72,8 +73,8 @@ def _forward(i, jt, mm, W, R, P, IC, J, out):
         E, r, Rp = [V[f"E{e}"] for e in range(9)], [V[f"r{k}"] for k in range(3)], R[par]
         R[i] = [W.put(V, fsum([fmul(Rp[3 * a + c], E[3 * b + c], lit) for c in range(3)], lit))
                 for a in range(3) for b in range(3)]
-        P[i] = [W.put(V, fadd(P[par][a], fsum([fmul(Rp[3 * a + c], r[c], lit)
-                                                for c in range(3)], lit), lit))
+        P[i] = [W.put(V, fsum([P[par][a]] + [fmul(Rp[3 * a + c], r[c], lit)
+                                             for c in range(3)], lit))
                 for a in range(3)]
     Ri, p = R[i], P[i]
     I = [float(x) for x in mm.inertia[i]]
