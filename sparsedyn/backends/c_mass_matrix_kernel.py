@@ -62,6 +62,15 @@ class CMassMatrix:
                 self._libs[kind] = fn, lib
             return self._libs[kind][0], self.source(kind)[1]
 
+    def one_state_dense(self):
+        """(f(q, M, work) -> status, work doubles): the "one" library's P_dense (its module
+        doc), for callers that bind their buffers' addresses once."""
+        self.library("one")
+        lib = self._libs["one"][1]
+        fn = lib.sdmm_dense
+        fn.argtypes, fn.restype = [_P] * 3, ctypes.c_int
+        return fn, self.source("one")[1]
+
     def _work(self, kind, k):
         """This thread's k work arrays of a library (kept between calls), 64-byte aligned, as
         (array, address) pairs (an array's .ctypes costs microseconds: once)."""

@@ -3,6 +3,8 @@ or, with lanes > 1, for vectors of `lanes` states (GCC/Clang vector extensions: 
 innermost, as kernels/crba_numba's lanes; the same statements on `vd` instead of `double`):
 
     int P(q, out, w)                     one state (lanes 1): out the packed M (n_pairs)
+    int P_dense(q, M, work)              one state (lanes 1) into M (nv * nv, both triangles):
+                                         its structural zeros are not written
     void P_batch(B, q, out, width, G, dest, src, status, work)
         per state b: out[b * width + dest[c]] = M's packed nonzeros[src[c]], c < G, (slot
         n_pairs: a zero; ir/mass_matrix.py's gathers), status[b] 0 good, 1 not finite (q, a
@@ -77,6 +79,16 @@ def mass_matrix_source(program, prefix, lanes=1):
                          f"    status[b] = {prefix}(q + b * {nq}, pk, w);",
                          "    for (c = 0; c < G; c++) out[b * width + dest[c]] = pk[src[c]];",
                          "  }", "}"]
+        # one state into a dense M whose zeros the caller keeps (plan.solver()): three
+        # pointers, the call's cost from Python
+        nv = program.nv
+        body += [f"int {prefix}_dense(const double *q, double *M, double *work)", "{",
+                 f"  double *pk = work, *w = pk + {n_out + 1};",
+                 f"  int status = {prefix}(q, pk, w);"]
+        for e, (k, j) in enumerate(zip(*program.dof_pairs)):
+            body.append(f"  M[{k * nv + j}] = pk[{e}];" if k == j else
+                        f"  M[{k * nv + j}] = M[{j * nv + k}] = pk[{e}];")
+        body += ["  return status;", "}"]
         head = []
     else:
         # a group's q transposed into work's first nq vectors; a partial group's idle lanes

@@ -16,15 +16,10 @@ class MassMatrixSolver:
 
     def __init__(self, plan):
         self.plan, nv = plan, plan.model.nv
-        kernel = plan.c_kernel
-        fn, work = kernel.library("one")
-        self._q, self._M = np.zeros(plan.model.nq), np.zeros((nv, nv))
-        self._status = np.zeros(1, dtype=np.int64)
+        fn, work = plan.c_kernel.one_state_dense()
+        self._q, self._M = np.zeros(plan.model.nq), np.zeros((nv, nv))   # M's zeros stay
         self._work = aligned(work)                # its own: plan.solve may run meanwhile
-        # M's zeros stay zero in _M: the nonzeros' gather
-        G, pdest, psrc = kernel.gather_args(plan.program.gathers[("M", "nonzero")])
-        args = (1, self._q.ctypes.data, self._M.ctypes.data, nv * nv, G, pdest, psrc,
-                self._status.ctypes.data, self._work.ctypes.data)
+        args = (self._q.ctypes.data, self._M.ctypes.data, self._work.ctypes.data)
         self._run = lambda: fn(*args)
 
     def __call__(self, q, out=None):
@@ -32,8 +27,7 @@ class MassMatrixSolver:
         if getattr(q, "shape", None) != self._q.shape:
             return self._checked(q, out)
         self._q[:] = q
-        self._run()
-        if self._status[0] != 0:
+        if self._run():
             return self._checked(q, out)
         if out is None:
             return self._M.copy()
