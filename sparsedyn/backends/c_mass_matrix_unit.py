@@ -54,7 +54,7 @@ def mass_matrix_source(program, prefix, lanes=1):
                      f"{T} *restrict w", locals_, "void", helpers)
     checked = [f"q[{c}]" for c in range(nq)] + st.checked + [f"out[{e}]" for e in range(n_out)]
     body = [f"static {T} {prefix}_one(const {T} *restrict q, {T} *restrict out, "
-            f"{T} *restrict w)", "{", f"  {T} acc = q[0] - q[0];"]
+            f"{T} *restrict w)", "{", f"  {T} acc = {{0.0}};"]
     body += [f"  {name}(q, out, w);" for name in calls]
     body += [f"  acc += {x} - {x};" for x in checked]         # NaN unless every x is finite
     body += ["  return acc;", "}"]
