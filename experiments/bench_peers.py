@@ -326,11 +326,14 @@ def main(argv=None):
             ("sd c", "FD"): timed(lambda: fd_plan.solve(q, v, tau=tau, backend="c", threads=1), B)}
         for t in threads:
             contestants[f"sd mm {t}"] = (lambda t=t: {
-                (f"sd mm {t}", "CRBA"): timed(lambda: mm_plan.solve(q, threads=t), B)})
+                (f"sd mm {t}", "CRBA"): timed(
+                    lambda: mm_plan.solve(q, threads=t, backend="numba"), B)})
         contestants["sd mm out"] = lambda: {
-            ("sd mm out", "CRBA"): timed(lambda: mm_plan.solve(q, threads=1, out=M_buf), B)}
+            ("sd mm out", "CRBA"): timed(lambda: mm_plan.solve(q, threads=1, out=M_buf,
+                                                               backend="numba"), B)}
         contestants["sd mm packed"] = lambda: {
-            ("sd mm packed", "CRBA"): timed(lambda: mm_plan.solve(q, threads=1, packed=True), B)}
+            ("sd mm packed", "CRBA"): timed(lambda: mm_plan.solve(q, threads=1, packed=True,
+                                                             backend="numba"), B)}
         contestants["sd crba batch"] = lambda: {
             ("sd crba batch", "CRBA"): timed(lambda: sd.crba(model, q), B)}
         contestants["sd solver"] = lambda: {
@@ -340,7 +343,8 @@ def main(argv=None):
         contestants["sd solve B=1"] = lambda: {
             ("sd solve B=1", "ID"): per_state(lambda b: id_plan.solve(q[b], v[b], qdd=a[b]), n1),
             ("sd solve B=1", "FD"): per_state(lambda b: fd_plan.solve(q[b], v[b], tau=tau[b]), n1),
-            ("sd solve B=1", "CRBA"): per_state(lambda b: mm_plan.solve(q[b]), n1)}
+            ("sd solve B=1", "CRBA"): per_state(
+                lambda b: mm_plan.solve(q[b], backend="numba"), n1)}
         contestants["pin py"] = lambda: {
             ("pin py", "ID"): per_state(lambda b: pin.rnea(pmodel, pdata, pq[b], v[b], a[b]), S),
             ("pin py", "FD"): per_state(lambda b: pin.aba(pmodel, pdata, pq[b], v[b], tau[b]), S),

@@ -48,6 +48,8 @@ def test_recursive_algorithms_equal_pinocchio(robot):
     assert rel_err(sd.aba(model, q, v, tau), a) <= 1e-9
     assert rel_err(sd.crba(model, q), M) <= 1e-12
     assert rel_err(sd.crba(model, q, backend="numba"), M) <= 1e-12
+    assert rel_err(sd.crba(model, q, backend="c"), M) <= 1e-12
+    assert rel_err(sd.compile(sd.mass_matrix(model)).solver()(q[1]), M[1]) <= 1e-12
     plan = sd.compile(sd.mass_matrix(model))
     L = plan.factor(q, backend="numba")
     assert rel_err(np.swapaxes(L, 1, 2) @ L, M) <= 1e-12                  # M = L^T L

@@ -1,5 +1,6 @@
-"""The compiled mass matrix (compile(mass_matrix(model)): CRBA and its L^T L factor, numba)
-against Pinocchio's crba, numpy's Cholesky and the reference's typed errors."""
+"""The compiled mass matrix (compile(mass_matrix(model)): CRBA and its L^T L factor, numba; the
+C backend: test_mass_matrix_c.py) against Pinocchio's crba, numpy's Cholesky and the reference's
+typed errors."""
 import os
 import sys
 
@@ -67,16 +68,17 @@ def test_mass_matrix_against_pinocchio(robot):
     q = model.random_configuration(np.random.default_rng(5), batch=70)
     ref = pin_M(model, pmodel, conv, q)
     for threads in (1, 2):                  # 70 states: two threads get 35 each
-        M = plan.solve(q, threads=threads)
+        M = plan.solve(q, threads=threads, backend="numba")
         assert M.shape == (70, model.nv, model.nv) and rel_err(M, ref) < TOL
-    assert rel_err(plan.solve(q[3]), ref[3]) < TOL and plan.solve(q[3]).shape == (model.nv,) * 2
+    M3 = plan.solve(q[3], backend="numba")
+    assert rel_err(M3, ref[3]) < TOL and M3.shape == (model.nv,) * 2
     assert plan.solve(q[:0]).shape == (0, model.nv, model.nv)
     assert plan.factor(q[:0]).shape == (0, model.nv, model.nv)
     assert rel_err(sd.crba(model, q[:4], backend="numba"), ref[:4]) < TOL
     rows, cols = plan.pairs                  # packed: exactly the lower triangle's pattern
     allowed = pin_expanded_pattern(pmodel)
     assert np.array_equal(np.sort(rows * model.nv + cols), np.flatnonzero(allowed))
-    packed = plan.solve(q[:6], packed=True)
+    packed = plan.solve(q[:6], packed=True, backend="numba")
     assert packed.shape == (6, plan.n_pairs) and rel_err(packed, ref[:6, rows, cols]) < TOL
     assert np.all(ref[:6][:, ~(allowed | allowed.T)] == 0)   # nothing lost outside the pattern
 
@@ -109,7 +111,7 @@ def test_numpy_backend_and_out_buffer():
         counted = plan.solve(q[0])
     assert ops.flops > 0 and rel_err(counted, ref[0]) < TOL
     buf = np.full((5, model.nv, model.nv), np.nan)
-    assert plan.solve(q, out=buf) is buf and rel_err(buf, ref) < TOL
+    assert plan.solve(q, out=buf, backend="numba") is buf and rel_err(buf, ref) < TOL
     buf[:] = np.nan                          # a caller's buffer: every entry written, zeros too
     assert np.array_equal(plan.factor(q, out=buf), plan.factor(q))
     for kwargs in ({"out": np.zeros((5, model.nv))}, {"out": np.zeros((4, model.nv, model.nv))},
@@ -117,7 +119,9 @@ def test_numpy_backend_and_out_buffer():
         with pytest.raises(ValueError, match="out"):
             plan.solve(q, **kwargs)
     with pytest.raises(ValueError, match="backend"):
-        plan.solve(q, backend="c")
+        plan.solve(q, backend="cuda")
+    with pytest.raises(ValueError, match="backend"):     # C computes M alone
+        plan.factor(q, backend="c")
     with pytest.raises(ValueError, match="backend"):
         sd.crba(model, q, backend="cuda")
     with pytest.raises(ValueError, match="threads"):
@@ -143,12 +147,17 @@ def test_bad_input_raises_typed_errors():
         plan.solve(q[:, :-1])
 
 
-@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
-def test_overflow_and_singular_states_as_the_reference():
+def slider_model():
+    """A revolute joint carrying a prismatic one: M_11 = m x^2 + ... overflows for a huge x."""
     b = ModelBuilder("slider")
     b.add_body("base", -1, RevoluteJoint("j1", [0, 0, 1]), mass=1.0, inertia=np.eye(3) * 0.1)
     b.add_body("slide", "base", PrismaticJoint("j2", [1, 0, 0]), mass=1.0, inertia=np.eye(3) * 0.1)
-    model = b.build()
+    return b.build()
+
+
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_overflow_and_singular_states_as_the_reference():
+    model = slider_model()
     q = np.zeros((3, 2))
     q[1, 1] = 1e200                          # m x^2 overflows: M_11 is inf
     plan = sd.compile(sd.mass_matrix(model))

@@ -5,10 +5,14 @@
     L = plan.factor(q)                     # M = L^T L (Featherstone Sec. 6.5), L lower
     plan.solve(q, packed=True)             # (B, plan.n_pairs): only the nonzeros of M's lower
                                            # triangle, at plan.pairs (rows, cols)
+    f = plan.solver(); f(q1)               # one state (nq,) per call -> M (nv, nv), C
     crba(model, q, backend="numba")        # the same, planned once per model
 
-The compiled route is kernels/crba_numba.py (numba, lanes of states; threads split the batch);
-backend="numpy" runs the reference recursive.crba / recursive.ltl. Both give the same matrices up
+The compiled routes are kernels/crba_numba.py (numba, lanes of states; threads split the batch)
+and, for M itself, backend="c": the program as generated C on vectors of states
+(backends/c_mass_matrix.py), "auto" once its library is built (a compile takes seconds: it is
+paid where C is asked for, e.g. by plan.solver(), a state per call for a control loop);
+backend="numpy" runs the reference recursive.crba / recursive.ltl. All give the same matrices up
 to round-off. Invalid input (wrong shape, NaN, a non-unit quaternion) raises ValueError naming q;
 a result that is not finite raises NonFiniteError, a non-positive pivot of the factor
 SingularModelError naming the DoF, joint and batch indices, as the reference does.
@@ -28,9 +32,12 @@ from ..kernels import crba_numba
 from ..recursive.aba import SINGULAR_TOLERANCE
 from ..recursive.crba import crba as crba_numpy
 from ..recursive.ltl import _check_pivot, ltl, pattern
+from .. import backends
+from ..backends.c_mass_matrix_kernel import LANES, CMassMatrix
 from .base import PlanBase
+from .mass_matrix_solver import MassMatrixSolver
 
-BACKENDS = ("auto", "numba", "numpy")
+BACKENDS = ("auto", "numba", "numpy", "c")
 
 
 class MassMatrixProblem:
@@ -68,6 +75,16 @@ class MassMatrixPlan(PlanBase):
         self.default_backend = self.check_backend(backend)
         self.program = MassMatrixProgram(self.model)
         self.n_pairs = self.program.n_pairs
+        self._c = None
+
+    @property
+    def c_kernel(self):
+        """The C backend's kernel (backends/c_mass_matrix_kernel.py), its libraries built on
+        first use."""
+        if self._c is None:
+            backends.backend("c")             # BackendUnavailableError without a compiler
+            self._c = CMassMatrix(self.program)
+        return self._c
 
     @property
     def stats(self):
@@ -84,13 +101,25 @@ class MassMatrixPlan(PlanBase):
     def solve(self, q, threads=None, backend=None, packed=False, out=None):
         """M(q): (nv, nv) for q (nq,), (B, nv, nv) for (B, nq); packed: (B, n_pairs) at `pairs`.
         out: an array of the result's batched shape to write into (saves the allocation of a
-        big result, e.g. B * nv^2 * 8 bytes). threads as Plan.solve (default: numba's count on the idle cores)."""
+        big result, e.g. B * nv^2 * 8 bytes). threads as Plan.solve (default: numba's count on
+        the idle cores). backend: "auto" (C once its library is built, else numba), "c", "numba"
+        or "numpy"."""
         return self._run(q, False, threads, backend, packed, out)
 
     def factor(self, q, threads=None, backend=None, packed=False, out=None):
         """L(q), lower triangular with M = L^T L (Table 6.3; recursive.ltl's layout); options as
-        solve."""
+        solve (backend "c" computes M alone: not here)."""
+        if backend == "c":
+            raise ValueError("backend: the factor runs on 'numba' or 'numpy' (the C backend "
+                             "computes M alone), got 'c'")
         return self._run(q, True, threads, backend, packed, out)
+
+    def solver(self, backend="c"):
+        """A callable for one state at a time (a control loop): f(q (nq,), out=None) -> M
+        (nv, nv), its buffers allocated and its C library bound once; see MassMatrixSolver."""
+        if backend != "c":
+            raise ValueError(f"backend: the mass matrix solver runs on 'c', got {backend!r}")
+        return MassMatrixSolver(self)
 
     # ------------------------------------------------------------------ checks and routes
 
@@ -101,6 +130,9 @@ class MassMatrixPlan(PlanBase):
         self.check_threads(threads)                 # a bad value is named on every route
         q, single = check_configuration(model, q)
         B = q.shape[0]
+        if backend == "auto" and not factor and backends.module("c").unavailable() is None \
+                and (self.c_kernel.ready() or (B < LANES and self.c_kernel.ready("one"))):
+            backend = "c"
         if backend == "auto" and not jit.ready("the mass matrix kernel",
                                                (crba_numba._serial, crba_numba._parallel)):
             backend = "numpy"            # while numba compiles it in the background
@@ -115,12 +147,31 @@ class MassMatrixPlan(PlanBase):
                 res = out
             return unbatch(res, single)
         threads = self.threads_for(threads_given, B)
+        if backend == "c":
+            return unbatch(self._run_c(q, threads, packed, out), single)
         res, status = crba_numba.run(self.program, q, factor=factor, tol=SINGULAR_TOLERANCE,
                                      threads=threads, packed=packed,
                                      out=None if out is None else self._out(out, B, packed))
         if (status != -1).any():
             self._raise(q, status, "L" if factor else "M")
         return unbatch(res, single)
+
+    def _run_c(self, q, threads, packed, out):
+        """M of checked q on the C backend: packed, into a fresh zeroed array (its nonzeros
+        written) or into `out` (every entry written)."""
+        B, nv = q.shape[0], self.model.nv
+        shape = (B, self.n_pairs) if packed else (B, nv, nv)
+        kind = "packed" if packed else ("nonzero" if out is None else "every")
+        res = np.zeros(shape) if out is None else self._out(out, B, packed)
+        width = self.n_pairs if packed else nv * nv
+        kernel = self.c_kernel
+        # fewer states than a vector's lanes: the one-state library, if built (plan.solver())
+        lib = "one" if B < LANES and kernel.ready("one") else "lanes"
+        _, status = kernel.run(q, self.program.gathers[("M", kind)], width, threads,
+                               res.reshape(B, width), lib)
+        if status.any():
+            self._raise(q, np.where(status != 0, crba_numba.NONFINITE, -1), "M")
+        return res
 
     def _out(self, out, B, packed):
         shape = (B, self.n_pairs) if packed else (B, self.model.nv, self.model.nv)
@@ -149,8 +200,8 @@ _PLANS = weakref.WeakKeyDictionary()
 
 def crba(model, q, backend="numpy", threads=None):
     """Joint-space inertia matrix M(q), (nv, nv) or (B, nv, nv). backend "numpy": the reference
-    (recursive.crba); "numba" / "auto": the compiled plan of mass_matrix(model), planned once
-    per model."""
+    (recursive.crba); "numba" / "c" / "auto": the compiled plan of mass_matrix(model), planned
+    once per model."""
     if backend == "numpy":
         return crba_numpy(model, q)
     MassMatrixPlan.check_backend(backend)   # before planning: a bad name costs nothing
