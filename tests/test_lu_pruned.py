@@ -99,6 +99,40 @@ def test_tangent_rhs_lies_in_its_pattern(name):
         assert not dense[:, ~pattern].any(), kind
 
 
+@pytest.mark.parametrize("name", ["humanoid", "mixed"])
+def test_compiled_tangent_rhs_equals_numpy_tangents(name):
+    """The compiled tangent right-hand sides (states on lanes: a full group of LANES states and
+    a partial one) equal minus the NumPy tangents of system/tangent.py in their pattern, and
+    leave every other entry of the output as it was; a mixed tree has every joint kind."""
+    from sparsedyn.kernels.tangent_numba import LANES, tangent_rhs
+    model = (sd.load_urdf(HUMANOID_URDF, floating_base=True) if name == "humanoid"
+             else mixed_tree())
+    rng = np.random.default_rng(9)
+    B = LANES + 3
+    q = model.random_configuration(rng, batch=B)
+    v, y = rng.normal(size=(2, B, model.nv))
+    for kind, given in (("forward_dynamics", "tau"), ("inverse_dynamics", "qdd")):
+        plan = derivative_plan(model, kind, None)
+        x = plan.solve(q, v, outputs="all", **{given: y}).vector
+        Xup = joint_transforms(model, q)
+        vel = body_velocities(model, Xup, v)
+        dr_q, dr_v = residual_tangents(plan.system, Xup, vel, v, x)
+        expect = -np.concatenate((dr_q, dr_v), axis=2)
+        n, nv = plan.system.rows.size, model.nv
+        pattern = rhs_pattern(tangent_data(plan), n, nv)
+        stack = (lambda name: np.ascontiguousarray(np.stack([getattr(X, name) for X in Xup], 1)))
+        out = rng.normal(size=(n, 3 * nv, B + 2))          # junk: the kernel clears its pattern
+        before = out.copy()
+        tangent_rhs(tangent_data(plan), stack("E"), stack("r"), vel, v, x, out)
+        got = out[:, :2 * nv, :B].transpose(2, 0, 1)
+        scale = np.abs(expect).max()
+        assert np.abs(got - expect)[:, pattern].max() <= ROUND_OFF * scale, kind
+        kept = before[:, :2 * nv, :B].transpose(2, 0, 1)
+        assert np.array_equal(got[:, ~pattern], kept[:, ~pattern])
+        assert np.array_equal(out[:, 2 * nv:], before[:, 2 * nv:])
+        assert np.array_equal(out[:, :, B:], before[:, :, B:])
+
+
 @pytest.mark.parametrize("name", ["humanoid", "panda"])
 def test_pinocchio_checked_plans_take_the_pruned_route(name):
     """The plans test_derivatives_match_pinocchio checks on the compiled route (humanoid and

@@ -82,7 +82,7 @@ def solve_derivatives(plan, q, v, x, backend):
             dx = dx[:, out_cols]
         else:
             tangent_rhs(data, E_all[lo:hi], r_all[lo:hi], velocities[lo:hi], v[lo:hi],
-                        x[lo:hi], rhs)
+                        x[lo:hi], buffer)
             dx, status = solve_outputs(plan, values[lo:hi], buffer)
         plan._raise_for_status(status, np.arange(lo, hi), {"q": q, "v": v})
         for k in range(3):
