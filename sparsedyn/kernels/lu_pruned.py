@@ -26,42 +26,61 @@ LANES = 16
 def _substitute_lanes(Q, lo, hi, W, R, m, nl):
     """The kept ops [lo, hi) on the first nl lanes of R[:, :m LANES] (column c, lane l at
     c LANES + l), program order and rounding as lu_multi_rhs._substitute; a scalar operand is
-    W[slot, l]."""
+    W[slot, l]. Indices unsigned and nl a run-time count: numba then drops the negative-index
+    wraparound and LLVM's loop vectoriser takes the lane loops (numba runs no SLP vectoriser,
+    so a constant 16-lane loop is unrolled into scalar code instead)."""
+    n = np.uint64(nl)
     for o in range(lo, hi):
-        kind, ti, ai, bi, sign = Q.kind[o], Q.t[o], Q.a[o], Q.b[o], Q.sign[o]
-        if kind == K_AXPY:                   # t += sign * row ai * scalar
-            for c in range(0, m * LANES, LANES):
-                for l in range(nl):
-                    R[ti, c + l] = R[ti, c + l] + sign * (R[ai, c + l] * W[bi, l])
+        kind, sign = Q.kind[o], Q.sign[o]
+        t = np.uint64(Q.t[o])
+        if kind == K_AXPY:                   # t += sign * row a * scalar
+            a, b = np.uint64(Q.a[o]), np.uint64(Q.b[o])
+            for c in range(m):
+                c0 = np.uint64(c * LANES)
+                for l in range(n):
+                    R[t, c0 + l] = R[t, c0 + l] + sign * (R[a, c0 + l] * W[b, l])
         elif kind == K_XTY:
-            for c in range(0, m * LANES, LANES):
-                for l in range(nl):
-                    R[ti, c + l] = R[ti, c + l] + sign * (R[ai, c + l] * R[bi, c + l])
+            a, b = np.uint64(Q.a[o]), np.uint64(Q.b[o])
+            for c in range(m):
+                c0 = np.uint64(c * LANES)
+                for l in range(n):
+                    R[t, c0 + l] = R[t, c0 + l] + sign * (R[a, c0 + l] * R[b, c0 + l])
         elif kind == K_ADDV:
-            for c in range(0, m * LANES, LANES):
-                for l in range(nl):
-                    R[ti, c + l] = R[ti, c + l] + sign * R[ai, c + l]
+            a = np.uint64(Q.a[o])
+            for c in range(m):
+                c0 = np.uint64(c * LANES)
+                for l in range(n):
+                    R[t, c0 + l] = R[t, c0 + l] + sign * R[a, c0 + l]
         elif kind == K_NEG:
-            for c in range(0, m * LANES, LANES):
-                for l in range(nl):
-                    R[ti, c + l] = -R[ti, c + l]
+            for c in range(m):
+                c0 = np.uint64(c * LANES)
+                for l in range(n):
+                    R[t, c0 + l] = -R[t, c0 + l]
         elif kind == K_MOVV:
-            for c in range(0, m * LANES, LANES):
-                for l in range(nl):
-                    R[ti, c + l] = R[ai, c + l]
+            a = np.uint64(Q.a[o])
+            for c in range(m):
+                c0 = np.uint64(c * LANES)
+                for l in range(n):
+                    R[t, c0 + l] = R[a, c0 + l]
         elif kind == K_MULV:
-            for c in range(0, m * LANES, LANES):
-                for l in range(nl):
-                    R[ti, c + l] = R[ai, c + l] * W[bi, l]
+            a, b = np.uint64(Q.a[o]), np.uint64(Q.b[o])
+            for c in range(m):
+                c0 = np.uint64(c * LANES)
+                for l in range(n):
+                    R[t, c0 + l] = R[a, c0 + l] * W[b, l]
         elif kind == K_MULS:
-            for c in range(0, m * LANES, LANES):
-                for l in range(nl):
-                    R[ti, c + l] = R[ai, c + l] * R[bi, c + l]
+            a, b = np.uint64(Q.a[o]), np.uint64(Q.b[o])
+            for c in range(m):
+                c0 = np.uint64(c * LANES)
+                for l in range(n):
+                    R[t, c0 + l] = R[a, c0 + l] * R[b, c0 + l]
         else:                                # K_ADDS, K_MOVS: a scalar per lane
-            for c in range(0, m * LANES, LANES):
-                for l in range(nl):
+            ai, bi = Q.a[o], Q.b[o]
+            for c in range(m):
+                c0 = np.uint64(c * LANES)
+                for l in range(n):
                     f = W[ai, l] if bi < 0 else W[ai, l] * W[bi, l]
-                    R[ti, c + l] = (R[ti, c + l] + sign * f) if kind == K_ADDS else f
+                    R[t, c0 + l] = (R[t, c0 + l] + sign * f) if kind == K_ADDS else f
 
 
 @njit(cache=True, error_model="numpy")
@@ -101,10 +120,7 @@ def solve_pruned(Q, values, rhs, out, broken):
                     for c in range(m):
                         for l in range(nl):
                             R[r, c * LANES + l] = 0.0
-            if nl == LANES:                     # (inlined: a constant trip count vectorises)
-                _substitute_lanes(Q, Q.op_ptr[g], Q.op_ptr[g + 1], W, R, m, LANES)
-            else:
-                _substitute_lanes(Q, Q.op_ptr[g], Q.op_ptr[g + 1], W, R, m, nl)
+            _substitute_lanes(Q, Q.op_ptr[g], Q.op_ptr[g + 1], W, R, m, nl)
             for l in range(nl):
                 for i in range(Q.out_ptr[g], Q.out_ptr[g + 1]):
                     r, at = Q.out_rows[i], Q.out_index[i]
