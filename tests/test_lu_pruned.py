@@ -65,6 +65,13 @@ def test_pruned_equals_dense_and_unpruned_solve(kind, seed):
     again = np.empty_like(got)
     solve_pruned(Q, values, np.ascontiguousarray(rhs_nan.transpose(1, 2, 0)), again, broken)
     assert not broken.any() and np.array_equal(again, got)
+    # a non-finite right-hand side in one state: that state flagged and NaN, the others as
+    # before (the flag is per lane)
+    rhs_inf = rhs.copy()
+    rhs_inf[5, :, 1] = np.inf                          # column 1's pattern is every row
+    solve_pruned(Q, values, np.ascontiguousarray(rhs_inf.transpose(1, 2, 0)), again, broken)
+    assert broken[5] and broken.sum() == 1 and np.isnan(again[5]).all()
+    assert np.array_equal(np.delete(again, 5, 0), np.delete(got, 5, 0))
     mg, og = np.diff(Q.group_ptr), np.diff(Q.op_ptr)
     assert (mg * og).sum() < k * np.size(Q.P.t)        # pruning dropped ops
     # entries wanted per column (a random mask): those equal the full solve's, the others

@@ -95,8 +95,11 @@ def solve_pruned(Q, values, rhs, out, broken):
     W = np.zeros((Q.slots.size, LANES))
     R = np.zeros((rhs.shape[0], Q.max_cols * LANES))
     ok = np.ones(LANES, dtype=np.bool_)
+    nan = np.zeros(LANES)
     for s0 in range(0, B, LANES):
         nl = min(LANES, B - s0)
+        lanes, first = np.uint64(nl), np.uint64(s0)      # unsigned: see _substitute_lanes
+        nan[:] = 0.0
         for l in range(nl):
             for i in range(P.init_slots.shape[0]):
                 w[P.init_slots[i]] = P.init_values[i]
@@ -109,27 +112,28 @@ def solve_pruned(Q, values, rhs, out, broken):
         for g in range(Q.group_ptr.size - 1):
             c0, m = Q.group_ptr[g], Q.group_ptr[g + 1] - Q.group_ptr[g]
             for i in range(Q.load_ptr[g], Q.load_ptr[g + 1]):
-                r = Q.load_rows[i]
+                r = np.uint64(Q.load_rows[i])
                 if Q.load_nz[i]:                # lanes past nl are neither set nor read
-                    src = P.row_perm[r]
+                    src = np.uint64(P.row_perm[r])
                     for c in range(m):
-                        col = Q.group_cols[c0 + c]
-                        for l in range(nl):
-                            R[r, c * LANES + l] = rhs[src, col, s0 + l]
+                        col, c1 = np.uint64(Q.group_cols[c0 + c]), np.uint64(c * LANES)
+                        for l in range(lanes):
+                            R[r, c1 + l] = rhs[src, col, first + l]
                 else:
                     for c in range(m):
-                        for l in range(nl):
-                            R[r, c * LANES + l] = 0.0
+                        c1 = np.uint64(c * LANES)
+                        for l in range(lanes):
+                            R[r, c1 + l] = 0.0
             _substitute_lanes(Q, Q.op_ptr[g], Q.op_ptr[g + 1], W, R, m, nl)
-            for l in range(nl):
-                for i in range(Q.out_ptr[g], Q.out_ptr[g + 1]):
-                    r, at = Q.out_rows[i], Q.out_index[i]
-                    for c in range(m):
-                        v = R[r, c * LANES + l]
-                        out[s0 + l, at, Q.group_cols[c0 + c]] = v
-                        if not np.isfinite(v):
-                            ok[l] = False
+            for i in range(Q.out_ptr[g], Q.out_ptr[g + 1]):
+                r, at = np.uint64(Q.out_rows[i]), np.uint64(Q.out_index[i])
+                for c in range(m):
+                    col, c1 = np.uint64(Q.group_cols[c0 + c]), np.uint64(c * LANES)
+                    for l in range(lanes):
+                        v = R[r, c1 + l]
+                        out[first + l, at, col] = v
+                        nan[l] += v * 0.0       # NaN once any wanted entry is not finite
         for l in range(nl):
-            broken[s0 + l] = not ok[l]
-            if not ok[l]:
+            broken[s0 + l] = not (ok[l] and nan[l] == 0.0)
+            if broken[s0 + l]:
                 out[s0 + l] = np.nan
