@@ -83,7 +83,7 @@ def _substitute_lanes(Q, lo, hi, W, R, m, nl):
                     R[t, c0 + l] = (R[t, c0 + l] + sign * f) if kind == K_ADDS else f
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def solve_pruned(Q, values, rhs, out, broken):
     """out[s, i, j] = x[out_rows[i]] of D(values[s]) x = rhs[:, j, s] for rhs (n, k, B), states
     last (the lanes), zero outside the planned pattern, where (i, j) is wanted (others are left

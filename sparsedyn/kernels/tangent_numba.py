@@ -141,7 +141,7 @@ def _gather(src, s0, nl, i, start, size, dst):
             dst[m, l] = src[s0 + l, i, start + m]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def tangent_rhs(T, E, r, vel, qd, x, out):
     """out[:, :2 nv, b] = -(dr/dq, dr/dv) for every state b (see the module doc), LANES states
     at a time, serially."""

@@ -7,6 +7,7 @@ import weakref
 
 import numpy as np
 
+from ..kernels.assemble_numba import assemble_batch
 from ..kernels.tangent_numba import TangentData
 from ..model.model import WORLD
 from ..recursive._common import gravity_acceleration
@@ -46,6 +47,17 @@ def _output_columns(plan):
     system, out = plan.system, plan.problem.outputs[0]
     return np.concatenate([system.columns[(out, i)].indices for i in range(plan.model.nbodies)]
                           + [np.zeros(0, dtype=int)])
+
+
+def compiled_values(plan, q):
+    """D's entries (B, nnz) at checked q, as plan.system.values(joint_transforms(model, q)),
+    compiled (kernels/assemble_numba.assemble_batch on the plan's assembly program; the values
+    depend on q alone: v and the given y are passed as zeros)."""
+    order, B = list(plan.system.measured), q.shape[0]
+    width = sum(plan.system.rows[("y_" + k, b)].size for k, b in order)
+    values, _ = assemble_batch(plan.ir.assembly, q, np.zeros((B, plan.model.nv)),
+                               np.zeros((B, width)), order)
+    return values
 
 
 def tangent_data(plan):
