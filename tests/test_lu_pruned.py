@@ -72,6 +72,15 @@ def test_pruned_equals_dense_and_unpruned_solve(kind, seed):
     solve_pruned(Q, values, np.ascontiguousarray(rhs_inf.transpose(1, 2, 0)), again, broken)
     assert broken[5] and broken.sum() == 1 and np.isnan(again[5]).all()
     assert np.array_equal(np.delete(again, 5, 0), np.delete(got, 5, 0))
+    # a state with NaN entries of D (its pivot checks fail) is flagged alone, as in the
+    # unpruned solve
+    nan_state = values.copy()
+    nan_state[LANES + 1] = np.nan
+    solve_multi_rhs(M, nan_state, rhs, np.empty(rhs.shape), full_broken)
+    solve_pruned(Q, nan_state, np.ascontiguousarray(rhs.transpose(1, 2, 0)), again, broken)
+    assert np.array_equal(broken, full_broken) and np.flatnonzero(broken).tolist() == [LANES + 1]
+    assert np.isnan(again[LANES + 1]).all()
+    assert np.array_equal(np.delete(again, LANES + 1, 0), np.delete(got, LANES + 1, 0))
     mg, og = np.diff(Q.group_ptr), np.diff(Q.op_ptr)
     assert (mg * og).sum() < k * np.size(Q.P.t)        # pruning dropped ops
     # entries wanted per column (a random mask): those equal the full solve's, the others

@@ -5,9 +5,10 @@ or v moves only the rows of its joint's subtree, a measurement direction one row
 the nv rows of the output. Kept ops run in program order with the program's rounding, so each
 wanted entry equals lu_multi_rhs's up to the sign of a zero.
 
-States on the lanes: per state the factorization part runs once (lu_numba._run_serial, its
-pivot checks), the substitution's scalar slots are gathered into W (slot, lane); then per
-group of columns each kept op runs over (the group's columns x LANES states).
+States on the lanes: per group of LANES states the factorization part runs once on the lanes
+(lu_numba.run_lanes, its pivot checks), the substitution's scalar slots are gathered into
+W (slot, lane); then per group of columns each kept op runs over (the group's columns x LANES
+states).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from numba import njit
 
 from .lu_multi_rhs import (K_ADDS, K_ADDV, K_AXPY, K_MOVS, K_MOVV, K_MULS, K_MULV, K_NEG,
                            K_XTY)
-from .lu_numba import _run_serial
+from .lu_numba import lane_scales, run_lanes
 
 #: states per lane group: R (n, columns x LANES) and W (slots, LANES) stay in the L2 cache
 LANES = 16
@@ -91,24 +92,33 @@ def solve_pruned(Q, values, rhs, out, broken):
     entry (out[s] NaN there)."""
     P = Q.P
     B = values.shape[0]
-    w = np.zeros(P.n_slots)
+    w = np.zeros((P.n_slots, LANES))
+    scale = np.zeros((P.chk_const.shape[0], LANES))
+    bad = np.zeros(LANES, dtype=np.bool_)
     W = np.zeros((Q.slots.size, LANES))
     R = np.zeros((rhs.shape[0], Q.max_cols * LANES))
     ok = np.ones(LANES, dtype=np.bool_)
     nan = np.zeros(LANES)
+    no_consts = np.zeros(0)
     for s0 in range(0, B, LANES):
         nl = min(LANES, B - s0)
         lanes, first = np.uint64(nl), np.uint64(s0)      # unsigned: see _substitute_lanes
         nan[:] = 0.0
+        # the factorization on the lanes (lu_numba.run_lanes: the ops and pivot checks of
+        # _batch_outer, bit-identical), lanes past nl on the previous group's entries
+        for i in range(P.init_slots.shape[0]):
+            w[P.init_slots[i]] = P.init_values[i]
+        for i in range(P.load_entries.shape[0]):
+            e = P.load_entries[i]
+            for l in range(lanes):
+                w[e, l] = values[first + l, e]
+        lane_scales(w, P.chk_ptr, P.chk_entries, P.chk_const, scale)
+        bad[:] = False
+        run_lanes(w, P.runs_f, P.t, P.a, P.b_checked, scale, P.tol, bad, no_consts)
+        for i in range(Q.slots.size):
+            W[i] = w[Q.slots[i]]
         for l in range(nl):
-            for i in range(P.init_slots.shape[0]):
-                w[P.init_slots[i]] = P.init_values[i]
-            for i in range(P.load_entries.shape[0]):
-                w[P.load_entries[i]] = values[s0 + l, P.load_entries[i]]
-            ok[l] = _run_serial(w, P.runs_f, P.t, P.a, P.b, values, s0 + l, P.scale_ptr,
-                                P.scale_entries, P.scale_const, P.tol)
-            for i in range(Q.slots.size):
-                W[i, l] = w[Q.slots[i]]
+            ok[l] = not bad[l]
         for g in range(Q.group_ptr.size - 1):
             c0, m = Q.group_ptr[g], Q.group_ptr[g + 1] - Q.group_ptr[g]
             for i in range(Q.load_ptr[g], Q.load_ptr[g + 1]):
