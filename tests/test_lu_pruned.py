@@ -94,21 +94,27 @@ def test_pruned_equals_dense_and_unpruned_solve(kind, seed):
     assert (np.diff(Qm.group_ptr) * np.diff(Qm.op_ptr)).sum() <= (mg * og).sum()
 
 
-@pytest.mark.parametrize("name", ["humanoid", "panda"])
-def test_tangent_rhs_lies_in_its_pattern(name):
-    """The NumPy tangent right-hand sides (every direction, no pruning) are zero outside
-    rhs_pattern, the structure the pruned substitutions are planned for."""
-    floating = name == "humanoid"
-    model = sd.load_urdf(HUMANOID_URDF if floating else robot_urdf(name), floating_base=floating)
-    rng = np.random.default_rng(4)
-    B = 3
+def tangent_cases(model, B, seed):
+    """Per dynamics problem (kind, plan, v, x, Xup, body velocities, dr_q, dr_v) at B random
+    states: the NumPy tangents of system/tangent.py at the plan's solution x."""
+    rng = np.random.default_rng(seed)
     q = model.random_configuration(rng, batch=B)
     v, y = rng.normal(size=(2, B, model.nv))
     for kind, given in (("forward_dynamics", "tau"), ("inverse_dynamics", "qdd")):
         plan = derivative_plan(model, kind, None)
         x = plan.solve(q, v, outputs="all", **{given: y}).vector
         Xup = joint_transforms(model, q)
-        dr_q, dr_v = residual_tangents(plan.system, Xup, body_velocities(model, Xup, v), v, x)
+        vel = body_velocities(model, Xup, v)
+        yield (kind, plan, v, x, Xup, vel, *residual_tangents(plan.system, Xup, vel, v, x))
+
+
+@pytest.mark.parametrize("name", ["humanoid", "panda"])
+def test_tangent_rhs_lies_in_its_pattern(name):
+    """The NumPy tangent right-hand sides (every direction, no pruning) are zero outside
+    rhs_pattern, the structure the pruned substitutions are planned for."""
+    floating = name == "humanoid"
+    model = sd.load_urdf(HUMANOID_URDF if floating else robot_urdf(name), floating_base=floating)
+    for kind, plan, _, _, _, _, dr_q, dr_v in tangent_cases(model, 3, 4):
         pattern = rhs_pattern(tangent_data(plan), plan.system.rows.size, model.nv)
         dense = np.concatenate((dr_q, dr_v), axis=2)
         assert (dense != 0).any(axis=0)[pattern].mean() > 0.5      # the pattern is not vacuous
@@ -123,16 +129,9 @@ def test_compiled_tangent_rhs_equals_numpy_tangents(name):
     from sparsedyn.kernels.tangent_numba import LANES, tangent_rhs
     model = (sd.load_urdf(HUMANOID_URDF, floating_base=True) if name == "humanoid"
              else mixed_tree())
-    rng = np.random.default_rng(9)
     B = LANES + 3
-    q = model.random_configuration(rng, batch=B)
-    v, y = rng.normal(size=(2, B, model.nv))
-    for kind, given in (("forward_dynamics", "tau"), ("inverse_dynamics", "qdd")):
-        plan = derivative_plan(model, kind, None)
-        x = plan.solve(q, v, outputs="all", **{given: y}).vector
-        Xup = joint_transforms(model, q)
-        vel = body_velocities(model, Xup, v)
-        dr_q, dr_v = residual_tangents(plan.system, Xup, vel, v, x)
+    rng = np.random.default_rng(9)
+    for kind, plan, v, x, Xup, vel, dr_q, dr_v in tangent_cases(model, B, 9):
         expect = -np.concatenate((dr_q, dr_v), axis=2)
         n, nv = plan.system.rows.size, model.nv
         pattern = rhs_pattern(tangent_data(plan), n, nv)
