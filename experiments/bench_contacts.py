@@ -16,8 +16,9 @@ RNEA(q, v, a)):
     once, ProximalSettings(1e-14, 0, 1): one exact solve), one call per state over the batch;
   - sparsedyn: the compiled ID / FD plans' plan.solve(..., derivatives=True) and the constrained
     plan's solve (sd.constrained_forward_dynamics) on the batch, numba and C on 1 and 2 threads
-    (the derivatives' tangent right-hand sides and substitutions run on one thread whatever the
-    count: `threads` splits the solution's pass), and with one state per call (auto backend);
+    (`threads` splits the solution's pass and the derivatives' groups of states; the
+    derivatives' kinematics run once for the batch in NumPy), and with one state per call (auto
+    backend);
   - Pinocchio from Python, one call per state.
 Every contestant's answers are checked against Python Pinocchio's on the first states (relative
 to max(1, max |ref|)) before its time is reported.
@@ -220,9 +221,10 @@ def report(samples, args, B, S, K, threads, model, load0, load1, errors):
     lines += ["", f"Issue #22's targets, <= 0.5x Pinocchio C++ per state at B = {B} on 1 thread "
               "(the better of numba and C): " + ", ".join(targets) + ".", "",
               "Our derivatives are (B, nv, nv) arrays of both triangles; Pinocchio's C++ leaves "
-              "them in its Data, M and M^-1 upper triangle only. Our derivatives' tangent "
-              "right-hand sides and 3 nv substitutions per state run on one thread; the thread "
-              "count splits the solution's pass only.", "",
+              "them in its Data, M and M^-1 upper triangle only. The thread count splits the "
+              "solution's pass and the derivatives' groups of states (tangent right-hand sides "
+              "and 3 nv substitutions); the derivatives' kinematics run once for the batch in "
+              "NumPy, on one thread.", "",
               f"Answers checked before timing on the first {K} states against Python "
               "Pinocchio's (largest error relative to max(1, max |ref|)): " +
               ", ".join(f"{k} {v:.1e}" for k, v in errors.items()) + "."]

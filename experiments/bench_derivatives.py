@@ -65,7 +65,7 @@ def rows(name, path, floating, B, repeat):
             "ours": lambda: plan.solve(q, v, threads=1, backend="numba", derivatives=True,
                                        **{given: y}),
             "tangent": lambda: [tangent_rhs(T, E[lo:hi], r[lo:hi], vel[lo:hi], v[lo:hi],
-                                            x[lo:hi], c.transpose(2, 0, 1))
+                                            x[lo:hi], c)
                                 for (lo, hi), c in zip(groups, chunks)],
             "LU": lambda: [solve_outputs(plan, values[lo:hi], c)
                            for (lo, hi), c in zip(groups, chunks)],

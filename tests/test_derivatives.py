@@ -211,6 +211,30 @@ def test_batches_longer_than_a_group_of_states():
             assert max(rel(g[b], e[b]) for b in range(B)) <= PIN_TOL
 
 
+def test_groups_of_states_split_over_two_threads():
+    """threads=2 splits the groups of CHUNK states between two threads: every state equals
+    Pinocchio's and the one-thread answer exactly, the last group a partial one; singular
+    states in both threads' halves are all named by one SingularModelError."""
+    from sparsedyn.problems.plan_derivatives import CHUNK
+    model, pm, convert, links = robot("panda")
+    B = 4 * CHUNK + 5
+    q, v, y, f_ext = states(model, links, B, 14, True)
+    plan = derivative_plan(model, "forward_dynamics", f_ext)
+    expect = pinocchio_derivatives("aba", model, pm, convert, q, v, y, f_ext)
+    one, two = (plan.solve(q, v, tau=y, f_ext=f_ext, backend="numba", threads=t,
+                           derivatives=True).derivatives for t in (1, 2))
+    for g1, g2, e in zip(one, two, expect):
+        assert np.array_equal(g1, g2)
+        assert max(rel(g2[b], e[b]) for b in range(B)) <= PIN_TOL
+    # the derivatives' own route (plan.solve would stop at the solution's singular pass)
+    from sparsedyn.problems.plan_derivatives import solve_derivatives
+    rod = sd.compile(sd.forward_dynamics(singular_rod_model()))
+    zeros = np.zeros((B, 2))
+    with pytest.raises(sd.SingularModelError) as info:
+        solve_derivatives(rod, zeros, zeros, np.zeros((B, rod.system.shape[1])), "numba", 2)
+    assert info.value.batch_indices == tuple(range(B))
+
+
 def test_plans_are_cached_per_model_problem_and_links():
     model, _, _, links = robot("panda")
     assert derivative_plan(model, "inverse_dynamics", None) is \

@@ -169,7 +169,8 @@ WARMED = {
     "pv_osimr_kernels": "pv_osimr_numba._run_serial, pv_osimr_numba._run_parallel",
     "assembly_lu_kernels": "assemble_numba._assemble_range, lu_numba._batch_inner",
     "planner_kernels": "estimate_numba._structure_counts, levels_numba._levels",
-    "derivative_kernels": "tangent_numba.tangent_rhs, lu_multi_rhs.solve_multi_rhs"}
+    "derivative_kernels": ("tangent_numba.tangent_rhs, lu_multi_rhs.solve_multi_rhs, "
+                           "assemble_numba._assemble_range")}
 
 
 def test_every_family_has_its_warm_up_function():

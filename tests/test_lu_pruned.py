@@ -65,6 +65,22 @@ def test_pruned_equals_dense_and_unpruned_solve(kind, seed):
     again = np.empty_like(got)
     solve_pruned(Q, values, np.ascontiguousarray(rhs_nan.transpose(1, 2, 0)), again, broken)
     assert not broken.any() and np.array_equal(again, got)
+    # a non-finite right-hand side in one state: that state flagged and NaN, the others as
+    # before (the flag is per lane)
+    rhs_inf = rhs.copy()
+    rhs_inf[5, :, 1] = np.inf                          # column 1's pattern is every row
+    solve_pruned(Q, values, np.ascontiguousarray(rhs_inf.transpose(1, 2, 0)), again, broken)
+    assert broken[5] and broken.sum() == 1 and np.isnan(again[5]).all()
+    assert np.array_equal(np.delete(again, 5, 0), np.delete(got, 5, 0))
+    # a state with NaN entries of D (its pivot checks fail) is flagged alone, as in the
+    # unpruned solve
+    nan_state = values.copy()
+    nan_state[LANES + 1] = np.nan
+    solve_multi_rhs(M, nan_state, rhs, np.empty(rhs.shape), full_broken)
+    solve_pruned(Q, nan_state, np.ascontiguousarray(rhs.transpose(1, 2, 0)), again, broken)
+    assert np.array_equal(broken, full_broken) and np.flatnonzero(broken).tolist() == [LANES + 1]
+    assert np.isnan(again[LANES + 1]).all()
+    assert np.array_equal(np.delete(again, LANES + 1, 0), np.delete(got, LANES + 1, 0))
     mg, og = np.diff(Q.group_ptr), np.diff(Q.op_ptr)
     assert (mg * og).sum() < k * np.size(Q.P.t)        # pruning dropped ops
     # entries wanted per column (a random mask): those equal the full solve's, the others
@@ -78,25 +94,58 @@ def test_pruned_equals_dense_and_unpruned_solve(kind, seed):
     assert (np.diff(Qm.group_ptr) * np.diff(Qm.op_ptr)).sum() <= (mg * og).sum()
 
 
-@pytest.mark.parametrize("name", ["humanoid", "panda"])
-def test_tangent_rhs_lies_in_its_pattern(name):
-    """The NumPy tangent right-hand sides (every direction, no pruning) are zero outside
-    rhs_pattern, the structure the pruned substitutions are planned for."""
-    floating = name == "humanoid"
-    model = sd.load_urdf(HUMANOID_URDF if floating else robot_urdf(name), floating_base=floating)
-    rng = np.random.default_rng(4)
-    B = 3
+def tangent_cases(model, B, seed):
+    """Per dynamics problem (kind, plan, v, x, Xup, body velocities, dr_q, dr_v) at B random
+    states: the NumPy tangents of system/tangent.py at the plan's solution x."""
+    rng = np.random.default_rng(seed)
     q = model.random_configuration(rng, batch=B)
     v, y = rng.normal(size=(2, B, model.nv))
     for kind, given in (("forward_dynamics", "tau"), ("inverse_dynamics", "qdd")):
         plan = derivative_plan(model, kind, None)
         x = plan.solve(q, v, outputs="all", **{given: y}).vector
         Xup = joint_transforms(model, q)
-        dr_q, dr_v = residual_tangents(plan.system, Xup, body_velocities(model, Xup, v), v, x)
+        vel = body_velocities(model, Xup, v)
+        yield (kind, plan, v, x, Xup, vel, *residual_tangents(plan.system, Xup, vel, v, x))
+
+
+@pytest.mark.parametrize("name", ["humanoid", "panda"])
+def test_tangent_rhs_lies_in_its_pattern(name):
+    """The NumPy tangent right-hand sides (every direction, no pruning) are zero outside
+    rhs_pattern, the structure the pruned substitutions are planned for."""
+    floating = name == "humanoid"
+    model = sd.load_urdf(HUMANOID_URDF if floating else robot_urdf(name), floating_base=floating)
+    for kind, plan, _, _, _, _, dr_q, dr_v in tangent_cases(model, 3, 4):
         pattern = rhs_pattern(tangent_data(plan), plan.system.rows.size, model.nv)
         dense = np.concatenate((dr_q, dr_v), axis=2)
         assert (dense != 0).any(axis=0)[pattern].mean() > 0.5      # the pattern is not vacuous
         assert not dense[:, ~pattern].any(), kind
+
+
+@pytest.mark.parametrize("name", ["humanoid", "mixed"])
+def test_compiled_tangent_rhs_equals_numpy_tangents(name):
+    """The compiled tangent right-hand sides (states on lanes: a full group of LANES states and
+    a partial one) equal minus the NumPy tangents of system/tangent.py in their pattern, and
+    leave every other entry of the output as it was; a mixed tree has every joint kind."""
+    from sparsedyn.kernels.tangent_numba import LANES, tangent_rhs
+    model = (sd.load_urdf(HUMANOID_URDF, floating_base=True) if name == "humanoid"
+             else mixed_tree())
+    B = LANES + 3
+    rng = np.random.default_rng(9)
+    for kind, plan, v, x, Xup, vel, dr_q, dr_v in tangent_cases(model, B, 9):
+        expect = -np.concatenate((dr_q, dr_v), axis=2)
+        n, nv = plan.system.rows.size, model.nv
+        pattern = rhs_pattern(tangent_data(plan), n, nv)
+        stack = (lambda name: np.ascontiguousarray(np.stack([getattr(X, name) for X in Xup], 1)))
+        out = rng.normal(size=(n, 3 * nv, B + 2))          # junk: the kernel clears its pattern
+        before = out.copy()
+        tangent_rhs(tangent_data(plan), stack("E"), stack("r"), vel, v, x, out)
+        got = out[:, :2 * nv, :B].transpose(2, 0, 1)
+        scale = np.abs(expect).max()
+        assert np.abs(got - expect)[:, pattern].max() <= ROUND_OFF * scale, kind
+        kept = before[:, :2 * nv, :B].transpose(2, 0, 1)
+        assert np.array_equal(got[:, ~pattern], kept[:, ~pattern])
+        assert np.array_equal(out[:, 2 * nv:], before[:, 2 * nv:])
+        assert np.array_equal(out[:, :, B:], before[:, :, B:])
 
 
 @pytest.mark.parametrize("name", ["humanoid", "panda"])

@@ -121,7 +121,7 @@ def _substitute(kinds, ts, as_, bs, signs, w, R, width):
                 R[ti, j] = R[ai, j] * R[bi, j]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def solve_multi_rhs(M, values, rhs, x, broken):
     """x[s] with D(values[s]) x[s] = rhs[s] for rhs (B, n, k); broken[s]: a failed pivot check
     or a non-finite solution (x NaN there)."""

@@ -1,16 +1,20 @@
 """Compiled tangent right-hand sides of the dynamics derivatives: the per-state loops of
 system/tangent.py (its docstring has the equations: Featherstone eq. 2.31 for dX/dq, Nori
-eq. 2, 3a, 3f, 5d) in numba, one state per prange iteration, writing -dr straight into the
-multi-right-hand-side array of the solve.
+eq. 2, 3a, 3f, 5d) in numba, writing -dr straight into the multi-right-hand-side array of the
+solve. States on the lanes (innermost, as kernels/lu_pruned.py reads them): every spatial
+primitive runs once over LANES states, so it vectorises; per state the arithmetic (its order
+too) is the scalar recursion's.
 
 Only the directions that move a body are visited: those of the joints on its path to the root
 (the support, `support_ptr` / `support_dirs`); the others leave its velocity and its rows at 0.
+dv is kept per support entry: entry j of body i carries dv_i along support_dirs[j], from the
+parent's entry support_up[j] (-1: a direction of joint i itself).
 
-Preconditions: arrays from TangentData (built by problems/plan_derivatives.py), E (B, N, 3, 3)
+Preconditions: arrays from TangentData (built by problems/derivative_layout.py), E (B, N, 3, 3)
 and r (B, N, 3) of the joint transforms iX_lambda(i) (kinematics.joint_transforms), body
-velocities (B, N, 6) and the solution x (B, n_cols), all float64 C-contiguous; out (B, n_rows,
-k >= 2 nv) (any strides) zero in its first 2 nv columns outside rhs_pattern (the kernel clears
-the pattern's entries itself).
+velocities (B, N, 6) and the solution x (B, n_cols), all float64 C-contiguous; out (n_rows, k,
+>= B), k >= 2 nv, states last (any strides), zero in its first 2 nv columns outside
+rhs_pattern (the kernel clears the pattern's entries itself).
 """
 from __future__ import annotations
 
@@ -18,6 +22,9 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+
+#: states per vector of the kernel (its scratch arrays' last axis)
+LANES = 16
 
 
 class TangentData(NamedTuple):
@@ -34,150 +41,192 @@ class TangentData(NamedTuple):
     row_f: np.ndarray         # (N,) first row of (3f_i)
     support_ptr: np.ndarray   # (N + 1,) CSR over bodies of the directions that move them
     support_dirs: np.ndarray  # the v columns of the joints on the path root .. i
+    support_up: np.ndarray    # per entry: the parent's entry of the same direction, or -1
 
 
 @njit(cache=True, inline="always")
 def _x_motion(E, r, m, out):
-    """out = X m for X = (E, r) (Featherstone eq. 2.24): [E w; E (v - r x w)]."""
-    u0 = m[3] - (r[1] * m[2] - r[2] * m[1])
-    u1 = m[4] - (r[2] * m[0] - r[0] * m[2])
-    u2 = m[5] - (r[0] * m[1] - r[1] * m[0])
-    for k in range(3):
-        out[k] = E[k, 0] * m[0] + E[k, 1] * m[1] + E[k, 2] * m[2]
-        out[3 + k] = E[k, 0] * u0 + E[k, 1] * u1 + E[k, 2] * u2
+    """out = X m for X = (E, r) (Featherstone eq. 2.24): [E w; E (v - r x w)], per lane."""
+    for l in range(LANES):
+        u0 = m[3, l] - (r[1, l] * m[2, l] - r[2, l] * m[1, l])
+        u1 = m[4, l] - (r[2, l] * m[0, l] - r[0, l] * m[2, l])
+        u2 = m[5, l] - (r[0, l] * m[1, l] - r[1, l] * m[0, l])
+        for k in range(3):
+            out[k, l] = E[k, 0, l] * m[0, l] + E[k, 1, l] * m[1, l] + E[k, 2, l] * m[2, l]
+            out[3 + k, l] = E[k, 0, l] * u0 + E[k, 1, l] * u1 + E[k, 2, l] * u2
 
 
 @njit(cache=True, inline="always")
 def _xt_force(E, r, f, out):
     """out = X^T f: [E^T n + r x E^T fl; E^T fl] (the transpose of eq. 2.24 on forces)."""
-    for k in range(3):
-        out[k] = E[0, k] * f[0] + E[1, k] * f[1] + E[2, k] * f[2]
-        out[3 + k] = E[0, k] * f[3] + E[1, k] * f[4] + E[2, k] * f[5]
-    out[0] += r[1] * out[5] - r[2] * out[4]
-    out[1] += r[2] * out[3] - r[0] * out[5]
-    out[2] += r[0] * out[4] - r[1] * out[3]
+    for l in range(LANES):
+        for k in range(3):
+            out[k, l] = E[0, k, l] * f[0, l] + E[1, k, l] * f[1, l] + E[2, k, l] * f[2, l]
+            out[3 + k, l] = E[0, k, l] * f[3, l] + E[1, k, l] * f[4, l] + E[2, k, l] * f[5, l]
+        out[0, l] += r[1, l] * out[5, l] - r[2, l] * out[4, l]
+        out[1, l] += r[2, l] * out[3, l] - r[0, l] * out[5, l]
+        out[2, l] += r[0, l] * out[4, l] - r[1, l] * out[3, l]
 
 
 @njit(cache=True, inline="always")
 def _cross_motion(v, m, out, sign):
-    """out += sign (v x m) (eq. 2.31)."""
-    out[0] += sign * (v[1] * m[2] - v[2] * m[1])
-    out[1] += sign * (v[2] * m[0] - v[0] * m[2])
-    out[2] += sign * (v[0] * m[1] - v[1] * m[0])
-    out[3] += sign * (v[1] * m[5] - v[2] * m[4] + v[4] * m[2] - v[5] * m[1])
-    out[4] += sign * (v[2] * m[3] - v[0] * m[5] + v[5] * m[0] - v[3] * m[2])
-    out[5] += sign * (v[0] * m[4] - v[1] * m[3] + v[3] * m[1] - v[4] * m[0])
+    """out += sign (v x m) (eq. 2.31), per lane."""
+    for l in range(LANES):
+        out[0, l] += sign * (v[1, l] * m[2, l] - v[2, l] * m[1, l])
+        out[1, l] += sign * (v[2, l] * m[0, l] - v[0, l] * m[2, l])
+        out[2, l] += sign * (v[0, l] * m[1, l] - v[1, l] * m[0, l])
+        out[3, l] += sign * (v[1, l] * m[5, l] - v[2, l] * m[4, l] + v[4, l] * m[2, l]
+                             - v[5, l] * m[1, l])
+        out[4, l] += sign * (v[2, l] * m[3, l] - v[0, l] * m[5, l] + v[5, l] * m[0, l]
+                             - v[3, l] * m[2, l])
+        out[5, l] += sign * (v[0, l] * m[4, l] - v[1, l] * m[3, l] + v[3, l] * m[1, l]
+                             - v[4, l] * m[0, l])
 
 
 @njit(cache=True, inline="always")
 def _cross_force(v, f, out, sign):
-    """out += sign (v x* f) (eq. 2.32)."""
-    out[0] += sign * (v[1] * f[2] - v[2] * f[1] + v[4] * f[5] - v[5] * f[4])
-    out[1] += sign * (v[2] * f[0] - v[0] * f[2] + v[5] * f[3] - v[3] * f[5])
-    out[2] += sign * (v[0] * f[1] - v[1] * f[0] + v[3] * f[4] - v[4] * f[3])
-    out[3] += sign * (v[1] * f[5] - v[2] * f[4])
-    out[4] += sign * (v[2] * f[3] - v[0] * f[5])
-    out[5] += sign * (v[0] * f[4] - v[1] * f[3])
+    """out += sign (v x* f) (eq. 2.32), per lane."""
+    for l in range(LANES):
+        out[0, l] += sign * (v[1, l] * f[2, l] - v[2, l] * f[1, l] + v[4, l] * f[5, l]
+                             - v[5, l] * f[4, l])
+        out[1, l] += sign * (v[2, l] * f[0, l] - v[0, l] * f[2, l] + v[5, l] * f[3, l]
+                             - v[3, l] * f[5, l])
+        out[2, l] += sign * (v[0, l] * f[1, l] - v[1, l] * f[0, l] + v[3, l] * f[4, l]
+                             - v[4, l] * f[3, l])
+        out[3, l] += sign * (v[1, l] * f[5, l] - v[2, l] * f[4, l])
+        out[4, l] += sign * (v[2, l] * f[3, l] - v[0, l] * f[5, l])
+        out[5, l] += sign * (v[0, l] * f[4, l] - v[1, l] * f[3, l])
 
 
 @njit(cache=True, inline="always")
 def _inertia_times(I, m, out):
-    """out = I m (6x6 times 6)."""
-    for k in range(6):
-        out[k] = (I[k, 0] * m[0] + I[k, 1] * m[1] + I[k, 2] * m[2] + I[k, 3] * m[3]
-                  + I[k, 4] * m[4] + I[k, 5] * m[5])
+    """out = I m (a 6x6 constant times 6 per lane)."""
+    for l in range(LANES):
+        for k in range(6):
+            out[k, l] = (I[k, 0] * m[0, l] + I[k, 1] * m[1, l] + I[k, 2] * m[2, l]
+                         + I[k, 3] * m[3, l] + I[k, 4] * m[4, l] + I[k, 5] * m[5, l])
+
+
+@njit(cache=True, inline="always")
+def _scatter(out, row, col, s0, nl, vec, sign):
+    """out[row:row + 6, col, s0 + l] += sign vec[:, l] for the group's nl states."""
+    for m in range(6):
+        for l in range(nl):
+            out[row + m, col, s0 + l] += sign * vec[m, l]
 
 
 @njit(cache=True)
-def _one_state(T, E, r, vel, qd, x, out, dv, buf):
-    """-dr_dq into out[:, :nv], -dr_dv into out[:, nv:2nv] for one state; dv (2, N, nv, 6) (no
-    need to be zero: only support entries are read, each after it is written); buf (5, 6)."""
-    N, nv = T.parents.size, qd.size
-    tmp, tmp2, vJ, Iv, Idv = buf[0], buf[1], buf[2], buf[3], buf[4]
-    for i in range(N):
-        p, n, v0 = T.parents[i], T.v_size[i], T.v_start[i]
-        ra, rf = T.row_a[i], T.row_f[i]
-        vJ[:] = 0.0
-        for k in range(n):
-            for m in range(6):
-                vJ[m] += T.S[i, m, k] * qd[v0 + k]
-        # (3a_i): -s x (iX_lambda a_lambda); -dr is written, so the sign flips
-        for m in range(6):
-            tmp2[m] = T.a0[m] if p < 0 else x[T.col_a[p] + m]
-        _x_motion(E[i], r[i], tmp2, tmp)
-        for k in range(n):
-            tmp2[:] = 0.0
-            _cross_motion(T.S[i, :, k], tmp, tmp2, 1.0)
-            for m in range(6):
-                out[ra + m, v0 + k] += tmp2[m]
-        lo, hi = T.support_ptr[i], T.support_ptr[i + 1]
-        if p >= 0:
-            # (5d): iX_lambda^T (s x* f_i) in the parent's (3f) rows
-            rp = T.row_f[p]
-            for k in range(n):
-                tmp2[:] = 0.0
-                _cross_force(T.S[i, :, k], x[T.col_f[i]:T.col_f[i] + 6], tmp2, 1.0)
-                _xt_force(E[i], r[i], tmp2, tmp)
-                for m in range(6):
-                    out[rp + m, v0 + k] -= tmp[m]
-            # eq. (2) carried down the support: dv_i = iX_lambda dv_lambda
-            for j in range(lo, hi):
-                d = T.support_dirs[j]
-                if d < v0 or d >= v0 + n:
-                    _x_motion(E[i], r[i], dv[0, p, d], dv[0, i, d])
-                    _x_motion(E[i], r[i], dv[1, p, d], dv[1, i, d])
-        for m in range(6):
-            tmp2[m] = vel[i, m] - vJ[m]             # iX_lambda v_lambda (0 at a root)
-        for k in range(n):
-            dv[0, i, v0 + k, :] = 0.0
-            if p >= 0:
-                _cross_motion(T.S[i, :, k], tmp2, dv[0, i, v0 + k], -1.0)
-            dv[1, i, v0 + k, :] = T.S[i, :, k]
-        _inertia_times(T.inertias[i], vel[i], Iv)
-        for j in range(lo, hi):
-            d = T.support_dirs[j]
-            for w in range(2):
-                col = d + w * nv
-                tmp[:] = 0.0
-                if p >= 0:                     # c_i = v_i x S_i qd_i (0 at a root)
-                    _cross_motion(dv[w, i, d], vJ, tmp, 1.0)
-                    if w == 1 and v0 <= d < v0 + n:
-                        _cross_motion(vel[i], T.S[i, :, d - v0], tmp, 1.0)
-                    for m in range(6):
-                        out[ra + m, col] -= tmp[m]
-                    tmp[:] = 0.0
-                # nu_i = v_i x* I_i v_i
-                _cross_force(dv[w, i, d], Iv, tmp, 1.0)
-                _inertia_times(T.inertias[i], dv[w, i, d], Idv)
-                _cross_force(vel[i], Idv, tmp, 1.0)
-                for m in range(6):
-                    out[rf + m, col] -= tmp[m]
-
-
-@njit(cache=True)
-def _zero_pattern(T, out, nv):
-    """out[rows, cols] = 0 on rhs_pattern's entries (the only ones _one_state adds to)."""
+def _zero_pattern(T, out, nv, s0, nl):
+    """out[rows, cols, s0:s0 + nl] = 0 on rhs_pattern's entries (the only ones the kernel adds
+    to)."""
     for i in range(T.parents.size):
         p, v0 = T.parents[i], T.v_start[i]
         for j in range(T.support_ptr[i], T.support_ptr[i + 1]):
             d = T.support_dirs[j]
             for m in range(6):
-                out[T.row_a[i] + m, d] = out[T.row_a[i] + m, nv + d] = 0.0
-                out[T.row_f[i] + m, d] = out[T.row_f[i] + m, nv + d] = 0.0
+                for l in range(s0, s0 + nl):
+                    out[T.row_a[i] + m, d, l] = out[T.row_a[i] + m, nv + d, l] = 0.0
+                    out[T.row_f[i] + m, d, l] = out[T.row_f[i] + m, nv + d, l] = 0.0
         for k in range(T.v_size[i] if p >= 0 else 0):
             for m in range(6):
-                out[T.row_f[p] + m, v0 + k] = out[T.row_f[p] + m, nv + v0 + k] = 0.0
+                for l in range(s0, s0 + nl):
+                    out[T.row_f[p] + m, v0 + k, l] = out[T.row_f[p] + m, nv + v0 + k, l] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _gather(src, s0, nl, i, start, size, dst):
+    """dst[m, l] = src[s0 + l, i, start + m] for m < size (lanes past nl keep old values)."""
+    for m in range(size):
+        for l in range(nl):
+            dst[m, l] = src[s0 + l, i, start + m]
+
+
+@njit(cache=True, nogil=True)
 def tangent_rhs(T, E, r, vel, qd, x, out):
-    """out[b, :, :2 nv] = -(dr/dq, dr/dv) for every state b (see the module doc), serially: the
-    substitutions that follow cost ten times more, and run serially too."""
-    dv = np.empty((2, T.parents.size, qd.shape[1], 6))
-    buf = np.empty((5, 6))
-    for b in range(qd.shape[0]):
-        _zero_pattern(T, out[b], qd.shape[1])
-        _one_state(T, E[b], r[b], vel[b], qd[b], x[b], out[b], dv, buf)
+    """out[:, :2 nv, b] = -(dr/dq, dr/dv) for every state b (see the module doc), LANES states
+    at a time, serially."""
+    B, N, nv = qd.shape[0], T.parents.size, qd.shape[1]
+    dv = np.zeros((2, T.support_dirs.size, 6, LANES))
+    Ei9, ri, vi = np.zeros((9, LANES)), np.zeros((3, LANES)), np.zeros((6, LANES))
+    Ei = Ei9.reshape((3, 3, LANES))
+    Sl, qdl = np.zeros((T.S.shape[2], 6, LANES)), np.zeros((T.S.shape[2], LANES))
+    buf = np.zeros((6, 6, LANES))
+    tmp, tmp2, vJ, Iv, Idv, fi = buf[0], buf[1], buf[2], buf[3], buf[4], buf[5]
+    # every input as (B, bodies or 1, entries), gathered per body into (entries, lanes)
+    E9, x3, qd3 = E.reshape((B, N, 9)), x.reshape((B, 1, x.shape[1])), qd.reshape((B, 1, nv))
+    for s0 in range(0, B, LANES):
+        nl = min(LANES, B - s0)
+        _zero_pattern(T, out, nv, s0, nl)
+        for i in range(N):
+            p, n, v0 = T.parents[i], T.v_size[i], T.v_start[i]
+            ra, rf = T.row_a[i], T.row_f[i]
+            _gather(E9, s0, nl, i, 0, 9, Ei9)
+            _gather(r, s0, nl, i, 0, 3, ri)
+            _gather(vel, s0, nl, i, 0, 6, vi)
+            _gather(qd3, s0, nl, 0, v0, n, qdl)
+            for k in range(n):
+                for m in range(6):
+                    for l in range(LANES):
+                        Sl[k, m, l] = T.S[i, m, k]
+            vJ[:] = 0.0
+            for k in range(n):
+                for m in range(6):
+                    for l in range(LANES):
+                        vJ[m, l] += T.S[i, m, k] * qdl[k, l]
+            # (3a_i): -s x (iX_lambda a_lambda); -dr is written, so the sign flips
+            if p < 0:
+                for m in range(6):
+                    for l in range(LANES):
+                        tmp2[m, l] = T.a0[m]
+            else:
+                _gather(x3, s0, nl, 0, T.col_a[p], 6, tmp2)
+            _x_motion(Ei, ri, tmp2, tmp)
+            for k in range(n):
+                tmp2[:] = 0.0
+                _cross_motion(Sl[k], tmp, tmp2, 1.0)
+                _scatter(out, ra, v0 + k, s0, nl, tmp2, 1.0)
+            lo, hi = T.support_ptr[i], T.support_ptr[i + 1]
+            if p >= 0:
+                # (5d): iX_lambda^T (s x* f_i) in the parent's (3f) rows
+                _gather(x3, s0, nl, 0, T.col_f[i], 6, fi)
+                for k in range(n):
+                    tmp2[:] = 0.0
+                    _cross_force(Sl[k], fi, tmp2, 1.0)
+                    _xt_force(Ei, ri, tmp2, tmp)
+                    _scatter(out, T.row_f[p], v0 + k, s0, nl, tmp, -1.0)
+                # eq. (2) carried down the support: dv_i = iX_lambda dv_lambda
+                for j in range(lo, hi):
+                    u = T.support_up[j]
+                    if u >= 0:
+                        _x_motion(Ei, ri, dv[0, u], dv[0, j])
+                        _x_motion(Ei, ri, dv[1, u], dv[1, j])
+            for m in range(6):
+                for l in range(LANES):
+                    tmp2[m, l] = vi[m, l] - vJ[m, l]     # iX_lambda v_lambda (0 at a root)
+            for j in range(lo, hi):
+                if T.support_up[j] < 0:
+                    k = T.support_dirs[j] - v0
+                    dv[0, j] = 0.0
+                    if p >= 0:
+                        _cross_motion(Sl[k], tmp2, dv[0, j], -1.0)
+                    dv[1, j] = Sl[k]
+            _inertia_times(T.inertias[i], vi, Iv)
+            for j in range(lo, hi):
+                d = T.support_dirs[j]
+                for w in range(2):
+                    col = d + w * nv
+                    tmp[:] = 0.0
+                    if p >= 0:                     # c_i = v_i x S_i qd_i (0 at a root)
+                        _cross_motion(dv[w, j], vJ, tmp, 1.0)
+                        if w == 1 and T.support_up[j] < 0:
+                            _cross_motion(vi, Sl[d - v0], tmp, 1.0)
+                        _scatter(out, ra, col, s0, nl, tmp, -1.0)
+                        tmp[:] = 0.0
+                    # nu_i = v_i x* I_i v_i
+                    _cross_force(dv[w, j], Iv, tmp, 1.0)
+                    _inertia_times(T.inertias[i], dv[w, j], Idv)
+                    _cross_force(vi, Idv, tmp, 1.0)
+                    _scatter(out, rf, col, s0, nl, tmp, -1.0)
 
 
 def rhs_pattern(T, n_rows, nv):

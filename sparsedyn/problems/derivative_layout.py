@@ -7,6 +7,7 @@ import weakref
 
 import numpy as np
 
+from ..kernels.assemble_numba import assemble_batch
 from ..kernels.tangent_numba import TangentData
 from ..model.model import WORLD
 from ..recursive._common import gravity_acceleration
@@ -48,6 +49,17 @@ def _output_columns(plan):
                           + [np.zeros(0, dtype=int)])
 
 
+def compiled_values(plan, q):
+    """D's entries (B, nnz) at checked q, as plan.system.values(joint_transforms(model, q)),
+    compiled (kernels/assemble_numba.assemble_batch on the plan's assembly program; the values
+    depend on q alone: v and the given y are passed as zeros)."""
+    order, B = list(plan.system.measured), q.shape[0]
+    width = sum(plan.system.rows[("y_" + k, b)].size for k, b in order)
+    values, _ = assemble_batch(plan.ir.assembly, q, np.zeros((B, plan.model.nv)),
+                               np.zeros((B, width)), order)
+    return values
+
+
 def tangent_data(plan):
     """The compiled kernel's TangentData of a plan (built once)."""
     if plan not in _TANGENT_DATA:
@@ -58,6 +70,11 @@ def tangent_data(plan):
             S[i, :, :joint.nv] = joint.S
         support = [np.concatenate([np.arange(model.nv)[model.v_slice(j)] for j in model.support(i)])
                    for i in range(N)]
+        # each support entry's entry in the parent's support (same direction), -1 if own
+        up = [np.array([-1 if j == WORLD or d not in support[j] else
+                        sum(len(x) for x in support[:j]) + int(np.flatnonzero(support[j] == d)[0])
+                        for d in support[i]], dtype=np.int64)
+              for i, j in ((i, model.parents[i]) for i in range(N))]
         first = (lambda layout, kind: np.array([layout[(kind, i)].start for i in range(N)],
                                                dtype=np.int64))
         _TANGENT_DATA[plan] = TangentData(
@@ -69,5 +86,6 @@ def tangent_data(plan):
             col_a=first(system.columns, "a"), col_f=first(system.columns, "f"),
             row_a=first(system.rows, "ne_a"), row_f=first(system.rows, "ne_f"),
             support_ptr=np.cumsum([0] + [len(d) for d in support]).astype(np.int64),
-            support_dirs=np.concatenate(support + [np.zeros(0, dtype=np.int64)]).astype(np.int64))
+            support_dirs=np.concatenate(support + [np.zeros(0, dtype=np.int64)]).astype(np.int64),
+            support_up=np.concatenate(up + [np.zeros(0, dtype=np.int64)]).astype(np.int64))
     return _TANGENT_DATA[plan]

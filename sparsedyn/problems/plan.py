@@ -226,7 +226,7 @@ class Plan(PlanBase):
         joint, x = self._solve_compiled(q, v, y, fx, full, threads, backend)
         if derivatives:
             return Result(self, x, single, joint_space={problem.outputs[0]: joint},
-                          derivatives=solve_derivatives(self, q, v, x, d_backend))
+                          derivatives=solve_derivatives(self, q, v, x, d_backend, threads))
 
         def vector():   # the other variables, on demand: the same compiled pass, full output
             # "auto" picks again for the full output: never a compiler run the caller did not ask for

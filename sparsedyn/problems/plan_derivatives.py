@@ -21,15 +21,19 @@ on the lanes).
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
+from ..kernels.assemble_numba import _assemble_range
 from ..kernels.lu_multi_rhs import solve_multi_rhs
 from ..kernels.lu_pruned import solve_pruned
 from ..kernels.lu_pruned_plan import kept_mask
 from ..kernels.tangent_numba import tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
 from ..system.tangent import residual_tangents
-from .derivative_layout import measurement_columns, output_columns, tangent_data
+from .derivative_layout import (compiled_values, measurement_columns, output_columns,
+                                tangent_data)
 from .derivative_solves import solve_outputs
 
 #: states per group of right-hand sides: bounds the (n, 3 nv, chunk) arrays (12 MB each on the
@@ -43,48 +47,64 @@ def derivative_kernels_ready():
     started in the background (sparsedyn/jit.py)."""
     from .. import jit
     return jit.ready("the derivative kernels",
-                     (tangent_rhs, solve_multi_rhs, solve_pruned, kept_mask))
+                     (tangent_rhs, solve_multi_rhs, solve_pruned, kept_mask, _assemble_range))
 
 
-def solve_derivatives(plan, q, v, x, backend):
+def solve_derivatives(plan, q, v, x, backend, threads=1):
     """(d out/dq, d out/dv, d out/dy), each (B, nv, nv), for batched checked q (B, nq), v (B, nv)
     and the problem's solution x (B, n_cols) at them; backend: "numpy" (the tangent right-hand
-    sides and the LU in NumPy: the reference) or "numba" (both compiled, one thread).
+    sides and the LU in NumPy: the reference) or "numba" (both compiled; the groups of CHUNK
+    states split over `threads` threads, the kernels release the GIL).
     A state whose static pivot fails is re-solved with partial pivoting (Factorization.solve:
-    PivotBreakdownWarning); a singular one raises SingularModelError naming the batch index."""
+    PivotBreakdownWarning); singular ones raise SingularModelError naming the batch indices."""
     system, model = plan.system, plan.model
     B, nv = q.shape[0], model.nv
     E = measurement_columns(plan)
     out_cols = output_columns(plan)
     result = np.empty((3, B, nv, nv))
-    # kinematics and D(q) once for the batch (NumPy: per-body loops, cheaper on more states)
+    status = np.zeros(B, dtype=np.int8)
+    # kinematics once for the batch (NumPy: per-body loops, cheaper on more states); D(q)'s
+    # entries compiled on the compiled route
     Xup = joint_transforms(model, q)
     velocities = body_velocities(model, Xup, v)
-    values = system.values(Xup)
-    if backend != "numpy":
+    if backend == "numpy":
+        values = system.values(Xup)
+    else:
+        values = compiled_values(plan, q)
         data = tangent_data(plan)
         E_all = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
         r_all = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
         v, x = np.ascontiguousarray(v), np.ascontiguousarray(x)
-    # right-hand sides states last (the pruned substitutions' lanes), reused by every group
-    # (no solve writes rhs; the compiled tangent clears what it writes, the NumPy one all)
-    buffer = np.zeros((system.rows.size, 3 * nv, min(B, CHUNK)))
-    buffer[:, 2 * nv:] = E[:, :, None]
-    rhs = buffer.transpose(2, 0, 1)                                  # (state, row, column)
-    for lo in range(0, B, CHUNK):
-        hi = min(B, lo + CHUNK)
-        if backend == "numpy":
-            dr_q, dr_v = residual_tangents(system, [X[lo:hi] for X in Xup], velocities[lo:hi],
-                                           v[lo:hi], x[lo:hi])
-            rhs[:hi - lo, :, :nv], rhs[:hi - lo, :, nv:2 * nv] = -dr_q, -dr_v
-            dx, status = plan.factorization.solve_status(
-                values[lo:hi], np.ascontiguousarray(rhs[:hi - lo]), backend="numpy")
-            dx = dx[:, out_cols]
-        else:
-            tangent_rhs(data, E_all[lo:hi], r_all[lo:hi], velocities[lo:hi], v[lo:hi],
-                        x[lo:hi], rhs)
-            dx, status = solve_outputs(plan, values[lo:hi], buffer)
-        plan._raise_for_status(status, np.arange(lo, hi), {"q": q, "v": v})
-        for k in range(3):
-            result[k, lo:hi] = dx[:, :, k * nv:(k + 1) * nv]
+
+    def run(starts):
+        """The groups of states starting at `starts` (each thread its own right-hand sides)."""
+        # right-hand sides states last (the pruned substitutions' lanes), reused by every group
+        # (no solve writes rhs; the compiled tangent clears what it writes, the NumPy one all)
+        buffer = np.zeros((system.rows.size, 3 * nv, min(B, CHUNK)))
+        buffer[:, 2 * nv:] = E[:, :, None]
+        rhs = buffer.transpose(2, 0, 1)                              # (state, row, column)
+        for lo in starts:
+            hi = min(B, lo + CHUNK)
+            if backend == "numpy":
+                dr_q, dr_v = residual_tangents(system, [X[lo:hi] for X in Xup],
+                                               velocities[lo:hi], v[lo:hi], x[lo:hi])
+                rhs[:hi - lo, :, :nv], rhs[:hi - lo, :, nv:2 * nv] = -dr_q, -dr_v
+                dx, status[lo:hi] = plan.factorization.solve_status(
+                    values[lo:hi], np.ascontiguousarray(rhs[:hi - lo]), backend="numpy")
+                dx = dx[:, out_cols]
+            else:
+                tangent_rhs(data, E_all[lo:hi], r_all[lo:hi], velocities[lo:hi], v[lo:hi],
+                            x[lo:hi], buffer)
+                dx, status[lo:hi] = solve_outputs(plan, values[lo:hi], buffer)
+            for k in range(3):
+                result[k, lo:hi] = dx[:, :, k * nv:(k + 1) * nv]
+
+    starts = np.arange(0, B, CHUNK)
+    threads = 1 if backend == "numpy" else min(threads, starts.size)
+    if threads <= 1:
+        run(starts)
+    else:
+        with ThreadPoolExecutor(threads) as pool:       # contiguous runs of groups per thread
+            list(pool.map(run, np.array_split(starts, threads)))
+    plan._raise_for_status(status, np.arange(B), {"q": q, "v": v})
     return tuple(result)
