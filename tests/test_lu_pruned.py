@@ -181,3 +181,16 @@ def test_pruned_route_matches_pinocchio_humanoid(kind):
     for what, g, e in zip(NAMES, got, expect):
         worst = max(rel(g[b], e[b]) for b in range(B))
         assert worst <= PIN_TOL, (what, worst)
+
+
+def test_pruned_fd_substitutions_cost_less_than_the_minv_identity():
+    """README's reason for not forming dqdd/d(q, v) as -M^-1 dtau/d(q, v): the pruned forward-
+    dynamics substitutions ((operation, column) pairs per state, one triangle of M^-1) cost
+    less than the identity's dense nv x nv by nv x 2 nv product alone."""
+    from sparsedyn.problems.derivative_solves import pruned_derivative_program
+    model = sd.models.humanoid()
+    plan = sd.compile(sd.forward_dynamics(model))
+    Q, _ = pruned_derivative_program(plan)
+    pairs = int((np.diff(Q.group_ptr) * np.diff(Q.op_ptr)).sum())
+    nv = model.nv
+    assert 0 < pairs < nv * nv * 2 * nv
