@@ -12,7 +12,8 @@ written as literals:
      refinement step), each folded at plan time where the plan fixes values (c_chain_fold:
      ONE, x = 0, state-independent columns of the factor), and neighbouring chains that end
      in the same products over equal or consecutive slots run as one vector chain of two or
-     four lanes, each lane rounding as its scalar chain (c_chain_pairs);
+     four lanes, each lane rounding as its scalar chain, a pivot's chain in lane 0 of its
+     column's (c_chain_pairs);
   3. the flags: 1 (a pivot not positive; q, a body velocity, x or the probe not finite), else 2
      (a direction the data may not determine: d_j - p_j <= tol (N_jj - p_j) or |z_j| >
      z_tol_j), plus 4 when a quaternion of q is not unit-norm.
