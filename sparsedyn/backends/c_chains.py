@@ -240,8 +240,11 @@ def map_source(route, prefix):
     # the tests per variable, a loop over tables: x - x is 0 for a finite x and NaN otherwise,
     # so one sum `fin` tests every x and z finite; x copied out on the way
     t = f"{prefix}_f"
+    x0 = int(ms.x_slot[0]) if n else 0                 # x's slots consecutive: no table read
+    direct = np.array_equal(ms.x_slot, x0 + np.arange(n))
+    xk = f"w[{x0} + k]" if direct else f"w[{t}_x[k]]"
     tables += [_table(f"{t}_{name}", getattr(ms, f"{name}_slot"), "int")
-               for name in ("d", "nkk", "x", "z")]
+               for name in ("d", "nkk", "z") + ("x",) * (not direct)]
     if per_sample:                           # the call's prior and probe scale, known columns
         p0, zt, known = "sp[k]", f"{lit(float(route.sample_tol))} / sqrt(J[k])", "(sa[k] != 0.0)"
     else:
@@ -250,7 +253,7 @@ def map_source(route, prefix):
         p0, zt, known = f"{t}_p[k]", f"{t}_zt[k]", "1"
     body += ["  { double fin = 0.0; int ibad = 0, iund = 0;",
              f"  for (k = 0; k < {n}; k++) {{",
-             f"    d = w[{t}_d[k]]; v = w[{t}_x[k]]; z = w[{t}_z[k]]; p0 = {p0}; zt = {zt};",
+             f"    d = w[{t}_d[k]]; v = {xk}; z = w[{t}_z[k]]; p0 = {p0}; zt = {zt};",
              "    fin += (v - v) + (z - z); ibad |= !(d > 0.0); x[k] = v;",
              f"    iund |= {known} & ((d - p0 <= {lit(ms.sing_tol)} * (w[{t}_nkk[k]] - p0)) | "
              "(fabs(z) > zt));", "  }",
