@@ -155,7 +155,7 @@ def vector_statements(folder, group, s):
             if not isinstance(acc, float):
                 out.append(f"  a{lane} = {acc};")
                 acc = f"a{lane}"
-            folder._store(int(ch.ins_mid[i]), acc, out)
+            folder.store(int(ch.ins_mid[i]), acc, out)
         lanes.append(lit(acc) if isinstance(acc, float) else acc)
     tails = [_pairs(ch, i)[-s:] for i in group]
     empty = all(int(ch.ins_k[i]) == s and not ch.ins_row[i] and ch.ins_c0[i] == 0.0
