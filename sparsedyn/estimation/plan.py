@@ -517,7 +517,7 @@ class EstimateSolver:
 
     def _unchecked_vector(self, q, v, y):
         """The route's x buffer after one run on q, v, y, or None if it flagged the sample."""
-        self._q[:], self._v[:], self._y[:] = q, v, y
+        np.concatenate((q, v, y), out=self._in)
         return None if self._run() != 0 else self._x
 
     def _checked(self, q, v, y, out):
