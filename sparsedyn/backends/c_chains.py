@@ -235,13 +235,14 @@ def map_source(route, prefix):
     body += assembly_statements(f"{prefix}_map", model, xr, dest, L, nq, N, helpers)
     if per_sample:
         body += _sample_statements(route, prefix, L, m, n, tables)
-    body += [f"  w[{int(s)}] = 0.0;" for s in ms.x_slot]
+    x0 = int(ms.x_slot[0]) if n else 0      # x's slots consecutive: zeroed (all-zero bytes are
+    direct = np.array_equal(ms.x_slot, x0 + np.arange(n))       # +0.0) and read without a table
+    body += ([f"  memset(w + {x0}, 0, {n} * sizeof(double));"] if direct else
+             [f"  w[{int(s)}] = 0.0;" for s in ms.x_slot])
     body += _program(prefix, chains, ms, helpers)
     # the tests per variable, a loop over tables: x - x is 0 for a finite x and NaN otherwise,
     # so one sum `fin` tests every x and z finite; x copied out on the way
     t = f"{prefix}_f"
-    x0 = int(ms.x_slot[0]) if n else 0                 # x's slots consecutive: no table read
-    direct = np.array_equal(ms.x_slot, x0 + np.arange(n))
     xk = f"w[{x0} + k]" if direct else f"w[{t}_x[k]]"
     tables += [_table(f"{t}_{name}", getattr(ms, f"{name}_slot"), "int")
                for name in ("d", "nkk", "z") + ("x",) * (not direct)]
@@ -272,7 +273,7 @@ def map_source(route, prefix):
            f"    flag[b] = (unsigned char){prefix}_map(q + b * {nq}, qd + b * {nv}, "
            f"y + b * {n_y}, samp ? samp + b * {n_samp} : samp, x + b * {n}, work);", "}"]
     assert BAD_QUATERNION == 2          # assembly_statements sets quat_bad to it
-    src = "\n\n".join(["#include <math.h>", VECTOR_HEADER] + tables + helpers
+    src = "\n\n".join(["#include <math.h>\n#include <string.h>", VECTOR_HEADER] + tables + helpers
                        + ["\n".join(body), "\n".join(api)]) + "\n"
     return src, L.size, dict(nq=nq, nv=nv, n_y=n_y, n=n, n_samp=n_samp)
 
