@@ -12,7 +12,7 @@ import pytest
 from sparsedyn.backends.c_chain_fold import ChainFolder
 from sparsedyn.backends.c_chain_pairs import VECTOR_HEADER, common_tail
 from sparsedyn.backends.c_chains import _run
-from sparsedyn.ir.chain_program import EPI_ADD, EPI_NONE, EPI_SCALE, ChainArrays
+from sparsedyn.ir.chain_program import EPI_ADD, EPI_NONE, EPI_RECIP, EPI_SCALE, ChainArrays
 from test_c_chain_fold import _reference, inputs, run_c
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
@@ -21,20 +21,23 @@ pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None
 ONE, INPUTS, SLOTS = 0, range(1, 13), 400
 
 
-def _program(rng, n_groups=25):
+def _program(rng, n_groups=40):
     """Groups of 1, 2 or 4 instructions writing consecutive fresh slots: per lane its own
     leading products (constant-only ones too), then common products whose operands are one
     slot for all lanes or a run of consecutive written slots; every lane scaling its target by
     one r (a factor column), or lane 0 adding into a written slot (a solve next to the probe),
-    or no epilogue; sums from a row, from c0 or from 0."""
+    or no epilogue, or lane 0 a pivot (d, then 1 / d two slots on, N_jj stored on the way: a
+    mid store) that the other lanes, written after 1 / d, scale by (a pivot leading its
+    column); sums from a row, from c0 or from 0."""
     rows, pairs, written, nxt = [], [], [ONE, *INPUTS], 20
 
     def runs(n):                    # written slots x with x .. x + n - 1 all written
         return [x for x in written if all(x + j in written for j in range(n))]
     for _ in range(n_groups):
         n = int(rng.choice([1, 2, 4]))
+        kind = rng.choice(["scale", "add", "none"] + ["lead"] * (n > 1))
         common = []
-        for _ in range(int(rng.integers(0, 5))):
+        for _ in range(int(rng.integers(2 * (kind == "lead"), 5))):
             ops = []
             for _ in range(2):
                 run, x = runs(n), int(rng.choice(written))
@@ -44,8 +47,7 @@ def _program(rng, n_groups=25):
                 else:
                     ops.append([x] * n)
             common.append((ops[0], ops[1], float(rng.choice([1.0, -1.0, 0.5, 1e8]))))
-        kind = rng.choice(["scale", "add", "none"])
-        r2 = int(rng.choice(written))
+        r2 = int(rng.choice(written)) if kind != "lead" else nxt + 2
         for lane in range(n):
             q = len(pairs)
             pool = [ONE] if rng.random() < 0.3 else written
@@ -53,16 +55,22 @@ def _program(rng, n_groups=25):
                 pairs.append((int(rng.choice(pool)), int(rng.choice(pool)),
                               float(rng.choice([1.0, -1.0, 2.5]))))
             pairs += [(a[lane], b[lane], c) for a, b, c in common]
-            t = nxt + lane
-            mode, t2 = EPI_NONE, t
-            if kind == "scale":
+            t = nxt + lane + 2 * (kind == "lead" and lane > 0)
+            mode, t2, kmid, mid = EPI_NONE, t, -1, t
+            if kind == "scale" or (kind == "lead" and lane > 0):
                 mode = EPI_SCALE
             elif kind == "add" and lane == 0:
                 mode, t2 = EPI_ADD, int(rng.choice(list(INPUTS)))
+            elif kind == "lead":
+                mode, t2, mid = EPI_RECIP, r2, nxt + 1
+                # mostly among its own products, sometimes among the common ones
+                k = len(pairs) - q - (len(common) if rng.random() < 0.75 else 0)
+                kmid = int(rng.integers(0, k + 1)) if k else -1
             rows.append((t, int(rng.choice(written)), float(rng.choice([0.0, 2.5, -1.0])),
-                         int(rng.random() < 0.3), q, len(pairs) - q, -1, t, mode, t2, r2))
-        written += [nxt + lane for lane in range(n)]
-        nxt += n + int(rng.integers(0, 2))
+                         int(rng.random() < 0.3), q, len(pairs) - q, kmid, mid, mode, t2, r2))
+        fresh = n + 2 * (kind == "lead")
+        written += [nxt + j for j in range(fresh)]
+        nxt += fresh + int(rng.integers(0, 2))
     cols = np.array(rows, dtype=object).T
     ints = [np.array(c, dtype=np.int64) for c in cols]
     pa, pb, pc = (np.array(c) for c in zip(*pairs))
@@ -80,6 +88,7 @@ def test_vector_chains_equal_the_chain_definition(seed, monkeypatch, tmp_path):
     lines = [line for unit in _run(ChainFolder(ch, {ONE: 1.0}), ch, list(range(ch.ins_t.size)))
              for line in unit]
     assert any("SD_ST2" in x for x in lines) and any("SD_ST4" in x for x in lines)
+    assert any("SD_GET" in x for x in lines)              # a pivot leading its column
     w0 = inputs(rng, SLOTS, ONE, INPUTS)
     with np.errstate(all="ignore"):
         expected = np.array(_reference(ch, list(w0)))

@@ -117,6 +117,22 @@ def test_a_bad_sample_gets_plan_solves_error(humanoid_map):
             plan.solver(backend)(truth.q[0], truth.v[0], missing)
 
 
+def test_solver_inputs_of_other_shapes_go_the_checked_way(humanoid_map):
+    """The call copies q, v and y with one concatenate after comparing their shapes: the same
+    total split otherwise is refused naming q, not run; a batch of one, or a reading given as
+    a list, gets the batched numba route's estimate."""
+    model, truth, problem, plan, readings = humanoid_map
+    batch = plan.solve(truth.q, truth.v, readings, backend="numba")
+    solve = plan.solver()
+    y = np.concatenate([readings.get(n, np.zeros((len(truth.q), size)))[0]
+                        for n, size in solve.readings_order])
+    q, v = truth.q[0], truth.v[0]
+    with pytest.raises(ValueError, match=r"q: expected shape \("):
+        solve(np.r_[q, 0.0], v[:-1], y)
+    assert rel_err(solve(q[None], v[None], y), batch.vector[0]) <= 1e-12 and solve.ok
+    assert rel_err(solve(q, v, list(y)), batch.vector[0]) <= 1e-12 and solve.ok
+
+
 def test_an_undetermined_sample_is_flagged_on_c():
     """A chain whose first state is singular: the C route flags it, the reference route says
     not ok and names the variables; the others equal the numba route."""

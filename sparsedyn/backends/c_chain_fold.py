@@ -72,7 +72,7 @@ class ChainFolder:
             return "-", x
         return "+", f"{x} * {lit(c)}"
 
-    def _store(self, t, value, out):
+    def store(self, t, value, out):
         """w[t] = value (a float: known from here on) or a run-time expression."""
         if isinstance(value, float):
             lit(value)                                   # refuses non-finite values
@@ -95,7 +95,7 @@ class ChainFolder:
         for j, (a, b, c) in enumerate(pairs):
             if j == kmid:
                 if isinstance(acc, float):
-                    self._store(mid, acc, out)
+                    self.store(mid, acc, out)
                 else:
                     out.append(f"  {var} = {acc}; w[{mid}] = {var};")
                     known.pop(mid, None)
@@ -127,32 +127,32 @@ class ChainFolder:
             pairs = [(int(ch.pa[q + j]), int(ch.pb[q + j])) for j in range(k)]
             for j, (a, b) in enumerate(pairs):
                 if a in known and b in known:
-                    self._store(t + j, known[a] * known[b], out)
+                    self.store(t + j, known[a] * known[b], out)
                 else:
                     x, v = self._factor(a, b)
-                    self._store(t + j, x if v in (None, 1.0) else f"{x} * {lit(v)}", out)
+                    self.store(t + j, x if v in (None, 1.0) else f"{x} * {lit(v)}", out)
             return out
         acc = self.prefix(i, k, out)
         if isinstance(acc, float):
-            self._store(t, acc, out)
+            self.store(t, acc, out)
             value, r = acc, known.get(r2)
             if mode == EPI_SCALE:
-                self._store(t2, value * r if r is not None else f"{lit(value)} * w[{r2}]", out)
+                self.store(t2, value * r if r is not None else f"{lit(value)} * w[{r2}]", out)
             elif mode == EPI_RECIP:
-                self._store(t2, 1.0 / value if value != 0.0 else f"1.0 / {lit(value)}", out)
+                self.store(t2, 1.0 / value if value != 0.0 else f"1.0 / {lit(value)}", out)
             elif mode == EPI_ADD:
-                self._store(t2, known[t2] + value if t2 in known else
+                self.store(t2, known[t2] + value if t2 in known else
                             f"w[{t2}] + {lit(value)}", out)
             return out
         out.append(f"  acc = {acc}; w[{t}] = acc;")
         known.pop(t, None)
         if mode == EPI_SCALE:
             r = known.get(r2)
-            self._store(t2, f"acc * {lit(r)}" if r is not None else f"acc * w[{r2}]", out)
+            self.store(t2, f"acc * {lit(r)}" if r is not None else f"acc * w[{r2}]", out)
         elif mode == EPI_RECIP:
-            self._store(t2, "1.0 / acc", out)
+            self.store(t2, "1.0 / acc", out)
         elif mode == EPI_ADD:
             x = known.get(t2)
-            self._store(t2, f"w[{t2}] + acc" if x is None else
+            self.store(t2, f"w[{t2}] + acc" if x is None else
                         ("acc" if x == 0.0 else f"{lit(x)} + acc"), out)
         return out

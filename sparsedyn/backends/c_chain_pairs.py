@@ -18,6 +18,12 @@ targets l_ik, l_(i+1)k, ... of a factor column that read the same multipliers c_
 columns: l_ij, l_(i+1)j neighbours), and a substitution's chain of y_k next to the probe's
 chain of z_k (the same l_kj times y_j and z_j, neighbours): the probe runs inside the solve.
 
+A pivot's chain leads its column: d_j = N_jj - sum_k l_jk c_jk (epilogue 1/d_j, N_jj stored on
+the way) reads the same c_jk as the chains of l_(j+1)j, ... below it, times l_jk next to
+l_(j+1)k, so it goes in lane 0 of their vector although its target is not next to theirs (the
+lanes are then stored one by one) and they scale by the 1/d_j it writes: the epilogues run in
+lane order after the stores, 1/d_j first, as the scalar code runs them.
+
 Vectors are GCC/Clang vector extensions (two doubles: SSE2; four: AVX, else two SSE2 halves);
 another C99 compiler, or SD_SCALAR_VECTORS defined, gets the same macros on structs of doubles
 (VECTOR_HEADER), lane by lane."""
@@ -42,6 +48,7 @@ typedef double sd_u4 __attribute__((vector_size(32), aligned(8), may_alias));
 #define SD_LD4(p) (*(const sd_u4 *)(p))
 #define SD_ST2(p, v) (*(sd_u2 *)(p) = (v))
 #define SD_ST4(p, v) (*(sd_u4 *)(p) = (v))
+#define SD_GET(v, l) ((v)[l])
 #define SD_ADD2(a, b) ((a) + (b))
 #define SD_SUB2(a, b) ((a) - (b))
 #define SD_MUL2(a, b) ((a) * (b))
@@ -58,6 +65,7 @@ static inline sd_v4 SD_V4(double a, double b, double c, double d)
 #define SD_LD4(p) SD_V4((p)[0], (p)[1], (p)[2], (p)[3])
 #define SD_ST2(p, v) ((p)[0] = (v).e[0], (p)[1] = (v).e[1])
 #define SD_ST4(p, v) ((p)[0] = (v).e[0], (p)[1] = (v).e[1], (p)[2] = (v).e[2], (p)[3] = (v).e[3])
+#define SD_GET(v, l) ((v).e[l])
 #define SD_OP(name, T, n, op) static inline T name(T a, T b) \\
 { T r; int i; for (i = 0; i < n; i++) r.e[i] = a.e[i] op b.e[i]; return r; }
 SD_OP(SD_ADD2, sd_v2, 2, +) SD_OP(SD_SUB2, sd_v2, 2, -) SD_OP(SD_MUL2, sd_v2, 2, *)
@@ -85,17 +93,32 @@ def _lanes(xs):
     return all(x == xs[0] for x in xs) or all(x == xs[0] + j for j, x in enumerate(xs))
 
 
+def _lead(ch, group):
+    """Does group[0] lead (module docstring): a pivot's chain (epilogue 1/d_j) before chains
+    that each scale by that 1/d_j?"""
+    i = group[0]
+    return int(ch.ins_mode[i]) == EPI_RECIP and all(
+        int(ch.ins_mode[o]) == EPI_SCALE and int(ch.ins_r2[o]) == int(ch.ins_t2[i])
+        for o in group[1:])
+
+
 def common_tail(ch, group):
     """How many trailing products the instructions `group` (one per lane) run as one vector
     chain (0: they do not; module docstring)."""
-    t = int(ch.ins_t[group[0]])
-    if any(int(ch.ins_t[i]) != t + j for j, i in enumerate(group)):
+    t, lead = int(ch.ins_t[group[0]]), _lead(ch, group)
+    if not lead and any(int(ch.ins_t[i]) != t + j for j, i in enumerate(group)):
         return 0
-    for i in group:
+    for i in group[lead:]:
         if int(ch.ins_mode[i]) in (EPI_LIST, EPI_RECIP) or int(ch.ins_kmid[i]) >= 0:
             return 0
-    for i in group:
-        if any(_writes(ch, i) & _reads(ch, other) for other in group if other != i):
+    writes = [_writes(ch, i) | ({int(ch.ins_mid[i])} if int(ch.ins_kmid[i]) >= 0 else set())
+              for i in group]
+    # a led lane reads 1/d_j in its epilogue only, after the leader's
+    reads = [_reads(ch, i) - ({int(ch.ins_r2[i])} if lead and j else set())
+             for j, i in enumerate(group)]
+    for j in range(len(group)):
+        if any(writes[j] & (reads[o] | (writes[o] if lead else set()))
+               for o in range(len(group)) if o != j):
             return 0
     lanes = [_pairs(ch, i) for i in group]
     s = 0
@@ -105,6 +128,8 @@ def common_tail(ch, group):
                 or not _lanes([b for _, b, _ in terms])):
             break
         s += 1
+    if lead and int(ch.ins_kmid[group[0]]) >= 0:    # N_jj stored before the vector part
+        s = min(s, int(ch.ins_k[group[0]]) - int(ch.ins_kmid[group[0]]))
     return s if s >= MIN_COMMON else 0
 
 
@@ -126,6 +151,11 @@ def vector_statements(folder, group, s):
     lanes = []
     for lane, i in enumerate(group):
         acc = folder.prefix(i, int(ch.ins_k[i]) - s, out, var=f"a{lane}")
+        if int(ch.ins_kmid[i]) == int(ch.ins_k[i]) - s:      # a leader's N_jj, at the prefix's end
+            if not isinstance(acc, float):
+                out.append(f"  a{lane} = {acc};")
+                acc = f"a{lane}"
+            folder.store(int(ch.ins_mid[i]), acc, out)
         lanes.append(lit(acc) if isinstance(acc, float) else acc)
     tails = [_pairs(ch, i)[-s:] for i in group]
     empty = all(int(ch.ins_k[i]) == s and not ch.ins_row[i] and ch.ins_c0[i] == 0.0
@@ -149,12 +179,19 @@ def vector_statements(folder, group, s):
                  for i in group) and _lanes(r)
     if scaled:                      # l_ik = acc r_k in every lane: one vector product
         out.append(f"  {var} = SD_MUL{n}({var}, {_operand(r)});")
-    out.append(f"  SD_ST{n}(w + {t}, {var});")
+    ts = [int(ch.ins_t[i]) for i in group]
+    if ts == list(range(t, t + n)):
+        out.append(f"  SD_ST{n}(w + {t}, {var});")
+    else:                           # led by a pivot's chain: lane by lane
+        out += [f"  w[{x}] = SD_GET({var}, {lane});" for lane, x in enumerate(ts)]
     for i in group:
         folder.known.pop(int(ch.ins_t[i]), None)
         mode, ti, t2, r2 = (int(ch.ins_mode[i]), int(ch.ins_t[i]), int(ch.ins_t2[i]),
                             int(ch.ins_r2[i]))
-        if mode == EPI_SCALE and not scaled:
+        if mode == EPI_RECIP:
+            folder.known.pop(t2, None)
+            out.append(f"  w[{t2}] = 1.0 / w[{ti}];")
+        elif mode == EPI_SCALE and not scaled:
             folder.known.pop(t2, None)
             out.append(f"  w[{t2}] = w[{ti}] * w[{r2}];")
         elif mode == EPI_ADD:

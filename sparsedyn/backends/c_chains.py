@@ -12,7 +12,8 @@ written as literals:
      refinement step), each folded at plan time where the plan fixes values (c_chain_fold:
      ONE, x = 0, state-independent columns of the factor), and neighbouring chains that end
      in the same products over equal or consecutive slots run as one vector chain of two or
-     four lanes, each lane rounding as its scalar chain (c_chain_pairs);
+     four lanes, each lane rounding as its scalar chain, a pivot's chain in lane 0 of its
+     column's (c_chain_pairs);
   3. the flags: 1 (a pivot not positive; q, a body velocity, x or the probe not finite), else 2
      (a direction the data may not determine: d_j - p_j <= tol (N_jj - p_j) or |z_j| >
      z_tol_j), plus 4 when a quaternion of q is not unit-norm.
@@ -244,14 +245,18 @@ def map_source(route, prefix):
     body += assembly_statements(f"{prefix}_map", model, xr, dest, L, nq, N, helpers)
     if per_sample:
         body += _sample_statements(route, prefix, L, m, n, tables)
-    body += [f"  w[{int(s)}] = 0.0;" for s in ms.x_slot]
+    x0 = int(ms.x_slot[0]) if n else 0      # x's slots consecutive: zeroed (all-zero bytes are
+    direct = np.array_equal(ms.x_slot, x0 + np.arange(n))       # +0.0) and read without a table
+    body += ([f"  memset(w + {x0}, 0, {n} * sizeof(double));"] if direct else
+             [f"  w[{int(s)}] = 0.0;" for s in ms.x_slot])
     lines, calls = _program(prefix, chains, ms, helpers)
     body += lines
     # the tests per variable, a loop over tables: x - x is 0 for a finite x and NaN otherwise,
     # so one sum `fin` tests every x and z finite; x copied out on the way
     t = f"{prefix}_f"
+    xk = f"w[{x0} + k]" if direct else f"w[{t}_x[k]]"
     tables += [_table(f"{t}_{name}", getattr(ms, f"{name}_slot"), "int")
-               for name in ("d", "nkk", "x", "z", "y")]
+               for name in ("d", "nkk", "z", "y") + ("x",) * (not direct)]
     if per_sample:                           # the call's prior and probe scale, known columns
         p0, zt, known = "sp[k]", f"{lit(float(route.sample_tol))} / sqrt(J[k])", "(sa[k] != 0.0)"
         zt2 = f"{lit(float(route.sample_tol2))} / sqrt(J[k])"
@@ -266,7 +271,7 @@ def map_source(route, prefix):
         eligible = [f"  go &= {t}_zt2[0] >= 0.0;"]
     body += ["  { double fin = 0.0; int ibad = 0, iund = 0;",
              f"  for (k = 0; k < {n}; k++) {{",
-             f"    d = w[{t}_d[k]]; v = w[{t}_x[k]]; z = w[{t}_z[k]]; p0 = {p0}; zt = {zt};",
+             f"    d = w[{t}_d[k]]; v = {xk}; z = w[{t}_z[k]]; p0 = {p0}; zt = {zt};",
              "    fin += (v - v) + (z - z); ibad |= !(d > 0.0); x[k] = v;",
              f"    iund |= {known} & (d - p0 <= {lit(ms.sing_tol)} * (w[{t}_nkk[k]] - p0));",
              f"    probe |= {known} & (fabs(z) > zt);", "  }",
@@ -278,20 +283,18 @@ def map_source(route, prefix):
         kept = f"work[{L.kept} + k]"
         body += ["  { int go = bad == 0.0 && und == 0.0 && probe;", *eligible,
                  "  if (go) {",
-                 f"  for (k = 0; k < {n}; k++) {{ {kept} = w[{t}_x[k]]; "
-                 f"w[{t}_x[k]] = w[{t}_y[k]]; }}",
+                 f"  for (k = 0; k < {n}; k++) {{ {kept} = {xk}; {xk} = w[{t}_y[k]]; }}",
                  *calls["resid"],
-                 f"  for (k = 0; k < {n}; k++) w[{t}_x[k]] = {kept};",
+                 f"  for (k = 0; k < {n}; k++) {xk} = {kept};",
                  *calls["refine"], *calls["probe2"],
                  "  { double fin = 0.0; int ibad = 0, iund = 0;",
                  f"  for (k = 0; k < {n}; k++) {{",
-                 f"    d = w[{t}_d[k]]; v = w[{t}_x[k]]; z = w[{t}_z[k]]; p0 = {p0}; "
-                 f"zt = {zt2};",
+                 f"    d = w[{t}_d[k]]; v = {xk}; z = w[{t}_z[k]]; p0 = {p0}; zt = {zt2};",
                  "    fin += (v - v) + (z - z); ibad |= !(d > 0.0);",
                  f"    iund |= {known} & ((d - p0 <= {lit(ms.sing_tol)} * (w[{t}_nkk[k]] - p0)) "
                  "| (fabs(z) > zt));", "  }",
                  "  if (!ibad && fin == 0.0 && !iund) {",
-                 f"    probe = 0; for (k = 0; k < {n}; k++) x[k] = w[{t}_x[k]]; }}", "  } } }"]
+                 f"    probe = 0; for (k = 0; k < {n}; k++) x[k] = {xk}; }}", "  } } }"]
     body += [f"  return (bad > 0.0 ? 1 : (und > 0.0 || probe ? 2 : 0)) + "
              f"(quat_bad ? {QUATERNION_FLAG} : 0);", "}"]
     n_samp = m + 4 * n if per_sample else 0
@@ -306,7 +309,7 @@ def map_source(route, prefix):
            f"    flag[b] = (unsigned char){prefix}_map(q + b * {nq}, qd + b * {nv}, "
            f"y + b * {n_y}, samp ? samp + b * {n_samp} : samp, x + b * {n}, work);", "}"]
     assert BAD_QUATERNION == 2          # assembly_statements sets quat_bad to it
-    src = "\n\n".join(["#include <math.h>", VECTOR_HEADER] + tables + helpers
+    src = "\n\n".join(["#include <math.h>\n#include <string.h>", VECTOR_HEADER] + tables + helpers
                        + ["\n".join(body), "\n".join(api)]) + "\n"
     return src, L.size, dict(nq=nq, nv=nv, n_y=n_y, n=n, n_samp=n_samp)
 

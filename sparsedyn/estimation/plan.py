@@ -394,7 +394,8 @@ class EstimateSolver:
     plan.solve's per-call checks; a sample the route flags (a quaternion that is not unit-norm,
     a failed pivot, a direction the data may not determine, a result that is not finite) is
     handed to plan.solve, which raises the typed error naming the argument or re-solves it on
-    the reference route and decides `ok`: a flagged call is slower, never wrong.
+    the reference route and decides `ok`: a flagged call is slower, never wrong. The buffers
+    are the solver's own: solvers run concurrently, one solver is for one thread at a time.
 
         solve = plan.solver()                  # backend "c": compiled on first use, then cached
         x = solve(q, v, y)                     # q (nq,), v (nv,), y (n_y,) in readings_order
@@ -418,7 +419,10 @@ class EstimateSolver:
                                if rows.row_slices[s.name].stop > rows.row_slices[s.name].start]
         self._slices = {s.name: rows.row_slices[s.name] for s in rows.sensors}
         n_y = sum(size for _, size in self.readings_order)
-        self._q, self._v, self._y = np.zeros(model.nq), np.zeros(model.nv), np.zeros(n_y)
+        # q, v and y side by side: a call copies its three inputs with one concatenate
+        self._in = np.zeros(model.nq + model.nv + n_y)
+        self._q, self._v, self._y = np.split(self._in, [model.nq, model.nq + model.nv])
+        self._shapes = (self._q.shape, self._v.shape, self._y.shape)
         self._x = np.zeros(problem.shape[1])
         for s in rows.sensors:
             if s.default_reading is not None:
@@ -482,16 +486,18 @@ class EstimateSolver:
                 return self._checked(q, v, readings, out)      # plan.solve names the problem
         else:
             readings = None
-        if (getattr(q, "shape", None) != self._q.shape or getattr(v, "shape", None) !=
-                self._v.shape or getattr(y, "shape", None) != self._y.shape):
+        try:        # the shapes first: concatenate would take any split of the same total
+            if (q.shape, v.shape, y.shape) != self._shapes:
+                raise ValueError
+            np.concatenate((q, v, y), out=self._in)
+        except (AttributeError, TypeError, ValueError):   # not arrays, shapes, dtypes
             return self._checked(q, v, readings if readings is not None else y, out)
-        x = self._unchecked_vector(q, v, y)
-        if x is None:
+        if self._run() != 0:
             return self._checked(q, v, readings if readings is not None else y, out)
         self.ok = True
         if out is None:
-            return x.copy()
-        out[:] = x
+            return self._x.copy()
+        out[:] = self._x
         return out
 
     def unchecked(self, q, v, readings):
@@ -511,7 +517,7 @@ class EstimateSolver:
 
     def _unchecked_vector(self, q, v, y):
         """The route's x buffer after one run on q, v, y, or None if it flagged the sample."""
-        self._q[:], self._v[:], self._y[:] = q, v, y
+        np.concatenate((q, v, y), out=self._in)
         return None if self._run() != 0 else self._x
 
     def _checked(self, q, v, y, out):
