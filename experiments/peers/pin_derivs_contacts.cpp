@@ -18,32 +18,12 @@
 #include <pinocchio/algorithm/aba-derivatives.hpp>
 #include <pinocchio/algorithm/constrained-dynamics.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <string>
-#include <vector>
 
-using Clock = std::chrono::steady_clock;
-static double us(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::micro>(b - a).count();
-}
-
-static std::vector<double> read_all(const char *path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  std::vector<double> buf(static_cast<size_t>(in.tellg()) / sizeof(double));
-  in.seekg(0);
-  in.read(reinterpret_cast<char *>(buf.data()), buf.size() * sizeof(double));
-  return buf;
-}
-
-static Eigen::MatrixXd symmetric(const Eigen::MatrixXd &upper) {
-  Eigen::MatrixXd out = upper;
-  out.triangularView<Eigen::StrictlyLower>() = upper.transpose();
-  return out;
-}
+#include "pin_io.hpp"
 
 int main(int argc, char **argv) {
   if (argc < 8) return 2;
@@ -63,18 +43,8 @@ int main(int argc, char **argv) {
     a[b] = Eigen::Map<const Eigen::VectorXd>(p + nq + nv, nv);
     tau[b] = Eigen::Map<const Eigen::VectorXd>(p + nq + 2 * nv, nv);
   }
-  PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::RigidConstraintModel) cms;
-  const int n = static_cast<int>(spec[0]);
   int m = 0;
-  for (int c = 0; c < n; ++c) {
-    const double *s = spec.data() + 1 + 14 * c;
-    Eigen::Matrix3d R;
-    R << s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10];
-    const pinocchio::SE3 placement(R, Eigen::Vector3d(s[11], s[12], s[13]));
-    cms.emplace_back(s[0] == 6 ? pinocchio::CONTACT_6D : pinocchio::CONTACT_3D, model,
-                     static_cast<pinocchio::JointIndex>(s[1]), placement, pinocchio::LOCAL);
-    m += static_cast<int>(s[0]);
-  }
+  const ContactModels cms = read_contacts(model, spec, m);
   PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::RigidConstraintData) cds;
   for (const auto &cm : cms) cds.emplace_back(cm);
   pinocchio::initConstraintDynamics(model, data, cms, cds);
