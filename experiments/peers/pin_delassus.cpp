@@ -21,15 +21,13 @@
 #include "pin_io.hpp"
 
 int main(int argc, char **argv) {
-  if (argc < 8) return 2;
-  pinocchio::Model model;
-  model.loadFromBinary(argv[1]);
+  PeerRun run;
+  if (!load_run(argc, argv, run)) return 2;
+  const pinocchio::Model &model = run.model;
   pinocchio::Data data(model);
-  const int B = std::atoi(argv[5]), K = std::atoi(argv[6]), rounds = std::atoi(argv[7]);
-  const int nq = model.nq;
-  const std::vector<double> configs = read_all(argv[2]), spec = read_all(argv[3]),
-                            refs = read_all(argv[4]);
-  if (configs.size() < static_cast<size_t>(B) * nq || spec.empty() || rounds < 1) return 3;
+  const int B = run.B, K = run.K, rounds = run.rounds, nq = model.nq;
+  const std::vector<double> &configs = run.states, &spec = run.spec, &refs = run.refs;
+  if (configs.size() < static_cast<size_t>(B) * nq) return 3;
   std::vector<Eigen::VectorXd> q(B);
   for (int b = 0; b < B; ++b)
     q[b] = Eigen::Map<const Eigen::VectorXd>(configs.data() + static_cast<size_t>(b) * nq, nq);

@@ -26,15 +26,14 @@
 #include "pin_io.hpp"
 
 int main(int argc, char **argv) {
-  if (argc < 8) return 2;
-  pinocchio::Model model;
-  model.loadFromBinary(argv[1]);
+  PeerRun run;
+  if (!load_run(argc, argv, run)) return 2;
+  const pinocchio::Model &model = run.model;
   pinocchio::Data data(model);
-  const int B = std::atoi(argv[5]), K = std::atoi(argv[6]), rounds = std::atoi(argv[7]);
+  const int B = run.B, K = run.K, rounds = run.rounds;
   const int nq = model.nq, nv = model.nv, row = nq + 3 * nv;
-  const std::vector<double> states = read_all(argv[2]), spec = read_all(argv[3]),
-                            refs = read_all(argv[4]);
-  if (states.size() != static_cast<size_t>(B) * row || spec.empty()) return 3;
+  const std::vector<double> &states = run.states, &spec = run.spec, &refs = run.refs;
+  if (states.size() != static_cast<size_t>(B) * row) return 3;
   std::vector<Eigen::VectorXd> q(B), v(B), a(B), tau(B);
   for (int b = 0; b < B; ++b) {
     const double *p = states.data() + static_cast<size_t>(b) * row;

@@ -4,7 +4,9 @@
 #pragma once
 #include <pinocchio/multibody.hpp>
 #include <pinocchio/constraints.hpp>
+#include <pinocchio/serialization.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <vector>
 
@@ -46,4 +48,24 @@ static ContactModels read_contacts(const pinocchio::Model &model, const std::vec
     m += static_cast<int>(s[0]);
   }
   return cms;
+}
+
+// The peers' common command line: <model.bin> <states.bin> <contacts.bin> <refs.bin> <B> <K>
+// <rounds>, each file read whole (the model as Pinocchio's Python bindings saved it).
+struct PeerRun {
+  pinocchio::Model model;
+  std::vector<double> states, spec, refs;
+  int B = 0, K = 0, rounds = 0;
+};
+
+static bool load_run(int argc, char **argv, PeerRun &run) {
+  if (argc < 8) return false;
+  run.model.loadFromBinary(argv[1]);
+  run.states = read_all(argv[2]);
+  run.spec = read_all(argv[3]);
+  run.refs = read_all(argv[4]);
+  run.B = std::atoi(argv[5]);
+  run.K = std::atoi(argv[6]);
+  run.rounds = std::atoi(argv[7]);
+  return !run.spec.empty() && run.rounds >= 1;
 }
