@@ -117,7 +117,11 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
     kc_dst, kc_src, kc_rslot, w_slot, w_pair = P.kc_dst, P.kc_src, P.kc_rslot, P.w_slot, P.w_pair
     blk_k1, blk_k2, blk_p1, blk_w = P.blk_k1, P.blk_k2, P.blk_p1, P.blk_w
     nb = jtype.shape[0]
-    IA[:] = P.inertia                                # line 2: H^A_i = H_i
+    inertia = P.inertia                              # line 2: H^A_i = H_i, elementwise (the
+    for i in range(inertia.shape[0]):                # slice assignment's generic loop is ~3x
+        for a in range(6):                           # slower)
+            for b in range(6):
+                IA[i, a, b] = inertia[i, a, b]
     for k in range(ee_slot.shape[0]):                # line 4: lambda(i)P_i = K_i^T, Om_i = 0
         e = ee_slot[k]                               # (elementwise: a view per slot costs a
         for row in range(6):                         # reference count update)
