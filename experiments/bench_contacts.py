@@ -53,16 +53,26 @@ TOL = 1e-8             # relative to max(1, max |ref|)
 
 def pin_contacts(pmodel):
     """Python Pinocchio's contact models (6D, LOCAL, on each sole frame's parent joint at the
-    frame's placement) and the same as the C++ program reads them: n, then per contact
-    (dim, joint id, R row-major, p)."""
-    cms, spec = [], [len(SOLES)]
+    frame's placement) and the same as the C++ program reads them (contact_spec)."""
+    cms = []
     for name in SOLES:
         frame = pmodel.frames[pmodel.getFrameId(name)]
         cms.append(pin.RigidConstraintModel(pin.ContactType.CONTACT_6D, pmodel, frame.parentJoint,
                                             frame.placement, pin.ReferenceFrame.LOCAL))
-        spec += [6, frame.parentJoint, *frame.placement.rotation.ravel(),
-                 *frame.placement.translation]
-    return pin.StdVec_RigidConstraintModel(cms), np.array(spec, dtype=float)
+    cms = pin.StdVec_RigidConstraintModel(cms)
+    return cms, contact_spec(cms)
+
+
+def contact_spec(cms):
+    """Pinocchio's rigid contact models as experiments/peers/pin_io.hpp's read_contacts reads
+    them: n, then per contact (dim, joint id, placement R row-major, p)."""
+    spec = [len(cms)]
+    for cm in cms:
+        if cm.joint2_id != 0 or cm.reference_frame != pin.ReferenceFrame.LOCAL:
+            raise ValueError(f"contact {cm.name!r}: the C++ peers read one-joint LOCAL contacts")
+        spec += [cm.residualSize(), cm.joint1_id, *cm.joint1_placement.rotation.ravel(),
+                 *cm.joint1_placement.translation]
+    return np.array(spec, dtype=float)
 
 
 def main(argv=None):
@@ -142,7 +152,7 @@ def main(argv=None):
     check("sd B = 1 constrained lambda", np.array([c["lambda"] for _, _, c in got]), ref_lam)
 
     # ---- Pinocchio C++ (built, checked)
-    pin_exe = build_pinocchio("pin_derivs_contacts.cpp")
+    pin_exe = build_pinocchio("pin_derivs_contacts.cpp", ["pin_io.hpp"])
     folder = tempfile.mkdtemp(prefix="bench_contacts_")
     try:
         np.concatenate([pq, v, a, tau], axis=1).tofile(os.path.join(folder, "states.bin"))

@@ -50,9 +50,11 @@ def cache_dir():
     return path
 
 
-def build(cmd_tail, sources, name):
-    """Compile `sources` with the command tail into a cached binary keyed by their content."""
-    key = hashlib.sha256("\0".join(cmd_tail + [open(s).read() for s in sources]).encode())
+def build(cmd_tail, sources, name, headers=()):
+    """Compile `sources` with the command tail into a cached binary keyed by their content and
+    that of the `headers` they include."""
+    key = hashlib.sha256("\0".join(cmd_tail + [open(s).read() for s in (*sources, *headers)])
+                         .encode())
     exe = os.path.join(cache_dir(), f"{name}_{key.hexdigest()[:16]}")
     if not os.path.exists(exe):
         tmp = exe + f".tmp{os.getpid()}"
@@ -64,15 +66,17 @@ def build(cmd_tail, sources, name):
     return exe
 
 
-def build_pinocchio(source="pin_single.cpp"):
-    """experiments/peers/<source> built against the pin wheel's headers and libraries."""
+def build_pinocchio(source="pin_single.cpp", headers=()):
+    """experiments/peers/<source> (including experiments/peers/<headers>) built against the pin
+    wheel's headers and libraries."""
     # the wheel keeps the Python package under <prefix>/lib/python3.X/site-packages/pinocchio
     prefix = os.path.normpath(os.path.join(os.path.dirname(pin.__file__), *[os.pardir] * 4))
     cxx = shutil.which("g++") or shutil.which("c++")
     tail = [cxx] + PIN_FLAGS + [f"-I{prefix}/include", "-I/usr/include/eigen3",
                                 f"-L{prefix}/lib", f"-Wl,-rpath,{prefix}/lib",
                                 "-lpinocchio_default", "-lboost_serialization"]
-    return build(tail, [os.path.join(HERE, "peers", source)], source.rsplit(".", 1)[0])
+    return build(tail, [os.path.join(HERE, "peers", source)], source.rsplit(".", 1)[0],
+                 [os.path.join(HERE, "peers", h) for h in headers])
 
 
 def build_exported(id_plan, fd_plan, model, folder):

@@ -81,6 +81,25 @@ def test_free_flyers_mixed_contacts(name, seed, base, links):
     check_batch_and_single(model, q, contacts, refs)
 
 
+def test_fixed_base_batches_of_zero_one_and_odd():
+    """The fixed-base humanoid (6D sole, 3D fingertips) at B = 1 and an odd B = 3 (the two
+    threads' chunks unequal) against Pinocchio; B = 0 gives an empty (0, m, m) on every path."""
+    contacts = [Contact("l_sole"), Contact(TIPS[0], "3d"), Contact(TIPS[4], "3d")]
+    model, pmodel = build("humanoid", False)
+    q = model.random_configuration(np.random.default_rng(8), batch=3)
+    cms, cds = pin_contact_models(pmodel, contacts)
+    refs = pin_delassus(pmodel, [to_pin_q(model, pmodel, x) for x in q], cms, cds)
+    assert refs.shape == (3, 12, 12)
+    check_batch_and_single(model, q[:1], contacts, refs[:1])
+    check_batch_and_single(model, q, contacts, refs)
+    for backend in ("numba", "numpy"):
+        assert delassus(model, q[:0], contacts, backend=backend).shape == (0, 12, 12)
+    program = program_for(model, resolve_contacts(model, contacts))
+    for parallel in (False, True):
+        out, status = run(program, q[:0], parallel=parallel)
+        assert out.shape == (0, 12, 12) and status.shape == (0,)
+
+
 def test_contacts_on_floating_base_only():
     contacts = [Contact("base_link", "6d"), Contact("base_link", "3d", random_placement(np.random.default_rng(4)))]
     model, q, refs = urdf_case("solo12", contacts, 3, 2)

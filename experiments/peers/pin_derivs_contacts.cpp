@@ -18,43 +18,22 @@
 #include <pinocchio/algorithm/aba-derivatives.hpp>
 #include <pinocchio/algorithm/constrained-dynamics.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <string>
-#include <vector>
 
-using Clock = std::chrono::steady_clock;
-static double us(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::micro>(b - a).count();
-}
-
-static std::vector<double> read_all(const char *path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  std::vector<double> buf(static_cast<size_t>(in.tellg()) / sizeof(double));
-  in.seekg(0);
-  in.read(reinterpret_cast<char *>(buf.data()), buf.size() * sizeof(double));
-  return buf;
-}
-
-static Eigen::MatrixXd symmetric(const Eigen::MatrixXd &upper) {
-  Eigen::MatrixXd out = upper;
-  out.triangularView<Eigen::StrictlyLower>() = upper.transpose();
-  return out;
-}
+#include "pin_io.hpp"
 
 int main(int argc, char **argv) {
-  if (argc < 8) return 2;
-  pinocchio::Model model;
-  model.loadFromBinary(argv[1]);
+  PeerRun run;
+  if (!load_run(argc, argv, run)) return 2;
+  const pinocchio::Model &model = run.model;
   pinocchio::Data data(model);
-  const int B = std::atoi(argv[5]), K = std::atoi(argv[6]), rounds = std::atoi(argv[7]);
+  const int B = run.B, K = run.K, rounds = run.rounds;
   const int nq = model.nq, nv = model.nv, row = nq + 3 * nv;
-  const std::vector<double> states = read_all(argv[2]), spec = read_all(argv[3]),
-                            refs = read_all(argv[4]);
-  if (states.size() != static_cast<size_t>(B) * row || spec.empty()) return 3;
+  const std::vector<double> &states = run.states, &spec = run.spec, &refs = run.refs;
+  if (states.size() != static_cast<size_t>(B) * row) return 3;
   std::vector<Eigen::VectorXd> q(B), v(B), a(B), tau(B);
   for (int b = 0; b < B; ++b) {
     const double *p = states.data() + static_cast<size_t>(b) * row;
@@ -63,18 +42,8 @@ int main(int argc, char **argv) {
     a[b] = Eigen::Map<const Eigen::VectorXd>(p + nq + nv, nv);
     tau[b] = Eigen::Map<const Eigen::VectorXd>(p + nq + 2 * nv, nv);
   }
-  PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::RigidConstraintModel) cms;
-  const int n = static_cast<int>(spec[0]);
   int m = 0;
-  for (int c = 0; c < n; ++c) {
-    const double *s = spec.data() + 1 + 14 * c;
-    Eigen::Matrix3d R;
-    R << s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10];
-    const pinocchio::SE3 placement(R, Eigen::Vector3d(s[11], s[12], s[13]));
-    cms.emplace_back(s[0] == 6 ? pinocchio::CONTACT_6D : pinocchio::CONTACT_3D, model,
-                     static_cast<pinocchio::JointIndex>(s[1]), placement, pinocchio::LOCAL);
-    m += static_cast<int>(s[0]);
-  }
+  const ContactModels cms = read_contacts(model, spec, m);
   PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::RigidConstraintData) cds;
   for (const auto &cm : cms) cds.emplace_back(cm);
   pinocchio::initConstraintDynamics(model, data, cms, cds);

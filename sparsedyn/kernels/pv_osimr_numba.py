@@ -117,10 +117,17 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
     kc_dst, kc_src, kc_rslot, w_slot, w_pair = P.kc_dst, P.kc_src, P.kc_rslot, P.w_slot, P.w_pair
     blk_k1, blk_k2, blk_p1, blk_w = P.blk_k1, P.blk_k2, P.blk_p1, P.blk_w
     nb = jtype.shape[0]
-    IA[:] = P.inertia                                # line 2: H^A_i = H_i
+    inertia = P.inertia                              # line 2: H^A_i = H_i, elementwise (the
+    for i in range(inertia.shape[0]):                # slice assignment's generic loop is ~3x
+        for a in range(6):                           # slower)
+            for b in range(6):
+                IA[i, a, b] = inertia[i, a, b]
     for k in range(ee_slot.shape[0]):                # line 4: lambda(i)P_i = K_i^T, Om_i = 0
-        Rst[ee_slot[k]] = K0[k]
-        Om[ee_slot[k]] = 0.0
+        e = ee_slot[k]                               # (elementwise: a view per slot costs a
+        for row in range(6):                         # reference count update)
+            for col in range(6):
+                Rst[e, row, col] = K0[k, row, col]
+                Om[e, row, col] = 0.0
     for i in range(nb - 1, -1, -1):                  # line 5: backward sweep
         # X_i = iX_lambda(i) = X_J(q_i) X_T(i) as (E, r) (kinematics.joint_transforms, Featherstone
         # eq. 4.29): R = R_T R_J, p = p_T + R_T p_J, E = R^T, r = p; q_i = q[k:k + nq_i]
@@ -281,12 +288,9 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
             for k in range(c):                       # R s, kept in U's second column
                 U[k, 1] = Rst[d, k, h] * a0 + Rst[d, k, h + 1] * a1 + Rst[d, k, h + 2] * a2
             for k in range(c):                       # eq. (16): Om += (R s)(R s)^T / d
-                f = U[k, 1] * dinv
+                f = U[k, 1] * dinv                   # (upper triangle: eq. (18) reads no more)
                 for l in range(k, c):
-                    v = f * U[l, 1]
-                    Om[d, k, l] += v
-                    if l != k:
-                        Om[d, l, k] += v
+                    Om[d, k, l] += f * U[l, 1]
             if p >= 0:                               # eq. (17): R <- (R - (R s / d) u^T) X
                 for k in range(c):
                     f = U[k, 1] * dinv
@@ -306,13 +310,11 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
                         acc += RS[k, b] * Dinv[b, a]
                     RSD[k, a] = acc
             for k in range(c):                       # eq. (16): Om += RS D^-1 (RS)^T
-                for l in range(k, c):
+                for l in range(k, c):                # (upper triangle: eq. (18) reads no more)
                     acc = 0.0
                     for a in range(n):
                         acc += RSD[k, a] * RS[l, a]
                     Om[d, k, l] += acc
-                    if l != k:
-                        Om[d, l, k] += acc
             if p >= 0:                               # eq. (17): R <- R - RS D^-1 U^T
                 for k in range(c):
                     for col in range(6):
@@ -338,22 +340,24 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
     for s in range(P.nslots):                        # lines 16-17, eq. (18), forward over N
         a = a_slot[s]
         c = rows[s]
-        if a < 0:
+        if a < 0:                                    # Om's upper triangle, mirrored
             for k in range(c):
-                for l in range(c):
+                for l in range(k, c):
                     Om0[s, k, l] = Om[s, k, l]
+                    Om0[s, l, k] = Om[s, k, l]
             continue
         for k in range(c):                           # T = R Om0[A(d)] (c x 6)
+            x0, x1, x2 = Rst[s, k, 0], Rst[s, k, 1], Rst[s, k, 2]   # row k in registers
+            x3, x4, x5 = Rst[s, k, 3], Rst[s, k, 4], Rst[s, k, 5]
             for col in range(6):
-                acc = 0.0
-                for l in range(6):
-                    acc += Rst[s, k, l] * Om0[a, l, col]
-                RSD[k, col] = acc
+                RSD[k, col] = (x0 * Om0[a, 0, col] + x1 * Om0[a, 1, col] + x2 * Om0[a, 2, col]
+                               + x3 * Om0[a, 3, col] + x4 * Om0[a, 4, col] + x5 * Om0[a, 5, col])
         for k in range(c):                           # Om0 = Om + T R^T, symmetric
+            x0, x1, x2 = RSD[k, 0], RSD[k, 1], RSD[k, 2]
+            x3, x4, x5 = RSD[k, 3], RSD[k, 4], RSD[k, 5]
             for l in range(k, c):
-                acc = Om[s, k, l]
-                for col in range(6):
-                    acc += RSD[k, col] * Rst[s, l, col]
+                acc = Om[s, k, l] + (x0 * Rst[s, l, 0] + x1 * Rst[s, l, 1] + x2 * Rst[s, l, 2]
+                                     + x3 * Rst[s, l, 3] + x4 * Rst[s, l, 4] + x5 * Rst[s, l, 5])
                 Om0[s, k, l] = acc
                 Om0[s, l, k] = acc
     for t in range(kc_dst.shape[0]):               # lines 18-22, eq. (19)
@@ -364,11 +368,12 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
                     Kst[dst, k, col] = Rst[rs, k, col]
             continue
         for k in range(pair_rows[dst]):            # line 22: K[(A(c), e)] = K[(c, e)] R[c]
+            x0, x1, x2 = Kst[src, k, 0], Kst[src, k, 1], Kst[src, k, 2]
+            x3, x4, x5 = Kst[src, k, 3], Kst[src, k, 4], Kst[src, k, 5]
             for col in range(6):
-                acc = 0.0
-                for l in range(6):
-                    acc += Kst[src, k, l] * Rst[rs, l, col]
-                Kst[dst, k, col] = acc
+                Kst[dst, k, col] = (x0 * Rst[rs, 0, col] + x1 * Rst[rs, 1, col]
+                                    + x2 * Rst[rs, 2, col] + x3 * Rst[rs, 3, col]
+                                    + x4 * Rst[rs, 4, col] + x5 * Rst[rs, 5, col])
     for k in range(ee_slot.shape[0]):                # line 28: diagonal blocks 0Om_e
         o, c, e = offsets[k], rows[ee_slot[k]], ee_slot[k]
         for a in range(c):
@@ -377,19 +382,20 @@ def _state(P, q, out, IA, Rst, Om, Om0, Kst, Wst, E, r, RJ, pJ, U, D, Dinv, V, R
     for w in range(w_slot.shape[0]):               # 0Om_c cK_e2^T, once per (c, e2)
         oc, pr = w_slot[w], w_pair[w]
         for row in range(6):
+            x0, x1, x2 = Om0[oc, row, 0], Om0[oc, row, 1], Om0[oc, row, 2]
+            x3, x4, x5 = Om0[oc, row, 3], Om0[oc, row, 4], Om0[oc, row, 5]
             for b in range(pair_rows[pr]):
-                acc = 0.0
-                for l in range(6):
-                    acc += Om0[oc, row, l] * Kst[pr, b, l]
-                Wst[w, row, b] = acc
+                Wst[w, row, b] = (x0 * Kst[pr, b, 0] + x1 * Kst[pr, b, 1] + x2 * Kst[pr, b, 2]
+                                  + x3 * Kst[pr, b, 3] + x4 * Kst[pr, b, 4] + x5 * Kst[pr, b, 5])
     for t in range(blk_k1.shape[0]):               # lines 25-26, eq. (13)
         k1, k2, p1, w = blk_k1[t], blk_k2[t], blk_p1[t], blk_w[t]
         o1, o2 = offsets[k1], offsets[k2]
         for a in range(offsets[k1 + 1] - o1):
+            x0, x1, x2 = Kst[p1, a, 0], Kst[p1, a, 1], Kst[p1, a, 2]
+            x3, x4, x5 = Kst[p1, a, 3], Kst[p1, a, 4], Kst[p1, a, 5]
             for b in range(offsets[k2 + 1] - o2):
-                acc = 0.0
-                for l in range(6):
-                    acc += Kst[p1, a, l] * Wst[w, l, b]
+                acc = (x0 * Wst[w, 0, b] + x1 * Wst[w, 1, b] + x2 * Wst[w, 2, b]
+                       + x3 * Wst[w, 3, b] + x4 * Wst[w, 4, b] + x5 * Wst[w, 5, b])
                 out[o1 + a, o2 + b] = acc
                 out[o2 + b, o1 + a] = acc
     return -1
