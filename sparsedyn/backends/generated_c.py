@@ -22,7 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..files import atomic_write
+from .c_plan_lanes import fits, lanes_source, lanes_work
 from .c_source import unit_source
+from .c_vector import LANES
 
 NAME = "c"
 #: -O2 keeps compile time of straight-line programs of ~10^4 statements in seconds; without
@@ -117,22 +119,35 @@ def build(source, flags=CFLAGS):
 _P = ctypes.c_void_p
 
 
+def aligned(n):
+    """A zeroed float64 array of n values at a 64-byte boundary (vector loads need it)."""
+    raw = np.zeros(n + 8)
+    off = (-raw.ctypes.data % 64) // 8
+    return raw[off:off + n]
+
+
 class CKernel:
-    """A FusedProgram compiled to C, one library per kind of call ("outputs", "full"), each built
-    on first use: `run` has FusedSolver.run's contract."""
+    """A FusedProgram compiled to C, one library per kind of call ("outputs", "full": one state
+    at a time; "outputs_lanes", "full_lanes": LANES states at a time on vectors, c_plan_lanes),
+    each built on first use: `run` has FusedSolver.run's contract."""
 
     def __init__(self, ir):
         self.ir = ir
         _, self.work_doubles, self.sizes = unit_source(ir, PREFIX, kinds=())
+        #: do batches run on vectors (c_plan_lanes.fits: else one state at a time)?
+        self.vector = fits(ir)
         self._sources = {}
         self._libs = {}
         self._build_lock = threading.Lock()
         self._local = threading.local()
 
     def source(self, kind):
-        """The C source of one kind of call ("outputs" or "full")."""
+        """The C source of one kind of call ("outputs", "full", "outputs_lanes", "full_lanes")."""
         if kind not in self._sources:
-            self._sources[kind] = unit_source(self.ir, PREFIX, kinds=(kind,))[0]
+            if kind.endswith("_lanes"):
+                self._sources[kind] = lanes_source(self.ir, PREFIX, kind[:-6], LANES)
+            else:
+                self._sources[kind] = unit_source(self.ir, PREFIX, kinds=(kind,))[0]
         return self._sources[kind]
 
     def ready(self, kind):
@@ -144,30 +159,41 @@ class CKernel:
         with self._build_lock:
             if kind not in self._libs:
                 lib = ctypes.CDLL(build(self.source(kind)))
-                batch = getattr(lib, f"{PREFIX}_{kind}_batch")
-                batch.argtypes = [ctypes.c_long] + [_P] * (6 if kind == "outputs" else 7)
+                lanes = kind.endswith("_lanes")
+                batch = getattr(lib, f"{PREFIX}_{kind}" if lanes else f"{PREFIX}_{kind}_batch")
+                batch.argtypes = [ctypes.c_long] + [_P] * (6 if kind.startswith("outputs") else 7)
                 batch.restype = None
                 self._libs[kind] = lib, batch
             return self._libs[kind]
 
-    def _work(self, k):
-        """This thread's k work arrays (kept between calls)."""
-        pool = getattr(self._local, "work", None)
-        if pool is None or pool.shape[0] < k:
-            pool = self._local.work = np.empty((k, self.work_doubles))
-        return pool
+    def _work(self, kind, k):
+        """This thread's k work arrays of a kind of call (kept between calls; 64-byte aligned
+        for vectors)."""
+        pools = self._local.__dict__.setdefault("pools", {})
+        if kind not in pools or len(pools[kind]) < k:
+            n = (lanes_work(self.ir, kind[:-6], LANES) if kind.endswith("_lanes")
+                 else self.work_doubles)
+            pools[kind] = [aligned(n) for _ in range(k)]
+        return pools[kind]
 
-    def run(self, q, qd, y, full=False, threads=1):
+    def run(self, q, qd, y, full=False, threads=1, vector=None):
+        """FusedSolver.run; vector: on LANES states at a time (default: when the batch fills a
+        vector and the program fits, c_plan_lanes.fits) or one state at a time."""
         q, qd, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, qd, y))
         B, n = q.shape[0], self.sizes["n"]
         out = np.empty((B, self.sizes["n_out"]))
         x = np.empty((B, n)) if full else None
         broken = np.zeros(B, dtype=np.uint8)
-        split_run(B, threads, self._work,
-                  lambda lo, hi, work: self._call(lo, hi, q, qd, y, out, x, broken, work))
+        if vector is None:
+            vector = self.vector and B >= LANES
+        elif vector and not self.vector:
+            raise ValueError("vector: this program runs one state at a time (c_plan_lanes.fits)")
+        kind = ("full" if full else "outputs") + ("_lanes" if vector else "")
+        split_run(B, threads, lambda k: self._work(kind, k),
+                  lambda lo, hi, work: self._call(kind, lo, hi, q, qd, y, out, x, broken, work))
         return out, x, broken.astype(bool)
 
-    def _call(self, lo, hi, q, qd, y, out, x, broken, work):
+    def _call(self, kind, lo, hi, q, qd, y, out, x, broken, work):
         if hi <= lo:
             return
         s = self.sizes
@@ -177,7 +203,7 @@ class CKernel:
         if x is not None:
             args.append(ptr(x, s["n"]))
         args += [broken.ctypes.data + lo, work.ctypes.data]
-        self.library("full" if x is not None else "outputs")[1](*args)
+        self.library(kind)[1](*args)
 
 
 def split_run(B, threads, work_arrays, call):
