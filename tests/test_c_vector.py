@@ -151,3 +151,26 @@ def test_backward_error_check_on_lanes():
     for b in range(LANES + 3):
         expect = pin.aba(pm, pm.createData(), to_pin_q(model, pm, q[b]), v[b], tau[b])
         assert rel_err(got[b], expect) <= 1e-10
+
+
+def test_auto_runs_batches_on_c_vectors_once_built(monkeypatch, tmp_path):
+    """"auto" never compiles: with only the one-state library built (plan.solver()), batches of
+    LANES or more do not go to C; once a backend="c" batch built the vector library, batches of
+    any size from LANES up do, with numba's results bit for bit; the full solution's library
+    still unbuilt, a full pass does not."""
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))          # an empty cache
+    path = robot_urdf("panda")
+    model = sd.load_urdf(path, floating_base=False)
+    plan = sd.compile(sd.inverse_dynamics(model))
+    plan.solver()
+    assert plan._fused_backend("auto", 1) == "c"
+    assert plan._fused_backend("auto", LANES) != "c"
+    rng = np.random.default_rng(9)
+    q = model.random_configuration(rng, batch=4 * LANES + 5)
+    v, a = rng.normal(size=(2, 4 * LANES + 5, model.nv))
+    plan.solve(q[:LANES], v[:LANES], qdd=a[:LANES], backend="c")
+    assert plan._fused_backend("auto", LANES) == "c"
+    assert plan._fused_backend("auto", 4096) == "c"
+    assert plan._fused_backend("auto", 4096, full=True) != "c"
+    got = plan.solve(q, v, qdd=a, backend="auto")["tau"]
+    assert np.array_equal(got, plan.solve(q, v, qdd=a, backend="numba")["tau"])

@@ -1,7 +1,8 @@
 """The C backend (protocol: sparsedyn.backends): the plan's fused program written as C99
-(backends/c_source.py), compiled once by the system C compiler into a shared library cached by
-the hash of its source and flags, and called through ctypes (which releases the GIL: threads
-run their ranges of a batch in parallel, each on its own work array).
+(backends/c_source.py) for one state, and the same statements on vectors of LANES states for
+batches (backends/c_plan_lanes.py), compiled once by the system C compiler into shared libraries
+cached by the hash of their source and flags, and called through ctypes (which releases the GIL:
+threads run their ranges of a batch in parallel, each on its own work array).
 
 Why C next to numba: one state costs what its arithmetic costs (no dispatch of dozens of typed
 arrays per call, no JIT on a fresh machine), and the same source runs on a robot's controller
@@ -176,19 +177,24 @@ class CKernel:
             pools[kind] = [aligned(n) for _ in range(k)]
         return pools[kind]
 
+    def batch_kind(self, B, full=False):
+        """The library run() calls for B states by default: on vectors when the batch fills one
+        and the program fits (c_plan_lanes.fits), else one state at a time (callers that must
+        not start a compiler ask ready() of it)."""
+        return ("full" if full else "outputs") + ("_lanes" if self.vector and B >= LANES else "")
+
     def run(self, q, qd, y, full=False, threads=1, vector=None):
-        """FusedSolver.run; vector: on LANES states at a time (default: when the batch fills a
-        vector and the program fits, c_plan_lanes.fits) or one state at a time."""
+        """FusedSolver.run; vector: on LANES states at a time or one state at a time (default:
+        batch_kind)."""
         q, qd, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, qd, y))
         B, n = q.shape[0], self.sizes["n"]
         out = np.empty((B, self.sizes["n_out"]))
         x = np.empty((B, n)) if full else None
         broken = np.zeros(B, dtype=np.uint8)
-        if vector is None:
-            vector = self.vector and B >= LANES
-        elif vector and not self.vector:
+        if vector and not self.vector:
             raise ValueError("vector: this program runs one state at a time (c_plan_lanes.fits)")
-        kind = ("full" if full else "outputs") + ("_lanes" if vector else "")
+        kind = (self.batch_kind(B, full) if vector is None
+                else ("full" if full else "outputs") + ("_lanes" if vector else ""))
         split_run(B, threads, lambda k: self._work(kind, k),
                   lambda lo, hi, work: self._call(kind, lo, hi, q, qd, y, out, x, broken, work))
         return out, x, broken.astype(bool)
