@@ -22,6 +22,10 @@ returning (per state) 0 when the solution is good, 1 when it must be re-solved (
 check, a non-finite q, body velocity or solution, or a failed backward-error check), with 2 added when a quaternion
 of q is not unit-norm (|norm - 1| > QUATERNION_TOL, as sparsedyn.batch checks it). No globals are written, no
 memory is allocated: calls on different work arrays may run concurrently.
+
+The statements' forms that differ on vectors of states (types, constants, fabs, the flags) come
+from a c_vector.Dialect, one state's by default: c_plan_lanes.py writes the same unit on vectors
+for batches.
 """
 from __future__ import annotations
 
