@@ -21,6 +21,15 @@ A state where a fold could differ is therefore reported (re-solve bit) instead o
 from __future__ import annotations
 
 
+def lit(x):
+    """An exact C literal of the double x."""
+    x = float(x)
+    if x != x or x in (float("inf"), float("-inf")):
+        raise ValueError(f"a non-finite constant {x!r} in the plan")
+    s = repr(x)
+    return s if ("e" in s or "." in s) else s + ".0"
+
+
 def _atom(x, lit):
     """x as an operand: a literal (negative ones parenthesised) or the expression itself."""
     if isinstance(x, float):

@@ -12,20 +12,11 @@ import threading
 import numpy as np
 
 from .c_mass_matrix_unit import mass_matrix_source
-from .generated_c import build, library_path, split_run
+from .c_vector import LANES
+from .generated_c import aligned, build, library_path, split_run
 
-#: states per vector of the "lanes" library: 8 doubles fill an AVX-512 register (two AVX2
-#: ones), and the work of 8 states (~0.1 MB for the humanoid) stays in L2
-LANES = 8
 KINDS = {"one": 1, "lanes": LANES}
 _P = ctypes.c_void_p
-
-
-def aligned(n):
-    """A zeroed float64 array of n values at a 64-byte boundary (vector loads need it)."""
-    raw = np.zeros(n + 8)
-    off = (-raw.ctypes.data % 64) // 8
-    return raw[off:off + n]
 
 
 class CMassMatrix:

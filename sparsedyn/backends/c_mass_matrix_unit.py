@@ -24,6 +24,7 @@ from ..ir.assembly import ROT_QUAT
 from .c_mass_matrix import crba_statements
 from .c_sincos import sincos_source
 from .c_source import BAD_QUATERNION, _chunked, lit
+from .c_vector import vector_header
 
 _LOCALS = ["  double sn, cs, qx, qy, qz, qw, R0, R1, R2, R3, R4, R5, R6, R7, R8;",
            "  double E0, E1, E2, E3, E4, E5, E6, E7, E8, r0, r1, r2;",
@@ -106,7 +107,7 @@ def mass_matrix_source(program, prefix, lanes=1):
                          "      for (s = 0; s < m; s++)",
                          "        out[(b + s) * width + dest[c]] = pk[src[c]][s];",
                          "  }", "}"]
-        head = [f"typedef double vd __attribute__((vector_size({8 * lanes})));"]
+        head = [vector_header(lanes)]
     src = "\n".join(["#include <math.h>", ""] + head + [sincos_source(lanes)] + helpers + [""]
                     + body) + "\n"
     return src, lanes * ((nq if lanes > 1 else 0) + n_out + 1 + st.n_slots), st.flops

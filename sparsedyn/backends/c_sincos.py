@@ -1,9 +1,10 @@
 """C source of kernels/assemble_numba.sincos (Cephes' sin.c and cos.c, branch-free) for the
-generated C (c_mass_matrix_unit.py): the same constants and operations in the same order, so a
-generated kernel's sin and cos equal the numba kernels' (|error| ~ 1 ulp for |x| < SINCOS_RANGE;
-libm's sin and cos beyond, or for a non-finite x). With lanes > 1 on GCC/Clang vectors `vd` of
-that many doubles (the unit's typedef), the octant's selections as bit masks: libm would cost a
-call per lane, as much as the rest of a revolute body's kinematics.
+generated C (c_mass_matrix_unit.py, c_plan_lanes.py): the same constants and operations in the
+same order, so a generated kernel's sin and cos equal the numba kernels' (|error| ~ 1 ulp for
+|x| < SINCOS_RANGE; libm's sin and cos beyond, or for a non-finite x). With lanes > 1 on GCC/Clang
+vectors `vd` of that many doubles (after c_vector.vector_header's typedefs of `vd` and `vl`), the
+octant's selections as bit masks: libm would cost a call per lane, as much as the rest of a
+revolute body's kinematics.
 """
 from __future__ import annotations
 
@@ -35,7 +36,6 @@ def sincos_source(lanes):
             "  a = o >= 4 ? -a : a; b = (o == 2 || o == 4) ? -b : b;\n"
             "  *sn = x < 0 ? -a : a; *cs = b;\n}\n")
     return consts + (
-        "typedef long vl __attribute__((vector_size(%d)));\n" % (8 * lanes) +
         "static void sd_sincos(vd x, vd *sn, vd *cs)\n{\n"
         "  const vl zero = {0}, sbit = zero + (-9223372036854775807L - 1);   /* the sign bit */\n"
         "  vl neg = (vl)x < zero, m2, m4, mc;\n"

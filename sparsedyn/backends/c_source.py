@@ -22,6 +22,10 @@ returning (per state) 0 when the solution is good, 1 when it must be re-solved (
 check, a non-finite q, body velocity or solution, or a failed backward-error check), with 2 added when a quaternion
 of q is not unit-norm (|norm - 1| > QUATERNION_TOL, as sparsedyn.batch checks it). No globals are written, no
 memory is allocated: calls on different work arrays may run concurrently.
+
+The statements' forms that differ on vectors of states (types, constants, fabs, the flags) come
+from a c_vector.Dialect, one state's by default: c_plan_lanes.py writes the same unit on vectors
+for batches.
 """
 from __future__ import annotations
 
@@ -30,19 +34,13 @@ import numpy as np
 from ..batch import QUATERNION_TOL
 from ..ir.instructions import (ABSADD, ABSFMA, ADD, FMA, FMS, MOV, MUL, NEG, RECIP, SET, SUB)
 from ..ir.assembly import ROT_ANGLE, ROT_QUAT
-from .c_fold import Locals, fadd, fmul, fneg, fsub, fsum
+from .c_fold import Locals, fadd, fmul, fneg, fsub, fsum, lit
+from .c_vector import Dialect
 
 #: return-code bits of a generated solve
 RESOLVE, BAD_QUATERNION = 1, 2
-
-
-def lit(x):
-    """An exact C literal of the double x."""
-    x = float(x)
-    if x != x or x in (float("inf"), float("-inf")):
-        raise ValueError(f"a non-finite constant {x!r} in the plan")
-    s = repr(x)
-    return s if ("e" in s or "." in s) else s + ".0"
+#: the statement forms of one state (c_vector.Dialect)
+SCALAR = Dialect(1)
 
 
 class Layout:
@@ -67,12 +65,12 @@ class Layout:
         self.size = self.rmax + (rc.rowmax.size if residual else 0)
 
 
-def _transform(i, m, V, out):
+def _transform(i, m, V, out, d=SCALAR):
     """E (E0..E8) and r (r0..r2) of body i's joint transform iX_lambda(i) = (E, r), folded
-    (c_fold) into the locals V."""
+    (c_fold) into the locals V (d: the c_vector.Dialect of sin and cos)."""
     kind, rq = int(m.rot_kind[i]), int(m.rot_q[i])
     if kind == ROT_ANGLE:
-        out.append(f"    sn = sin(q[{rq}]); cs = cos(q[{rq}]);")
+        out.append(f"    {d.sincos(f'q[{rq}]')}")
         for e in range(9):
             b0, b1, b2 = (float(m.rot_basis[i, k, e]) for k in range(3))
             V.set(f"E{e}", fsum([b0, fmul("sn", b1, lit), fmul("cs", b2, lit)], lit))
@@ -113,13 +111,13 @@ def _cross(x, y, V):
                  fmul(V[x[(k + 2) % 3]], V[y[(k + 1) % 3]], lit), lit) for k in range(3)]
 
 
-def _body(i, m, xr, dest, L, known, out):
-    """The statements of _assemble_lanes for body i (one state), folded at plan time (c_fold);
-    known: per body the values of its velocity (6) and gravity vector (3) as its children read
-    them (a float where the plan fixes it, else its slot)."""
+def _body(i, m, xr, dest, L, known, out, d=SCALAR):
+    """The statements of _assemble_lanes for body i (one state, or lanes: d), folded at plan
+    time (c_fold); known: per body the values of its velocity (6) and gravity vector (3) as its
+    children read them (a float where the plan fixes it, else its slot)."""
     out.append(f"  /* body {i} */")
-    V = Locals(out, lit)
-    _transform(i, m, V, out)
+    V = Locals(out, d.const)
+    _transform(i, m, V, out, d)
     p = int(m.parent[i])
     E = [V[f"E{e}"] for e in range(9)]
     grav = [None] * 3
@@ -208,17 +206,21 @@ _C_OPS = {FMS: "  w[{t}] = w[{t}] - w[{a}] * w[{b}];", FMA: "  w[{t}] = w[{t}] +
           ABSADD: "  w[{t}] = w[{t}] + fabs(w[{a}]);"}
 
 
-def _ops(prog, out):
-    """The op stream as statements; a RECIP checks its pivot against its row scale first, a SET
-    writes its constant."""
+def _ops(prog, out, d=SCALAR):
+    """The op stream as statements (d: one state or lanes); a RECIP checks its pivot against its
+    row scale first, a SET writes its constant."""
     t, a, b = prog.t, prog.a, prog.b
     for code, lo, hi in prog.runs:
         if code == SET:
-            out.extend(f"  w[{int(t[o])}] = {lit(prog.consts[a[o]])};" for o in range(lo, hi))
+            out.extend(f"  w[{int(t[o])}] = {d.const(prog.consts[a[o]])};" for o in range(lo, hi))
             continue
         if code not in _C_OPS:
             raise ValueError(f"opcode {code}: not in the instruction set")
         template = _C_OPS[code]
+        if code == RECIP:
+            template = d.pivot_check()
+        elif d.vector and "fabs(" in template:
+            template = template.replace("fabs(", "sd_vabs(")
         out.extend(template.format(t=int(t[o]), a=int(a[o]), b=int(b[o])) for o in range(lo, hi))
 
 
@@ -259,39 +261,41 @@ def _table(name, values, ctype):
     return f"static const {ctype} {name}[{max(values.size, 1)}] = {{{body}}};"
 
 
-def _residual(fn, rc, sol_slot, L, n, out, tables):
-    """The backward-error check of _residual_check for one state (loops over constant tables):
-    row-wise when rc.rowmax holds each row's largest constant |entry|, else normwise."""
-    t = f"{fn}_rc"
+def _residual(fn, rc, sol_slot, L, n, out, tables, d=SCALAR):
+    """The backward-error check of _residual_check for one state (or lanes: d; loops over
+    constant tables): row-wise when rc.rowmax holds each row's largest constant |entry|, else
+    normwise."""
+    t, T, z, ab = f"{fn}_rc", d.T, d.zero_T, d.abs
     tables += [_table(f"{t}_r_row", rc.r_row, "int"), _table(f"{t}_r_col", rc.r_col, "int"),
                _table(f"{t}_c_row", rc.c_row, "int"), _table(f"{t}_c_col", rc.c_col, "int"),
                _table(f"{t}_c_val", rc.c_val, "double"), _table(f"{t}_rowmax", rc.rowmax, "double"),
                _table(f"{t}_sol", sol_slot, "int")]
     rowwise = rc.rowmax.size > 0
     out += [f"  {{ /* backward error: |D x - b| against tol (|D| |x| + |b|) */",
-            f"    double *saved = work + {L.saved}, *bsave = work + {L.bsave};",
-            f"    double *res = work + {L.res}, *rmax = work + {L.rmax};",
-            "    double xmax = 0.0, amax = 0.0, bmax = 0.0, excess = 0.0, d;",
+            f"    {T} *saved = work + {L.saved}, *bsave = work + {L.bsave};",
+            f"    {T} *res = work + {L.res}, *rmax = work + {L.rmax};",
+            f"    {T} xmax = {z}, amax = {z}, bmax = {z}, excess = {z}, d;",
             "    int k, e;",
             f"    for (k = 0; k < {n}; k++) {{ res[k] = -bsave[k];"
-            + (f" rmax[k] = {t}_rowmax[k];" if rowwise else "") + " }",
+            + (f" rmax[k] = {d.const_of(f'{t}_rowmax[k]')};" if rowwise else "") + " }",
             f"    for (e = 0; e < {rc.c_row.size}; e++) res[{t}_c_row[e]] += {t}_c_val[e] * w[{t}_c_col[e]];",
             f"    for (e = 0; e < {rc.r_row.size}; e++) {{",
             f"      d = saved[e]; res[{t}_r_row[e]] += d * w[{t}_r_col[e]];",
-            (f"      if (fabs(d) > rmax[{t}_r_row[e]]) rmax[{t}_r_row[e]] = fabs(d);" if rowwise
-             else "      if (fabs(d) > amax) amax = fabs(d);"),
+            "      " + (d.bigger(ab("d"), f"rmax[{t}_r_row[e]]") if rowwise
+                        else d.bigger(ab("d"), "amax")),
             "    }",
-            f"    for (k = 0; k < {n}; k++) if (fabs(w[{t}_sol[k]]) > xmax) xmax = fabs(w[{t}_sol[k]]);"]
+            f"    for (k = 0; k < {n}; k++) " + d.bigger(ab(f"w[{t}_sol[k]]"), "xmax")]
     if rowwise:
         out += [f"    for (k = 0; k < {n}; k++) {{",
-                "      d = fabs(res[k]) - tol_res * (rmax[k] * xmax + fabs(bsave[k]));",
-                "      if (d > excess) excess = d;",
+                f"      d = {ab('res[k]')} - tol_res * (rmax[k] * xmax + {ab('bsave[k]')});",
+                "      " + d.bigger("d", "excess"),
                 "    }"]
     else:
-        out += [f"    for (e = 0; e < {rc.c_row.size}; e++) if (fabs({t}_c_val[e]) > amax) amax = fabs({t}_c_val[e]);",
+        out += [f"    for (e = 0; e < {rc.c_row.size}; e++) "
+                + d.bigger(d.const_of(f"fabs({t}_c_val[e])"), "amax"),
                 f"    for (k = 0; k < {n}; k++) {{",
-                "      if (fabs(bsave[k]) > bmax) bmax = fabs(bsave[k]);",
-                "      if (fabs(res[k]) > excess) excess = fabs(res[k]);",
+                "      " + d.bigger(ab("bsave[k]"), "bmax"),
+                "      " + d.bigger(ab("res[k]"), "excess"),
                 "    }",
                 "    excess -= tol_res * (amax * xmax + bmax);"]
     out += ["    bad |= excess > 0.0;", "  }"]
@@ -327,7 +331,7 @@ def _chunked(fn, pieces, header, locals_, ret, helpers, size=None):
         if group:
             name = f"{fn}_{len(helpers)}"
             helpers.append("\n".join([f"static {ret} {name}({header})", "{", *locals_,
-                                       *group, "  return bad;" if ret == "int" else "", "}"]))
+                                       *group, "" if ret == "void" else "  return bad;", "}"]))
             calls.append(name)
     for piece in pieces:
         group.extend(piece)
@@ -339,8 +343,9 @@ def _chunked(fn, pieces, header, locals_, ret, helpers, size=None):
     return calls
 
 
-def assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers):
-    """The lines of a one-state function (locals q, qd, y, w, mag, quat_bad, bad) that assemble
+def assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers, d=SCALAR):
+    """The lines of a one-state function (locals q, qd, y, w, mag, quat_bad, bad; on lanes (d)
+    s too) that assemble
     the entries and right-hand side of an AssemblyProgram bound to w's slots (m AssemblyArrays,
     xr ExtraRowArrays, dest RhsDestinations; the body velocities at w[L.vel + 6 i], gravity
     vectors at w[L.grav + 3 i]): per body statements chunked into `helpers`, the finiteness
@@ -349,10 +354,12 @@ def assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers):
     bodies, known = [], {}
     for i in range(n_bodies):
         lines = []
-        _body(i, m, xr, dest, L, known, lines)
+        _body(i, m, xr, dest, L, known, lines, d)
         bodies.append(lines)
-    asm = _chunked(f"{fn}_asm", bodies, "const double *restrict q, const double *restrict qd, "
-                   "double *restrict w", _BODY_LOCALS, "void", helpers)
+    T = d.T
+    asm = _chunked(f"{fn}_asm", bodies, f"const {T} *restrict q, const {T} *restrict qd, "
+                   f"{T} *restrict w", [x.replace("double", T) for x in _BODY_LOCALS], "void",
+                   helpers)
     out = [f"  {name}(q, qd, w);" for name in asm]
     # the folds' precondition (c_fold): q and every body velocity finite. A non-finite velocity
     # makes each child's non-finite (v_child = iX v + S qd: every column of a rotation has a
@@ -360,16 +367,14 @@ def assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers):
     leaves = np.setdiff1d(np.arange(n_bodies), m.parent)
     checked = [f"q[{k}]" for k in range(nq)] + [f"w[{L.vel + 6 * int(i) + k}]"
                                                  for i in leaves for k in range(6)]
-    out.append("  { double fin; int nonfinite = 0;      /* x - x: NaN unless x is finite */")
+    out.append(f"  {{ {T} fin; {d.F} nonfinite = {d.zero_F};      "
+               "/* x - x: NaN unless x is finite */")
     out += [f"    fin = {x} - {x}; nonfinite |= fin != fin;" for x in checked]
-    out.append("    bad += nonfinite; }")
+    out.append(f"    bad {'|' if d.vector else '+'}= nonfinite; }}")
     for i in np.flatnonzero(m.rot_kind == ROT_QUAT):
-        c = int(m.rot_q[i])
-        out.append(f"  mag = sqrt(q[{c}] * q[{c}] + q[{c + 1}] * q[{c + 1}] + q[{c + 2}] * "
-                   f"q[{c + 2}] + q[{c + 3}] * q[{c + 3}]);")
-        out.append(f"  if (!(fabs(mag - 1.0) <= {lit(QUATERNION_TOL)})) quat_bad = {BAD_QUATERNION};")
+        out += d.quaternion_check(int(m.rot_q[i]), lit(QUATERNION_TOL), BAD_QUATERNION)
     for k in range(dest.zero.size):
-        out.append(f"  w[{int(dest.zero[k])}] = 0.0;")
+        out.append(f"  w[{int(dest.zero[k])}] = {d.const(0.0)};")
     for j in range(dest.y.size):
         out.append(f"  w[{int(dest.y[j])}] = y[{j}];")
     for e in range(xr.q_dest.size):         # extra rows' bias, quadratic in a body's velocity
@@ -382,43 +387,54 @@ def assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers):
     return out
 
 
-def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables):
+def vector_unit_fits(schedule):
+    """Can the program run on lanes (solve_function with a vector Dialect)? Straight-line
+    programs: the table-driven ones (_interpreter) run one state at a time."""
+    return schedule.prog.t.size <= STRAIGHT_LINE_MAX_OPS
+
+
+def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables, d=SCALAR):
     """C source of `int fn(q, qd, y, out, x, work)` running `schedule` (a Schedule) for one
-    state: x (the whole solution, natural column order) is written when not NULL and the
-    schedule computes it."""
+    state (or, d a vector Dialect, `vl fn(...)` on vectors of lanes: vector_unit_fits): x (the
+    whole solution, natural column order) is written when not NULL and the schedule computes
+    it."""
     sch, m, xr, dest, prog, rc = (schedule, schedule.model_arrays, schedule.xr, schedule.dest,
                                   schedule.prog, schedule.rc)
     L, n = layout, col_perm.size
     residual = rc.tol.size > 0
-    helpers = []
+    if d.vector and not vector_unit_fits(schedule):
+        raise ValueError("a table-driven program (_interpreter) runs one state at a time")
+    helpers, T, F = [], d.T, d.F
     if prog.t.size <= STRAIGHT_LINE_MAX_OPS:
         ops = []
-        _ops(prog, ops)
-        run = _chunked(f"{fn}_ops", [[line] for line in ops], "double *restrict w, "
-                       "const double *restrict scale",
-                       [f"  const double tol = {lit(tol)};", "  double p;", "  int bad = 0;",
-                        "  (void)p; (void)tol; (void)scale;"], "int", helpers, OPS_CHUNK)
+        _ops(prog, ops, d)
+        run = _chunked(f"{fn}_ops", [[line] for line in ops], f"{T} *restrict w, "
+                       f"const {T} *restrict scale",
+                       [f"  const double tol = {lit(tol)};", f"  {T} p;", f"  {F} bad = {d.zero_F};",
+                        "  (void)p; (void)tol; (void)scale;"], F, helpers, OPS_CHUNK)
     else:
         run = [_interpreter(f"{fn}_ops", prog, tol, tables, helpers)]
-    out = [f"static int {fn}(const double *restrict q, const double *restrict qd, "
-           "const double *restrict y, double *restrict out, double *restrict x, "
-           "double *restrict work)", "{",
-           f"  double *restrict w = work + {L.w};",
-           f"  double *restrict scale = work + {L.scale};",
-           "  double acc = 0.0, v, mag;",
-           "  int bad = 0, quat_bad = 0;",
+    out = [f"static {F} {fn}(const {T} *restrict q, const {T} *restrict qd, "
+           f"const {T} *restrict y, {T} *restrict out, {T} *restrict x, "
+           f"{T} *restrict work)", "{",
+           f"  {T} *restrict w = work + {L.w};",
+           f"  {T} *restrict scale = work + {L.scale};",
+           f"  {T} acc = {d.zero_T}, v, mag;",
+           f"  {F} bad = {d.zero_F}, quat_bad = {d.zero_F};",
            "  (void)mag; (void)scale; (void)y;"]
+    if d.vector:
+        out.append("  int s; (void)s;")
     if residual:
         out.append(f"  const double tol_res = {lit(rc.tol[0])};")
     for s, v in zip(sch.init_slots, sch.init_values):
-        out.append(f"  w[{int(s)}] = {lit(v)};")
-    out += assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers)
+        out.append(f"  w[{int(s)}] = {d.const(v)};")
+    out += assembly_statements(fn, m, xr, dest, L, nq, n_bodies, helpers, d)
     # pivot-check row scales from the freshly assembled entries
     for c in range(prog.chk_const.size):
-        out.append(f"  scale[{c}] = {lit(prog.chk_const[c])};")
+        out.append(f"  scale[{c}] = {d.const(prog.chk_const[c])};")
         for e in range(prog.chk_ptr[c], prog.chk_ptr[c + 1]):
-            out.append(f"  mag = fabs(w[{int(prog.chk_entries[e])}]); "
-                       f"if (mag > scale[{c}]) scale[{c}] = mag;")
+            out.append(f"  mag = {d.abs(f'w[{int(prog.chk_entries[e])}]')}; "
+                       + d.bigger("mag", f"scale[{c}]"))
     if residual:
         for k, s in enumerate(rc.r_slot):
             out.append(f"  work[{L.saved + k}] = w[{int(s)}];")
@@ -426,7 +442,7 @@ def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables
             out.append(f"  work[{L.bsave + k}] = w[{int(sch.sol_slot[k])}];")
     out += [f"  bad |= {name}(w, scale);" for name in run]
     if residual:
-        _residual(fn, rc, sch.sol_slot, L, n, out, tables)
+        _residual(fn, rc, sch.sol_slot, L, n, out, tables, d)
     # x - x is 0 for a finite x and NaN otherwise
     for s in sch.sol_slot:
         out.append(f"  v = w[{int(s)}]; acc += v - v;")
@@ -438,7 +454,7 @@ def solve_function(fn, schedule, col_perm, tol, nq, nv, n_bodies, layout, tables
         for k in range(n):
             out.append(f"    x[{int(col_perm[k])}] = w[{int(sch.sol_slot[k])}];")
         out.append("  }")
-    out += ["  return (bad ? 1 : 0) + quat_bad;", "}"]
+    out += [f"  return {d.status()};", "}"]
     return "\n\n".join(helpers + ["\n".join(out)])
 
 

@@ -1,7 +1,8 @@
 """The C backend (protocol: sparsedyn.backends): the plan's fused program written as C99
-(backends/c_source.py), compiled once by the system C compiler into a shared library cached by
-the hash of its source and flags, and called through ctypes (which releases the GIL: threads
-run their ranges of a batch in parallel, each on its own work array).
+(backends/c_source.py) for one state, and the same statements on vectors of LANES states for
+batches (backends/c_plan_lanes.py), compiled once by the system C compiler into shared libraries
+cached by the hash of their source and flags, and called through ctypes (which releases the GIL:
+threads run their ranges of a batch in parallel, each on its own work array).
 
 Why C next to numba: one state costs what its arithmetic costs (no dispatch of dozens of typed
 arrays per call, no JIT on a fresh machine), and the same source runs on a robot's controller
@@ -22,7 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..files import atomic_write
+from .c_plan_lanes import fits, lanes_source, lanes_work
 from .c_source import unit_source
+from .c_vector import LANES
 
 NAME = "c"
 #: -O2 keeps compile time of straight-line programs of ~10^4 statements in seconds; without
@@ -117,22 +120,35 @@ def build(source, flags=CFLAGS):
 _P = ctypes.c_void_p
 
 
+def aligned(n):
+    """A zeroed float64 array of n values at a 64-byte boundary (vector loads need it)."""
+    raw = np.zeros(n + 8)
+    off = (-raw.ctypes.data % 64) // 8
+    return raw[off:off + n]
+
+
 class CKernel:
-    """A FusedProgram compiled to C, one library per kind of call ("outputs", "full"), each built
-    on first use: `run` has FusedSolver.run's contract."""
+    """A FusedProgram compiled to C, one library per kind of call ("outputs", "full": one state
+    at a time; "outputs_lanes", "full_lanes": LANES states at a time on vectors, c_plan_lanes),
+    each built on first use: `run` has FusedSolver.run's contract."""
 
     def __init__(self, ir):
         self.ir = ir
         _, self.work_doubles, self.sizes = unit_source(ir, PREFIX, kinds=())
+        #: do batches run on vectors (c_plan_lanes.fits: else one state at a time)?
+        self.vector = fits(ir)
         self._sources = {}
         self._libs = {}
         self._build_lock = threading.Lock()
         self._local = threading.local()
 
     def source(self, kind):
-        """The C source of one kind of call ("outputs" or "full")."""
+        """The C source of one kind of call ("outputs", "full", "outputs_lanes", "full_lanes")."""
         if kind not in self._sources:
-            self._sources[kind] = unit_source(self.ir, PREFIX, kinds=(kind,))[0]
+            if kind.endswith("_lanes"):
+                self._sources[kind] = lanes_source(self.ir, PREFIX, kind[:-6], LANES)
+            else:
+                self._sources[kind] = unit_source(self.ir, PREFIX, kinds=(kind,))[0]
         return self._sources[kind]
 
     def ready(self, kind):
@@ -144,30 +160,46 @@ class CKernel:
         with self._build_lock:
             if kind not in self._libs:
                 lib = ctypes.CDLL(build(self.source(kind)))
-                batch = getattr(lib, f"{PREFIX}_{kind}_batch")
-                batch.argtypes = [ctypes.c_long] + [_P] * (6 if kind == "outputs" else 7)
+                lanes = kind.endswith("_lanes")
+                batch = getattr(lib, f"{PREFIX}_{kind}" if lanes else f"{PREFIX}_{kind}_batch")
+                batch.argtypes = [ctypes.c_long] + [_P] * (6 if kind.startswith("outputs") else 7)
                 batch.restype = None
                 self._libs[kind] = lib, batch
             return self._libs[kind]
 
-    def _work(self, k):
-        """This thread's k work arrays (kept between calls)."""
-        pool = getattr(self._local, "work", None)
-        if pool is None or pool.shape[0] < k:
-            pool = self._local.work = np.empty((k, self.work_doubles))
-        return pool
+    def _work(self, kind, k):
+        """This thread's k work arrays of a kind of call (kept between calls; 64-byte aligned
+        for vectors)."""
+        pools = self._local.__dict__.setdefault("pools", {})
+        if kind not in pools or len(pools[kind]) < k:
+            n = (lanes_work(self.ir, kind[:-6], LANES) if kind.endswith("_lanes")
+                 else self.work_doubles)
+            pools[kind] = [aligned(n) for _ in range(k)]
+        return pools[kind]
 
-    def run(self, q, qd, y, full=False, threads=1):
+    def batch_kind(self, B, full=False):
+        """The library run() calls for B states by default: on vectors when the batch fills one
+        and the program fits (c_plan_lanes.fits), else one state at a time (callers that must
+        not start a compiler ask ready() of it)."""
+        return ("full" if full else "outputs") + ("_lanes" if self.vector and B >= LANES else "")
+
+    def run(self, q, qd, y, full=False, threads=1, vector=None):
+        """FusedSolver.run; vector: on LANES states at a time or one state at a time (default:
+        batch_kind)."""
         q, qd, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, qd, y))
         B, n = q.shape[0], self.sizes["n"]
         out = np.empty((B, self.sizes["n_out"]))
         x = np.empty((B, n)) if full else None
         broken = np.zeros(B, dtype=np.uint8)
-        split_run(B, threads, self._work,
-                  lambda lo, hi, work: self._call(lo, hi, q, qd, y, out, x, broken, work))
+        if vector and not self.vector:
+            raise ValueError("vector: this program runs one state at a time (c_plan_lanes.fits)")
+        kind = (self.batch_kind(B, full) if vector is None
+                else ("full" if full else "outputs") + ("_lanes" if vector else ""))
+        split_run(B, threads, lambda k: self._work(kind, k),
+                  lambda lo, hi, work: self._call(kind, lo, hi, q, qd, y, out, x, broken, work))
         return out, x, broken.astype(bool)
 
-    def _call(self, lo, hi, q, qd, y, out, x, broken, work):
+    def _call(self, kind, lo, hi, q, qd, y, out, x, broken, work):
         if hi <= lo:
             return
         s = self.sizes
@@ -177,7 +209,7 @@ class CKernel:
         if x is not None:
             args.append(ptr(x, s["n"]))
         args += [broken.ctypes.data + lo, work.ctypes.data]
-        self.library("full" if x is not None else "outputs")[1](*args)
+        self.library(kind)[1](*args)
 
 
 def split_run(B, threads, work_arrays, call):

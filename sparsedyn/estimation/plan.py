@@ -156,7 +156,8 @@ class EstimationPlan(PlanBase):
         JIT compile, else "numpy" while they compile in the background."""
         twin = getattr(self.compiled, "_c", None)
         if twin is not None and B <= AUTO_C_MAX_BATCH:
-            built = twin.fused.ready("full") if isinstance(twin, CompiledExact) else twin.ready()
+            built = (twin.fused.ready(twin.fused.batch_kind(B, True))
+                     if isinstance(twin, CompiledExact) else twin.ready())
             if built:
                 return "c"
         if self.compiled is not None and not self.compiled.ready():

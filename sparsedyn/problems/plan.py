@@ -5,9 +5,10 @@ structural) permutation and the symbolic factorization, by sparsedyn.planner, bo
 assembly program into the plan's IR (sparsedyn.ir.fused.FusedProgram). Online (per batch of
 states): assemble D(q), b(q, qd) on the fixed pattern, numeric LU, substitutions, in one pass per
 state by a backend (sparsedyn.backends): "c" (the IR written as C and compiled by the system
-compiler on first use, cached on disk; one state costs its arithmetic), "numba" (groups of
-states on SIMD lanes; big batches), "auto" (C up to AUTO_C_MAX_BATCH states once its library
-is built, e.g. by plan.solver() or an earlier backend="c" call, else numba); "numpy" assembles
+compiler on first use, cached on disk; one state costs its arithmetic; batches of 8 or more
+states on vectors of 8, backends/c_plan_lanes.py), "numba" (groups of states on SIMD lanes),
+"auto" (C once the library the batch needs is built, e.g. by plan.solver() for up to
+AUTO_C_MAX_BATCH states or an earlier backend="c" call on a batch, else numba); "numpy" assembles
 with NumPy (NewtonEulerSystem.assemble) and runs the LU program in NumPy: the reference route.
 
     plan = compile(inverse_dynamics(model, f_ext=True))
@@ -157,8 +158,9 @@ class Plan(PlanBase):
         outputs: None computes the problem's joint-space output (tau or qdd) now and every other
         variable (result["a", link], result.vector, ...) on first access, with one more pass over
         the same inputs; "all" computes the whole solution in this pass.
-        backend: "auto" (the plan's default unless compiled with another: "c" for batches up to
-        AUTO_C_MAX_BATCH states once its library is built, else "numba" once its kernel is
+        backend: "auto" (the plan's default unless compiled with another: "c" once the library
+        the batch runs on is built (one state at a time: up to AUTO_C_MAX_BATCH states; vectors
+        of 8: any batch of 8 or more), else "numba" once its kernel is
         compiled or cached, else "numpy" while numba compiles in the background: no answer waits
         for a JIT; sparsedyn.wait_for_kernels()), "c", "numba" or "numpy" (NumPy assembly, then
         the LU program in NumPy: the reference route); all give the same results up to
@@ -294,14 +296,19 @@ class Plan(PlanBase):
         return backend
 
     def _fused_backend(self, backend, B, full=False):
-        """The backend that runs a batch of B states: "auto" -> "c" for small batches when the C
-        library of this kind of call is built already (a compile takes seconds: it is paid
-        where the user asks for C), else "numba" once its kernel runs without a JIT compile,
+        """The backend that runs a batch of B states: "auto" -> "c" when the C library this batch
+        and kind of call runs on (CKernel.batch_kind) is built already (a compile takes
+        seconds: it is paid where the user asks for C) and is the faster there (one state at a
+        time up to AUTO_C_MAX_BATCH states; vectors of 8 against numba's lanes at any size:
+        experiments/kernel_design.md), else "numba" once its kernel runs without a JIT compile,
         else "numpy" while numba compiles it in the background (sparsedyn/jit.py)."""
         if backend != "auto":
             return backend
-        if B <= AUTO_C_MAX_BATCH and backends.module("c").unavailable() is None:
-            if self.kernel("c").ready("full" if full or self.ir.checks_residual else "outputs"):
+        if backends.module("c").unavailable() is None:
+            kernel = self.kernel("c")
+            kind = kernel.batch_kind(B, full or self.ir.checks_residual)
+            # one state at a time up to AUTO_C_MAX_BATCH; on vectors, C's lanes beat numba's
+            if (B <= AUTO_C_MAX_BATCH or kind.endswith("_lanes")) and kernel.ready(kind):
                 return "c"
         return "numba" if self.kernel("numba").ready() else "numpy"
 

@@ -1,0 +1,176 @@
+"""The C backend's vector unit (backends/c_plan_lanes: the plan's C on GCC vectors of LANES
+states, for batches): against Pinocchio's rnea/aba on published robots, equal to the numba
+kernel bit for bit (the same formulas and the same Cephes sin/cos) and to the one-state C unit
+(libm's sin/cos) to round-off, on partial groups, with external wrenches and two threads, and
+with every flag per state as the one-state unit reports it."""
+import os
+import shutil
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from oracles import pin_model, rel_err, robot_urdf, singular_rod_model, to_pin_q
+
+import sparsedyn as sd
+from sparsedyn.backends.c_source import BAD_QUATERNION, RESOLVE
+from sparsedyn.backends.c_vector import LANES
+from sparsedyn.models import HUMANOID_URDF
+
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
+                                reason="no C compiler")
+
+_CACHE = {}
+
+
+@pytest.fixture(params=["humanoid", "talos", "panda", "solo12"])
+def robot(request):
+    """(model, Pinocchio's model, {kind: plan with a wrench on the last link})."""
+    name = request.param
+    if name not in _CACHE:
+        fb = name != "panda"                       # panda: a fixed-base arm
+        path = HUMANOID_URDF if name == "humanoid" else robot_urdf(name)
+        model = sd.load_urdf(path, floating_base=fb)
+        link = model.link_names[-1]
+        plans = {kind: sd.compile(getattr(sd, kind)(model, f_ext=[link]))
+                 for kind in ("inverse_dynamics", "forward_dynamics")}
+        _CACHE[name] = model, pin_model(path, fb), link, plans
+    return _CACHE[name]
+
+
+def _pin_f_ext(pmodel, link, wrench):
+    """Pinocchio's per-joint forces of one linear-first wrench on `link` (link frame)."""
+    frame = pmodel.frames[pmodel.getFrameId(link)]
+    fext = [pin.Force.Zero() for _ in range(pmodel.njoints)]
+    fext[frame.parentJoint] = frame.placement.act(pin.Force(wrench))
+    return fext
+
+
+def test_vector_unit_against_pinocchio_numba_and_the_one_state_unit(robot, monkeypatch):
+    """B = 13 (a full group and a partial one), a wrench per state: the whole solution equals
+    numba's bit for bit, the one-state C unit's to round-off, Pinocchio's rnea/aba to 1e-10;
+    two threads (two partial groups) give the same bits."""
+    model, pm, link, plans = robot
+    pd = pm.createData()
+    rng = np.random.default_rng(17)
+    B = 13
+    q = model.random_configuration(rng, batch=B)
+    v, y = rng.normal(size=(2, B, model.nv))
+    w = 20.0 * rng.normal(size=(B, 6))
+    for kind, plan in plans.items():
+        given, out = ("qdd", "tau") if kind == "inverse_dynamics" else ("tau", "qdd")
+        kernel = plan.kernel("c")
+        assert kernel.vector
+
+        def solve(backend, threads=1):
+            return plan.solve(q, v, f_ext={link: w}, backend=backend, outputs="all",
+                              threads=threads, **{given: y})
+        lanes = solve("c")
+        assert "full_lanes" in kernel._libs                  # the vector unit ran
+        assert np.array_equal(lanes.vector, solve("numba").vector)
+        assert np.array_equal(solve("c", threads=2).vector, lanes.vector)
+        assert np.array_equal(plan.solve(q, v, f_ext={link: w}, backend="c", **{given: y})[out],
+                              lanes[out])                     # the outputs-only kind
+        monkeypatch.setattr(kernel, "vector", False)         # one state at a time
+        one = solve("c")
+        monkeypatch.undo()
+        assert rel_err(lanes.vector, one.vector) <= 1e-12
+        for b in range(B):
+            pq = to_pin_q(model, pm, q[b])
+            fext = _pin_f_ext(pm, link, w[b])
+            expect = (pin.rnea(pm, pd, pq, v[b], y[b], fext) if given == "qdd"
+                      else pin.aba(pm, pd, pq, v[b], y[b], fext))
+            assert rel_err(lanes[out][b], expect) <= 1e-10
+
+
+def _codes(kernel, kind, q, v, y):
+    """(per-state return codes (uint8), outputs) of one library of the kernel on a batch."""
+    B = q.shape[0]
+    out = np.empty((B, kernel.sizes["n_out"]))
+    x = np.empty((B, kernel.sizes["n"])) if kind.startswith("full") else None
+    broken = np.zeros(B, dtype=np.uint8)
+    kernel._call(kind, 0, B, q, v, y, out, x, broken, kernel._work(kind, 1)[0])
+    return broken, out
+
+
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_flags_per_lane_as_the_one_state_unit_reports_them():
+    """A non-unit quaternion, NaN in q or v, both, in single lanes of a batch of 14: each
+    state's code (RESOLVE, BAD_QUATERNION) is the one-state unit's, the others are 0 and equal
+    numba's outputs bit for bit; B = 0 and 1 run; a pivot that breaks down is flagged in every
+    lane and plan.solve re-solves or names it."""
+    model = sd.load_urdf(HUMANOID_URDF, floating_base=True)
+    rng = np.random.default_rng(4)
+    B = 14
+    q = model.random_configuration(rng, batch=B)
+    v, y = rng.normal(size=(2, B, model.nv))
+    q[2, 3:7] *= 1.01                                        # the base's quaternion
+    v[5, 7] = np.nan
+    q[9, 4] = np.nan
+    q[10, 3:7] *= 0.9
+    v[10, 0] = np.inf
+    expect = np.zeros(B, dtype=np.uint8)
+    expect[[2, 9, 10]] = BAD_QUATERNION
+    expect[[5, 9, 10]] += RESOLVE
+    for kind in ("inverse_dynamics", "forward_dynamics"):
+        plan = sd.compile(getattr(sd, kind)(model))
+        kernel = plan.kernel("c")
+        for call in ("outputs", "full"):
+            lanes, out = _codes(kernel, f"{call}_lanes", q, v, y)
+            one, _ = _codes(kernel, call, q, v, y)
+            assert np.array_equal(lanes, expect) and np.array_equal(one, expect)
+        ok = expect == 0
+        ref, _, broken = plan.kernel("numba").run(q, v, y)
+        assert np.array_equal(out[ok], ref[ok]) and broken[(expect & RESOLVE) != 0].all()
+        for n in (0, 1, LANES - 1, LANES + 1):
+            got, _, flags = kernel.run(q[ok][:n], v[ok][:n], y[ok][:n], vector=True)
+            assert got.shape == (n, model.nv) and not flags.any()
+            assert np.array_equal(got, ref[ok][:n])
+    rod = sd.compile(sd.forward_dynamics(singular_rod_model()))
+    q, v, tau = np.zeros((LANES + 1, 2)), np.zeros((LANES + 1, 2)), np.ones((LANES + 1, 2))
+    assert rod.kernel("c").run(q, v, tau, vector=True)[2].all()
+    with pytest.raises(sd.SingularModelError):
+        rod.solve(q, v, tau=tau, backend="c")
+
+
+def test_backward_error_check_on_lanes():
+    """An ordering whose pivots need the row-wise backward-error check (amd on panda's forward
+    dynamics): the vector unit runs the check per lane; equal to numba bit for bit and to
+    Pinocchio's aba, and its clean states pass the check."""
+    path = robot_urdf("panda")
+    model, pm = sd.load_urdf(path, floating_base=False), pin_model(path, False)
+    plan = sd.compile(sd.forward_dynamics(model), ordering="amd")
+    assert plan.ir.checks_residual and plan.kernel("c").vector
+    rng = np.random.default_rng(6)
+    q = model.random_configuration(rng, batch=LANES + 3)
+    v, tau = rng.normal(size=(2, LANES + 3, model.nv))
+    for full in (False, True):
+        got, x, flags = plan.kernel("c").run(q, v, tau, full=full, vector=True)
+        ref, xr, ref_flags = plan.kernel("numba").run(q, v, tau, full=full)
+        assert not flags.any() and not ref_flags.any()
+        assert np.array_equal(got, ref) and (not full or np.array_equal(x, xr))
+    for b in range(LANES + 3):
+        expect = pin.aba(pm, pm.createData(), to_pin_q(model, pm, q[b]), v[b], tau[b])
+        assert rel_err(got[b], expect) <= 1e-10
+
+
+def test_auto_runs_batches_on_c_vectors_once_built(monkeypatch, tmp_path):
+    """"auto" never compiles: with only the one-state library built (plan.solver()), batches of
+    LANES or more do not go to C; once a backend="c" batch built the vector library, batches of
+    any size from LANES up do, with numba's results bit for bit; the full solution's library
+    still unbuilt, a full pass does not."""
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))          # an empty cache
+    path = robot_urdf("panda")
+    model = sd.load_urdf(path, floating_base=False)
+    plan = sd.compile(sd.inverse_dynamics(model))
+    plan.solver()
+    assert plan._fused_backend("auto", 1) == "c"
+    assert plan._fused_backend("auto", LANES) != "c"
+    rng = np.random.default_rng(9)
+    q = model.random_configuration(rng, batch=4 * LANES + 5)
+    v, a = rng.normal(size=(2, 4 * LANES + 5, model.nv))
+    plan.solve(q[:LANES], v[:LANES], qdd=a[:LANES], backend="c")
+    assert plan._fused_backend("auto", LANES) == "c"
+    assert plan._fused_backend("auto", 4096) == "c"
+    assert plan._fused_backend("auto", 4096, full=True) != "c"
+    got = plan.solve(q, v, qdd=a, backend="auto")["tau"]
+    assert np.array_equal(got, plan.solve(q, v, qdd=a, backend="numba")["tau"])
