@@ -41,6 +41,7 @@ import numpy as np
 import pinocchio as pin
 
 import sparsedyn.models as sm
+from sparsedyn import wait_for_kernels
 from sparsedyn.bench import pin_configuration, pin_contact_models
 from sparsedyn.contacts import Contact, resolve_contacts
 from sparsedyn.delassus import METHODS, delassus
@@ -148,6 +149,10 @@ def main(argv=None):
     m = sum(c.dim for c in contacts)
     rng = np.random.default_rng(0)
     batches = tuple(args.batches or ((1, 64) if args.quick else (1, 64, 1024, 4096)))
+    # a kernel missing from numba's cache compiles in the background while calls take the NumPy
+    # route (sparsedyn/jit.py): start that compile and wait for it, so every cell times numba
+    delassus(model, model.neutral_configuration(), contacts, method="pv-osimr")
+    wait_for_kernels()
     q = model.random_configuration(rng, batch=max(max(batches), CHECKED))
     pq = [pin_configuration(model, pmodel, qb) for qb in q]
     cms, cds = pin_contact_models(pmodel, contacts)

@@ -50,6 +50,7 @@ import pinocchio as pin  # noqa: E402
 
 import sparsedyn as sd  # noqa: E402
 from bench_single_state import PIN_FLAGS, build, parse, publish  # noqa: E402
+from sparsedyn.backends.c_mass_matrix import crba_statements  # noqa: E402
 from sparsedyn.models import HUMANOID_URDF  # noqa: E402
 
 THREADS = (1, 2)
@@ -202,6 +203,12 @@ def main(argv=None):
     errors["sd mass_matrix"] = close(mm_plan.solve(q[0]), M_pin, 1e-10, "mass_matrix plan")
     errors["sd mass_matrix packed"] = close(mm_plan.solve(q[:1], packed=True)[0],
                                             M_pin[rows_p, cols_p], 1e-10, "mass_matrix packed")
+    # the C backend's libraries built here (auto then runs C): batches and one state per call
+    f_mm = mm_plan.solver()
+    errors["sd mass_matrix c"] = close(mm_plan.solve(q[:9], backend="c")[0], M_pin, 1e-10,
+                                       "mass_matrix plan, C")
+    errors["sd mass_matrix solver"] = close(f_mm(q[0]), M_pin, 1e-10, "mass_matrix solver()")
+    M_packed = np.empty((B, mm_plan.n_pairs))
 
     # ---- MuJoCo
     mj, mj_why = mujoco_model()
@@ -324,27 +331,31 @@ def main(argv=None):
         contestants["sd c"] = lambda: {
             ("sd c", "ID"): timed(lambda: id_plan.solve(q, v, qdd=a, backend="c", threads=1), B),
             ("sd c", "FD"): timed(lambda: fd_plan.solve(q, v, tau=tau, backend="c", threads=1), B)}
-        for t in threads:
-            contestants[f"sd mm {t}"] = (lambda t=t: {
-                (f"sd mm {t}", "CRBA"): timed(
-                    lambda: mm_plan.solve(q, threads=t, backend="numba"), B)})
-        contestants["sd mm out"] = lambda: {
-            ("sd mm out", "CRBA"): timed(lambda: mm_plan.solve(q, threads=1, out=M_buf,
-                                                               backend="numba"), B)}
-        contestants["sd mm packed"] = lambda: {
-            ("sd mm packed", "CRBA"): timed(lambda: mm_plan.solve(q, threads=1, packed=True,
-                                                             backend="numba"), B)}
+        for be in ("numba", "c"):
+            for t in threads:
+                contestants[f"sd mm {be} {t}"] = (lambda t=t, be=be: {
+                    (f"sd mm {be} {t}", "CRBA"): timed(
+                        lambda: mm_plan.solve(q, threads=t, backend=be), B)})
+            contestants[f"sd mm {be} out"] = lambda be=be: {
+                (f"sd mm {be} out", "CRBA"): timed(
+                    lambda: mm_plan.solve(q, threads=1, out=M_buf, backend=be), B)}
+            contestants[f"sd mm {be} packed"] = lambda be=be: {
+                (f"sd mm {be} packed", "CRBA"): timed(
+                    lambda: mm_plan.solve(q, threads=1, packed=True, backend=be), B)}
+            contestants[f"sd mm {be} packed out"] = lambda be=be: {
+                (f"sd mm {be} packed out", "CRBA"): timed(
+                    lambda: mm_plan.solve(q, threads=1, packed=True, out=M_packed, backend=be), B)}
         contestants["sd crba batch"] = lambda: {
             ("sd crba batch", "CRBA"): timed(lambda: sd.crba(model, q), B)}
         contestants["sd solver"] = lambda: {
             ("sd solver", "ID"): per_state(lambda b: f_id(q[b], v[b], a[b]), S),
-            ("sd solver", "FD"): per_state(lambda b: f_fd(q[b], v[b], tau[b]), S)}
+            ("sd solver", "FD"): per_state(lambda b: f_fd(q[b], v[b], tau[b]), S),
+            ("sd solver", "CRBA"): per_state(lambda b: f_mm(q[b]), S)}
         n1 = min(S, 64)
         contestants["sd solve B=1"] = lambda: {
             ("sd solve B=1", "ID"): per_state(lambda b: id_plan.solve(q[b], v[b], qdd=a[b]), n1),
             ("sd solve B=1", "FD"): per_state(lambda b: fd_plan.solve(q[b], v[b], tau=tau[b]), n1),
-            ("sd solve B=1", "CRBA"): per_state(
-                lambda b: mm_plan.solve(q[b], backend="numba"), n1)}
+            ("sd solve B=1", "CRBA"): per_state(lambda b: mm_plan.solve(q[b]), n1)}
         contestants["pin py"] = lambda: {
             ("pin py", "ID"): per_state(lambda b: pin.rnea(pmodel, pdata, pq[b], v[b], a[b]), S),
             ("pin py", "FD"): per_state(lambda b: pin.aba(pmodel, pdata, pq[b], v[b], tau[b]), S),
@@ -377,18 +388,22 @@ def main(argv=None):
     for t in threads:
         rows.append((f"{B}", "sparsedyn plan.solve, numba", f"{t}", f"sd numba {t}"))
     rows.append((f"{B}", "sparsedyn plan.solve, C", "1", "sd c"))
-    for t in threads:
-        rows.append((f"{B}", "sparsedyn mass_matrix plan.solve, numba (fresh (B, nv, nv))", f"{t}",
-                     f"sd mm {t}"))
-    rows += [(f"{B}", "sparsedyn mass_matrix plan.solve, numba, out= buffer", "1", "sd mm out"),
-             (f"{B}", "sparsedyn mass_matrix plan.solve, numba, packed nonzeros", "1",
-              "sd mm packed"),
-             (f"{B}", "sparsedyn sd.crba (NumPy, batched)", "1", "sd crba batch")]
+    for be, name in (("numba", "numba"), ("c", "C")):
+        for t in threads:
+            rows.append((f"{B}", f"sparsedyn mass_matrix plan.solve, {name} (fresh (B, nv, nv))",
+                         f"{t}", f"sd mm {be} {t}"))
+        rows += [(f"{B}", f"sparsedyn mass_matrix plan.solve, {name}, out= buffer", "1",
+                  f"sd mm {be} out"),
+                 (f"{B}", f"sparsedyn mass_matrix plan.solve, {name}, packed nonzeros", "1",
+                  f"sd mm {be} packed"),
+                 (f"{B}", f"sparsedyn mass_matrix plan.solve, {name}, packed nonzeros, out= "
+                  "buffer", "1", f"sd mm {be} packed out")]
+    rows.append((f"{B}", "sparsedyn sd.crba (NumPy, batched)", "1", "sd crba batch"))
     for t in threads:
         rows.append((f"{B}", "MuJoCo mujoco.rollout, one mj_step per state (FD column)", f"{t}",
                      f"mj rollout {t}"))
     rows += [("1", "sparsedyn plan.solver() (C backend), from Python", "1", "sd solver"),
-             ("1", "sparsedyn plan.solve B = 1 (auto backend; CRBA: mass_matrix plan, numba)",
+             ("1", "sparsedyn plan.solve B = 1 (auto backend; CRBA: mass_matrix plan)",
               "1", "sd solve B=1"),
              ("1", "Pinocchio from Python (pin.rnea / pin.aba / pin.crba)", "1", "pin py"),
              ("1", "MuJoCo from Python (mj_rne / mj_forward / mj_crb + mj_fullM)", "1", "mj py")]
@@ -413,7 +428,9 @@ def main(argv=None):
     lines += ["", "Pinocchio's crba fills the upper triangle only (into its Data, in cache); "
               "sd.crba, the mass_matrix plan and mj_fullM give the full matrix, the plan into a fresh "
               f"(B, nv, nv) array ({8 * model.nv ** 2} bytes per state), into a caller's buffer "
-              f"(out=), or packed: only the {mm_plan.n_pairs} nonzeros of the lower triangle. "
+              f"(out=), or packed: only the {mm_plan.n_pairs} nonzeros of the lower triangle "
+              "(fresh, or into a caller's buffer); plan.solver() and plan.solve B = 1 run its "
+              "one-state C library (built by the checks, as the batches' lane-vector one). "
               "MuJoCo's ID and CRBA times include the position (and, for ID, velocity) stages "
               "they need (mj_kinematics, mj_comPos, mj_comVel)."]
     if par_na:
@@ -423,17 +440,22 @@ def main(argv=None):
     # ---- achieved GFLOP/s
     lines += ["", "Achieved GFLOP/s of our plans: counted flops per state (plan.stats: "
               "assembly_flops + flops, the assembly of D and b plus the online LU and "
-              "substitutions) / the best time per state on one thread (plan.solve on the batch, "
+              "substitutions; CRBA: the generated C's operations, "
+              "backends/c_mass_matrix.crba_statements) / the best time per state on one thread (plan.solve on the batch, "
               f"numba or C, and plan.solver() per state from Python), next to one core's measured "
               f"double-precision FMA peak (experiments/peers/fma_peak.c): {peak:.1f} GFLOP/s.", "",
               "| plan | flops per state | route | us/state (min) | GFLOP/s | % of FMA peak |",
               "|---|---|---|---|---|---|"]
-    for problem, plan in (("ID", id_plan), ("FD", fd_plan)):
+    crba_flops = crba_statements(mm_plan.program).flops
+    for problem, plan in (("ID", id_plan), ("FD", fd_plan), ("CRBA", mm_plan)):
         st = plan.stats
-        flops = st["assembly_flops"] + st["flops"]
-        for route, key in ((f"plan.solve B = {B}, numba, 1 thread", "sd numba 1"),
-                           (f"plan.solve B = {B}, C, 1 thread", "sd c"),
-                           ("plan.solver(), B = 1, from Python", "sd solver")):
+        flops = crba_flops if problem == "CRBA" else st["assembly_flops"] + st["flops"]
+        routes = ((f"plan.solve B = {B}, C, 1 thread, packed, out=", "sd mm c packed out"),
+                  ("plan.solver(), B = 1, from Python", "sd solver")) if problem == "CRBA" else (
+            (f"plan.solve B = {B}, numba, 1 thread", "sd numba 1"),
+            (f"plan.solve B = {B}, C, 1 thread", "sd c"),
+            ("plan.solver(), B = 1, from Python", "sd solver"))
+        for route, key in routes:
             if (key, problem) in best:
                 t = best[(key, problem)][0]
                 g = flops / t * 1e-3

@@ -21,11 +21,17 @@ CONTESTANTS = [
     ("sparsedyn mass_matrix plan.solve, numba (fresh (B, nv, nv))", "2"),
     ("sparsedyn mass_matrix plan.solve, numba, out= buffer", "1"),
     ("sparsedyn mass_matrix plan.solve, numba, packed nonzeros", "1"),
+    ("sparsedyn mass_matrix plan.solve, numba, packed nonzeros, out= buffer", "1"),
+    ("sparsedyn mass_matrix plan.solve, C (fresh (B, nv, nv))", "1"),
+    ("sparsedyn mass_matrix plan.solve, C (fresh (B, nv, nv))", "2"),
+    ("sparsedyn mass_matrix plan.solve, C, out= buffer", "1"),
+    ("sparsedyn mass_matrix plan.solve, C, packed nonzeros", "1"),
+    ("sparsedyn mass_matrix plan.solve, C, packed nonzeros, out= buffer", "1"),
     ("sparsedyn sd.crba (NumPy, batched)", "1"),
     ("MuJoCo mujoco.rollout, one mj_step per state (FD column)", "1"),
     ("MuJoCo mujoco.rollout, one mj_step per state (FD column)", "2"),
     ("sparsedyn plan.solver() (C backend), from Python", "1"),
-    ("sparsedyn plan.solve B = 1 (auto backend; CRBA: mass_matrix plan, numba)", "1"),
+    ("sparsedyn plan.solve B = 1 (auto backend; CRBA: mass_matrix plan)", "1"),
     ("Pinocchio from Python (pin.rnea / pin.aba / pin.crba)", "1"),
     ("MuJoCo from Python (mj_rne / mj_forward / mj_crb + mj_fullM)", "1"),
 ]
@@ -55,7 +61,7 @@ def check(text, threads=("1", "2")):
     assert ratios(lines[0]) == [1.0, 1.0, 1.0]         # Pinocchio C++ per call: the reference
     assert sum(len(ratios(ln)) for ln in lines) >= 20
     assert all(r > 0 for ln in lines for r in ratios(ln))
-    assert {r["plan"] for r in gflops} == {"ID", "FD"}
+    assert {r["plan"] for r in gflops} == {"ID", "FD", "CRBA"}
     for r in gflops:
         assert number(r["flops per state"]) > 0 and float(r["GFLOP/s"]) > 0
     assert "FMA peak" in text and "load average" in text and "Answers checked" in text
@@ -76,4 +82,4 @@ def test_benchmark_runs_at_reduced_size(tmp_path):
 
 
 def test_readme_quotes_the_committed_tables():
-    readme_quotes(OUT, 1 + len(CONTESTANTS) + 1 + 6)     # both tables: headers and rows
+    readme_quotes(OUT, 1 + len(CONTESTANTS) + 1 + 8)     # both tables: headers and rows

@@ -174,3 +174,31 @@ def test_auto_runs_batches_on_c_vectors_once_built(monkeypatch, tmp_path):
     assert plan._fused_backend("auto", 4096, full=True) != "c"
     got = plan.solve(q, v, qdd=a, backend="auto")["tau"]
     assert np.array_equal(got, plan.solve(q, v, qdd=a, backend="numba")["tau"])
+
+
+def test_split_run_covers_every_state_once_in_long_aligned_ranges():
+    """generated_c.split_run: the ranges partition [0, B), each of min_states at least (fewer
+    threads otherwise), on multiples of LANES where they are long; the first on the calling
+    thread, each range on its own work array."""
+    import threading
+    from sparsedyn.backends.c_vector import LANES
+    from sparsedyn.backends.generated_c import C_MIN_STATES_PER_THREAD, split_run
+    for B, threads, min_states in ((0, 2, 128), (5, 2, 128), (255, 2, 128), (256, 2, 128),
+                                   (4099, 2, 128), (4099, 3, 128), (9, 2, 4)):
+        seen, lock = [], threading.Lock()
+
+        def call(lo, hi, work):
+            with lock:
+                seen.append((lo, hi, work, threading.get_ident()))
+        split_run(B, threads, lambda k: list(range(k)), call, min_states=min_states)
+        ranges = sorted((lo, hi) for lo, hi, _, _ in seen if hi > lo)
+        covered = np.concatenate([np.arange(lo, hi) for lo, hi in ranges] or [np.zeros(0, int)])
+        assert covered.tolist() == list(range(B)), (B, threads)
+        groups = max(1, min(threads, B // min_states))
+        assert len(seen) <= groups and len({w for _, _, w, _ in seen}) == len(seen)
+        if groups > 1:
+            assert all(hi - lo >= min(min_states, LANES) for lo, hi in ranges)
+            if B >= 2 * LANES * groups:
+                assert all(lo % LANES == 0 for lo, _ in ranges)
+            assert any(t == threading.get_ident() for *_, t in seen)
+    assert C_MIN_STATES_PER_THREAD >= LANES

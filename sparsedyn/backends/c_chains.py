@@ -50,6 +50,8 @@ from .generated_c import CFLAGS_LONG, build, library_path, split_run
 
 #: flag bit of a state whose q has a quaternion that is not unit-norm
 QUATERNION_FLAG = 4
+#: fewest samples per thread of a batch split over threads (generated_c.split_run)
+MAP_MIN_STATES_PER_THREAD = 4
 
 
 class _Layout:
@@ -386,7 +388,8 @@ class CMapKernel:
             batch(hi - lo, ptr(q, s["nq"]), ptr(qd, s["nv"]), ptr(y, s["n_y"]),
                   None if samp is None else ptr(samp, s["n_samp"]), ptr(x, s["n"]),
                   flag.ctypes.data + lo, work.ctypes.data)
-        split_run(B, threads, self._work, call)
+        # tens of microseconds per sample: a few samples repay a thread's hand-off
+        split_run(B, threads, self._work, call, min_states=MAP_MIN_STATES_PER_THREAD)
         return x, flag.astype(np.int64)
 
     def _work(self, k):

@@ -212,18 +212,46 @@ class CKernel:
         self.library(kind)[1](*args)
 
 
-def split_run(B, threads, work_arrays, call):
-    """call(lo, hi, work) over `threads` ranges of B states (ctypes releases the GIL), each on
-    its own work array of work_arrays(k) (the calling thread's pool of k arrays)."""
-    groups = max(1, min(int(threads), B))
+#: fewest states per thread of a C call split over threads (split_run's default, for units of a
+#: few microseconds per state): a range handed to another thread costs tens of microseconds (a
+#: pool's hand-off), which a few such states do not repay
+C_MIN_STATES_PER_THREAD = 128
+_pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+
+
+def _threads(workers):
+    """The module's thread pool with at least `workers` threads (started once, grown on
+    demand): starting a pool per call cost ~300 us."""
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool_size < workers:
+            if _pool is not None:
+                _pool.shutdown(wait=False)          # its queued ranges still run
+            _pool, _pool_size = ThreadPoolExecutor(workers), workers
+        return _pool
+
+
+def split_run(B, threads, work_arrays, call, min_states=C_MIN_STATES_PER_THREAD):
+    """call(lo, hi, work) over at most `threads` ranges of B states, min_states each at least,
+    their edges on multiples of LANES where the ranges are long (a vector unit's groups stay
+    whole): the first range on the calling thread, the others on the module's pool (ctypes
+    releases the GIL), each on its own work array of work_arrays(k) (the calling thread's pool
+    of k arrays)."""
+    groups = max(1, min(int(threads), B // min_states))
     work = work_arrays(groups)
     if groups == 1:
         call(0, B, work[0])
         return
     edges = np.linspace(0, B, groups + 1).astype(int)
-    with ThreadPoolExecutor(groups) as pool:
-        list(pool.map(lambda g: call(int(edges[g]), int(edges[g + 1]), work[g])
-                      if edges[g + 1] > edges[g] else None, range(groups)))
+    if B >= 2 * LANES * groups:                     # whole vector groups where that is cheap
+        edges = np.round(edges / LANES).astype(int) * LANES
+        edges[-1] = B
+    pending = [_threads(groups - 1).submit(call, int(edges[g]), int(edges[g + 1]), work[g])
+               for g in range(1, groups) if edges[g + 1] > edges[g]]
+    if edges[1] > edges[0]:
+        call(0, int(edges[1]), work[0])
+    for done in pending:
+        done.result()
 
 
 def prepare(ir):
