@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import pathlib
 import re
 import sys
@@ -604,6 +605,16 @@ def bench_dynamics_humanoid(problem, B="1024"):
     return r["compiled 1 thread"], r["pinocchio per call"], r["1 thread / pinocchio"]
 
 
+def bench_dynamics_chain_ns(problem):
+    """The chains' ns per link (1 thread), rounded, at N = 10 .. 1000, and the exponent of the
+    per-state time in N from the first to the last (bench_dynamics.md)."""
+    rows = [r for r in section_rows("bench_dynamics.md", "Serial chains") if r["problem"] == problem]
+    ns = [float(r["ns per link (1 thread)"]) for r in rows]
+    n = [int(r["N"]) for r in rows]
+    exponent = 1 + math.log(ns[-1] / ns[0]) / math.log(n[-1] / n[0])
+    return [f"{x:.0f}" for x in ns], f"{exponent:.2f}"
+
+
 def bench_delassus_pv_osimr(B="B=1024"):
     """(ours, Pinocchio, ratio) of bench_delassus.md: the public PV-OSIMr call on 1 thread."""
     ours, ratio = row("bench_delassus.md", "", method="pv-osimr numba 1T")[B].split()
@@ -845,6 +856,11 @@ QUOTES = [
      lambda: tuple(bench_delassus("pv-osimr numpy", B) for B in (1, 64, 1024, 4096))),
     (D, "| PV-OSIMr, compiled (numba), 2 threads | {} | {} | {} | {} |",
      lambda: tuple(bench_delassus("pv-osimr numba 2T", B) for B in (1, 64, 1024, 4096))),
+    (TOP, "inverse dynamics {} / {} / {} / {} / {} at N_B = 10 / 30 / 100 / 300 / 1000; forward "
+          "dynamics (Nori's Appendix B order) {} / {} / {} / {} / {}, i.e. per-state time ~ N_B^{} "
+          "from 10 to 1000 links (ID ~ N_B^{})",
+     lambda: (*bench_dynamics_chain_ns("ID")[0], *bench_dynamics_chain_ns("FD")[0],
+              bench_dynamics_chain_ns("FD")[1], bench_dynamics_chain_ns("ID")[1])),
     (D, "compiled PV-OSIMr kernel takes {} us per state against Pinocchio C++'s {} us ({}); issue "
         "#20's target (<= 0.5x) is {}.",
      lambda: (*delassus_against_cpp(),)),
