@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
-from .c_source import lit
+from .c_fold import lit
 
 #: a run-time expression longer than this is cut into `acc = ...;` statements (the same order
 #: of additions), keeping lines short

@@ -30,7 +30,7 @@ another C99 compiler, or SD_SCALAR_VECTORS defined, gets the same macros on stru
 from __future__ import annotations
 
 from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
-from .c_source import lit
+from .c_fold import lit
 
 #: the shortest common tail worth a vector (building and storing one costs about a product)
 MIN_COMMON = 2

@@ -45,7 +45,8 @@ from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
 from ..ir.chain_program import PRIOR_ROWS
 from .c_chain_fold import ChainFolder
 from .c_chain_pairs import VECTOR_HEADER, WIDTHS, common_tail, vector_statements
-from .c_source import BAD_QUATERNION, CHUNK, _table, assembly_statements, lit
+from .c_fold import lit
+from .c_source import BAD_QUATERNION, CHUNK, _table, assembly_statements
 from .generated_c import CFLAGS_LONG, build, library_path, split_run
 
 #: flag bit of a state whose q has a quaternion that is not unit-norm

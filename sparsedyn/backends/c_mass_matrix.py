@@ -29,7 +29,8 @@ import numpy as np
 
 from ..ir.mass_matrix import SYM3
 from .c_fold import Locals, fadd, fmul, fsub, fsum
-from .c_source import _cross, _transform, lit
+from .c_fold import lit
+from .c_source import _cross, _transform
 
 class _Slots:
     """Work-array slots: `put` stores a state-dependent value in a free slot (a constant stays a

@@ -23,7 +23,8 @@ from ..batch import QUATERNION_TOL
 from ..ir.assembly import ROT_QUAT
 from .c_mass_matrix import crba_statements
 from .c_sincos import sincos_source
-from .c_source import BAD_QUATERNION, _chunked, lit
+from .c_fold import lit
+from .c_source import BAD_QUATERNION, _chunked
 from .c_vector import vector_header
 
 _LOCALS = ["  double sn, cs, qx, qy, qz, qw, R0, R1, R2, R3, R4, R5, R6, R7, R8;",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..kernels.assemble_numba import (SINCOS_RANGE, _C0, _C1, _C2, _C3, _C4, _C5, _DP1, _DP2,
                                       _DP3, _FOPI, _S0, _S1, _S2, _S3, _S4, _S5)
-from .c_source import lit
+from .c_fold import lit
 
 
 def sincos_source(lanes):

@@ -33,7 +33,8 @@ from ..recursive.aba import SINGULAR_TOLERANCE
 from ..recursive.crba import crba as crba_numpy
 from ..recursive.ltl import _check_pivot, ltl, pattern
 from .. import backends
-from ..backends.c_mass_matrix_kernel import LANES, CMassMatrix
+from ..backends.c_mass_matrix_kernel import CMassMatrix
+from ..backends.c_vector import LANES
 from .base import PlanBase
 from .mass_matrix_solver import MassMatrixSolver
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.c_mass_matrix_kernel import aligned
+from ..backends.generated_c import aligned
 
 
 class MassMatrixSolver:
