@@ -12,6 +12,7 @@ import weakref
 
 import numpy as np
 
+from .threads import run_ranges
 
 
 def as_batch(x, width, name, batch=None, finite=True):
@@ -103,25 +104,43 @@ def state(model, q, checked=True, **vectors):
     return q, out, B, single
 
 
-def state_copies(model, q, blocks, **vectors):
+#: fewest doubles a thread of state_copies copies: below, handing a range to another thread
+#: (tens of microseconds) costs about what copying it does
+COPY_MIN_DOUBLES_PER_THREAD = 1 << 16
+
+
+def state_copies(model, q, blocks, threads=1, **vectors):
     """state(), with q and the vectors returned as private copies (the caller may change its
     arrays while they live: views of one block of `blocks`, a CopyBlocks) and checked on the
-    copies in one pass; a failed check raises what state() raises."""
+    copies in one pass; a failed check raises what state() raises. threads: the most threads
+    that copy ranges of states (an int, or a function of B giving it), COPY_MIN_DOUBLES_PER_THREAD
+    each at least."""
     q, out, B, single = state(model, q, checked=False, **vectors)
     keys = [k for k, v in out.items() if v is not None]
     arrays = [q] + [out[k] for k in keys]                  # float64 (as_batch), maybe views
-    block = blocks.get(sum(a.size for a in arrays))
+    size = sum(a.size for a in arrays)
+    block = blocks.get(size)
     copies, start = [], 0
     for a in arrays:
-        view = block[start:start + a.size].reshape(a.shape)
-        view[...] = a
-        copies.append(view)
+        copies.append(block[start:start + a.size].reshape(a.shape))
         start += a.size
-    q, *copies = copies
-    # a sum is finite only if every entry is (one pass, no temporary); a finite sum that
-    # overflowed runs the checks below, which then pass
+
+    def copy_rows(lo, hi, _k):
+        # a sum is finite only if every entry is (one pass, no temporary); a finite sum that
+        # overflowed runs the checks below, which then pass
+        total = 0.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            for a, view in zip(arrays, copies):
+                view[lo:hi] = a[lo:hi]
+                total += np.sum(view[lo:hi])
+        return total
+
+    threads = threads(B) if callable(threads) else threads
+    parts = max(1, min(int(threads), B, size // COPY_MIN_DOUBLES_PER_THREAD))
     with np.errstate(over="ignore", invalid="ignore"):
-        total = np.sum(block)
+        total = sum(run_ranges(np.linspace(0, B, parts + 1).astype(int), copy_rows), 0.0) \
+            if B else 0.0
+    q, *copies = copies
     if not np.isfinite(total):
         # state()'s checks in state()'s order on the copies (the same values): the first
         # non-finite argument, or a quaternion of q before a later argument, is named

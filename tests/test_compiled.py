@@ -4,6 +4,7 @@ a random tree with planar + spherical + prismatic + revolute joints (Pinocchio t
 by joint), talos and solo12 with a free-flyer; batched and single, with f_ext, 1 and all threads;
 pivot breakdown and singular states."""
 import os
+import re
 import sys
 import warnings
 
@@ -216,6 +217,37 @@ def test_plan_solve_names_bad_inputs_as_the_recursive_functions_do():
     with pytest.raises(ValueError, match=r"\[2\]") as got:
         plan.solve(q, v, qdd=a_big)
     assert "non-finite value" not in str(got.value)
+
+
+def test_input_copies_split_over_threads_keep_inputs_and_name_bad_states():
+    """A batch whose copies span several threads' ranges (batch.COPY_MIN_DOUBLES_PER_THREAD
+    each): the results and the on-demand variables equal one thread's bit for bit after the
+    caller overwrote its arrays, and a bad input in the second range is named as sd.rnea names
+    it (its batch index, its argument)."""
+    from sparsedyn.batch import COPY_MIN_DOUBLES_PER_THREAD
+    model, _, _, plan = _setup("humanoid", "id", False)
+    rng = np.random.default_rng(27)
+    B = 3 * COPY_MIN_DOUBLES_PER_THREAD // (model.nq + 2 * model.nv)     # two ranges at least
+    q = model.random_configuration(rng, batch=B)
+    v, a = rng.normal(size=(2, B, model.nv))
+    link = model.link_names[-1]
+    for backend in ("numba", "c"):
+        one = plan.solve(q, v, qdd=a, threads=1, backend=backend, outputs="all")
+        got = plan.solve(q2 := q.copy(), v2 := v.copy(), qdd=(a2 := a.copy()), threads=2,
+                         backend=backend)
+        q2[:], v2[:], a2[:] = 0.0, 0.0, 0.0                # the caller reuses its arrays
+        assert np.array_equal(got["tau"], one["tau"])
+        assert np.array_equal(got["a", link], one["a", link])    # the on-demand pass
+    for arg, row, col, value in (("v", B - 3, 5, np.nan), ("q", B - 2, 3, 2.0),
+                                 ("a", B // 2 + 1, 0, np.inf)):
+        args = {"q": q.copy(), "v": v.copy(), "a": a.copy()}
+        args[arg][row, col] = value
+        with pytest.raises(ValueError) as expected:
+            sd.rnea(model, args["q"], args["v"], args["a"])
+        with pytest.raises(ValueError) as got:
+            plan.solve(args["q"], args["v"], qdd=args["a"], threads=2, backend="numba")
+        assert str(got.value) == str(expected.value).replace("a:", "qdd:", 1)
+        assert re.search(rf"batch index {row}\b", str(got.value))
 
 
 @pytest.mark.parametrize("name", ["mixed", "humanoid"])

@@ -18,11 +18,11 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..files import atomic_write
+from ..threads import run_ranges
 from .c_plan_lanes import fits, lanes_source, lanes_work
 from .c_source import unit_source
 from .c_vector import LANES
@@ -216,26 +216,13 @@ class CKernel:
 #: few microseconds per state): a range handed to another thread costs tens of microseconds (a
 #: pool's hand-off), which a few such states do not repay
 C_MIN_STATES_PER_THREAD = 128
-_pool, _pool_size, _pool_lock = None, 0, threading.Lock()
-
-
-def _threads(workers):
-    """The module's thread pool with at least `workers` threads (started once, grown on
-    demand): starting a pool per call cost ~300 us."""
-    global _pool, _pool_size
-    with _pool_lock:
-        if _pool_size < workers:
-            if _pool is not None:
-                _pool.shutdown(wait=False)          # its queued ranges still run
-            _pool, _pool_size = ThreadPoolExecutor(workers), workers
-        return _pool
 
 
 def split_run(B, threads, work_arrays, call, min_states=C_MIN_STATES_PER_THREAD):
     """call(lo, hi, work) over at most `threads` ranges of B states, min_states each at least,
     their edges on multiples of LANES where the ranges are long (a vector unit's groups stay
-    whole): the first range on the calling thread, the others on the module's pool (ctypes
-    releases the GIL), each on its own work array of work_arrays(k) (the calling thread's pool
+    whole): the first range on the calling thread, the others on the package's pool (ctypes
+    releases the GIL: threads.run_ranges), each on its own work array of work_arrays(k) (the calling thread's pool
     of k arrays)."""
     groups = max(1, min(int(threads), B // min_states))
     work = work_arrays(groups)
@@ -246,12 +233,7 @@ def split_run(B, threads, work_arrays, call, min_states=C_MIN_STATES_PER_THREAD)
     if B >= 2 * LANES * groups:                     # whole vector groups where that is cheap
         edges = np.round(edges / LANES).astype(int) * LANES
         edges[-1] = B
-    pending = [_threads(groups - 1).submit(call, int(edges[g]), int(edges[g + 1]), work[g])
-               for g in range(1, groups) if edges[g + 1] > edges[g]]
-    if edges[1] > edges[0]:
-        call(0, int(edges[1]), work[0])
-    for done in pending:
-        done.result()
+    run_ranges(edges, lambda lo, hi, k: call(lo, hi, work[k]))
 
 
 def prepare(ir):

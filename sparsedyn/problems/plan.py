@@ -198,8 +198,10 @@ class Plan(PlanBase):
         self.check_threads(threads)                 # a bad value is named on every route
         # private copies, checked in one pass: the on-demand pass below must see the inputs of
         # this call even if the caller reuses its arrays in the meantime
-        q, vecs, B, single = state_copies(model, q, self._copy_blocks, v=v,
-                                          **{problem.given: given[problem.given]})
+        compiled = backend != "numpy"
+        q, vecs, B, single = state_copies(
+            model, q, self._copy_blocks, v=v, **{problem.given: given[problem.given]},
+            threads=(lambda B: self.threads_for(threads_given, B)) if compiled else 1)
         y = vecs[problem.given]
         fx = None
         if problem.fx_bodies:
