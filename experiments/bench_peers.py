@@ -328,9 +328,12 @@ def main(argv=None):
                                                                      threads=t), B),
                 (f"sd numba {t}", "FD"): timed(lambda: fd_plan.solve(q, v, tau=tau,
                                                                      backend="numba", threads=t), B)})
-        contestants["sd c"] = lambda: {
-            ("sd c", "ID"): timed(lambda: id_plan.solve(q, v, qdd=a, backend="c", threads=1), B),
-            ("sd c", "FD"): timed(lambda: fd_plan.solve(q, v, tau=tau, backend="c", threads=1), B)}
+        for t in threads:
+            contestants[f"sd c {t}"] = (lambda t=t: {
+                (f"sd c {t}", "ID"): timed(lambda: id_plan.solve(q, v, qdd=a, backend="c",
+                                                                 threads=t), B),
+                (f"sd c {t}", "FD"): timed(lambda: fd_plan.solve(q, v, tau=tau, backend="c",
+                                                                 threads=t), B)})
         for be in ("numba", "c"):
             for t in threads:
                 contestants[f"sd mm {be} {t}"] = (lambda t=t, be=be: {
@@ -387,7 +390,8 @@ def main(argv=None):
                      f"pin par {t}"))
     for t in threads:
         rows.append((f"{B}", "sparsedyn plan.solve, numba", f"{t}", f"sd numba {t}"))
-    rows.append((f"{B}", "sparsedyn plan.solve, C", "1", "sd c"))
+    for t in threads:
+        rows.append((f"{B}", "sparsedyn plan.solve, C", f"{t}", f"sd c {t}"))
     for be, name in (("numba", "numba"), ("c", "C")):
         for t in threads:
             rows.append((f"{B}", f"sparsedyn mass_matrix plan.solve, {name} (fresh (B, nv, nv))",
@@ -433,6 +437,20 @@ def main(argv=None):
               "one-state C library (built by the checks, as the batches' lane-vector one). "
               "MuJoCo's ID and CRBA times include the position (and, for ID, velocity) stages "
               "they need (mj_kinematics, mj_comPos, mj_comVel)."]
+    if len(threads) > 1:
+        t2 = threads[-1]
+
+        def gain(key, problem):             # one thread's min over t2 threads' min
+            one, more = (best.get((key.format(t), problem)) for t in (1, t2))
+            return "-" if one is None or more is None else f"{one[0] / more[0]:.2f}x"
+        pairs = [("numba", "sd numba {}"), ("C", "sd c {}"), ("Pinocchio's parallel API", "pin par {}"),
+                 ("the mass matrix on C (fresh)", "sd mm c {}"), ("mujoco.rollout", "mj rollout {}")]
+        lines += ["", f"{t2} threads against 1 (time on 1 thread / time on {t2}, the mins above): " +
+                  "; ".join(f"{name} " + " / ".join(f"{p} {gain(key, p)}" for p in problems
+                                                    if gain(key, p) != "-")
+                            for name, key in pairs
+                            for problems in [("ID", "FD", "CRBA")]
+                            if any(gain(key, p) != "-" for p in problems)) + "."]
     if par_na:
         lines.append(f"Pinocchio's parallel algorithms: {par_na}.")
     if not mj_ok:
@@ -453,7 +471,7 @@ def main(argv=None):
         routes = ((f"plan.solve B = {B}, C, 1 thread, packed, out=", "sd mm c packed out"),
                   ("plan.solver(), B = 1, from Python", "sd solver")) if problem == "CRBA" else (
             (f"plan.solve B = {B}, numba, 1 thread", "sd numba 1"),
-            (f"plan.solve B = {B}, C, 1 thread", "sd c"),
+            (f"plan.solve B = {B}, C, 1 thread", "sd c 1"),
             ("plan.solver(), B = 1, from Python", "sd solver"))
         for route, key in routes:
             if (key, problem) in best:
