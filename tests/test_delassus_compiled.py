@@ -125,25 +125,39 @@ def every_joint_tree(root):
     return b.build()
 
 
-@pytest.mark.parametrize("root", [FreeFlyerJoint("root_j"), PlanarJoint("root_j"),
-                                  SphericalJoint("root_j"), PrismaticJoint("root_j", [0.3, 1, -0.2])],
-                         ids=lambda j: j.kind)
-def test_every_joint_kind(root):
-    model = every_joint_tree(root)
-    pmodel = pin_twin(model)
-    rng = np.random.default_rng(6)
-    contacts = [Contact("slider", "6d", random_placement(rng)), Contact("hand", "3d", random_placement(rng)),
-                Contact("tip", "6d", random_placement(rng)), Contact("ball", "3d", random_placement(rng)),
-                Contact("root", "3d", random_placement(rng)), Contact("slider", "3d")]
+def twin_contact_models(model, pmodel, contacts):
+    """Pinocchio's LOCAL contact models of `contacts` on a pin_twin model (builder links: body i
+    is Pinocchio joint i + 1)."""
     cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for c in contacts:                               # builder links: body i is Pinocchio joint i + 1
+    for c in contacts:
         kind = pin.ContactType.CONTACT_6D if c.kind == "6d" else pin.ContactType.CONTACT_3D
         cm = pin.RigidConstraintModel(kind, pmodel, model.frames[c.link].body + 1, pin.SE3(c.placement),
                                       pin.ReferenceFrame.LOCAL)
         cms.append(cm)
         cds.append(cm.createData())
-    q = model.random_configuration(rng, batch=4)
-    refs = pin_delassus(pmodel, [twin_q(model, pmodel, x) for x in q], cms, cds)
+    return cms, cds
+
+
+def every_joint_case(root, seed, batch):
+    """every_joint_tree(root), contacts on every kind of link, `batch` states, Pinocchio's answers."""
+    model = every_joint_tree(root)
+    pmodel = pin_twin(model)
+    rng = np.random.default_rng(seed)
+    contacts = [Contact("slider", "6d", random_placement(rng)), Contact("hand", "3d", random_placement(rng)),
+                Contact("tip", "6d", random_placement(rng)), Contact("ball", "3d", random_placement(rng)),
+                Contact("root", "3d", random_placement(rng)), Contact("slider", "3d")]
+    cms, cds = twin_contact_models(model, pmodel, contacts)
+    q = model.random_configuration(rng, batch=batch)
+    return model, q, contacts, pin_delassus(pmodel, [twin_q(model, pmodel, x) for x in q], cms, cds)
+
+
+ROOTS = [FreeFlyerJoint("root_j"), PlanarJoint("root_j"), SphericalJoint("root_j"),
+         PrismaticJoint("root_j", [0.3, 1, -0.2])]
+
+
+@pytest.mark.parametrize("root", ROOTS, ids=lambda j: j.kind)
+def test_every_joint_kind(root):
+    model, q, contacts, refs = every_joint_case(root, 6, 4)
     check_batch_and_single(model, q, contacts, refs)
 
 
@@ -231,6 +245,7 @@ LANE_BATCHES = (0, 1, LANES - 1, LANES + 1, 37)
 
 
 def check_lanes(model, q, contacts, refs):
+    """run_lanes and delassus on the first B states for each B of LANE_BATCHES."""
     program = program_for(model, resolve_contacts(model, contacts))
     for B in LANE_BATCHES:
         out, status = c_pv_osimr.run_lanes(program, q[:B])
@@ -255,27 +270,10 @@ def test_lanes_panda_fixed_base():
     check_lanes(model, q, contacts, refs)
 
 
-@pytest.mark.parametrize("root", [FreeFlyerJoint("root_j"), PlanarJoint("root_j"),
-                                  SphericalJoint("root_j"), PrismaticJoint("root_j", [0.3, 1, -0.2])],
-                         ids=lambda j: j.kind)
+@pytest.mark.parametrize("root", ROOTS, ids=lambda j: j.kind)
 def test_lanes_every_joint_kind(root):
     """Spherical, planar, prismatic and free joints: the kernel's multi-DoF pivots (Cholesky)."""
-    model = every_joint_tree(root)
-    pmodel = pin_twin(model)
-    rng = np.random.default_rng(16)
-    contacts = [Contact("slider", "6d", random_placement(rng)), Contact("hand", "3d", random_placement(rng)),
-                Contact("tip", "6d", random_placement(rng)), Contact("ball", "3d", random_placement(rng)),
-                Contact("root", "3d", random_placement(rng))]
-    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for c in contacts:                               # builder links: body i is Pinocchio joint i + 1
-        kind = pin.ContactType.CONTACT_6D if c.kind == "6d" else pin.ContactType.CONTACT_3D
-        cm = pin.RigidConstraintModel(kind, pmodel, model.frames[c.link].body + 1, pin.SE3(c.placement),
-                                      pin.ReferenceFrame.LOCAL)
-        cms.append(cm)
-        cds.append(cm.createData())
-    q = model.random_configuration(rng, batch=max(LANE_BATCHES))
-    refs = pin_delassus(pmodel, [twin_q(model, pmodel, x) for x in q], cms, cds)
-    check_lanes(model, q, contacts, refs)
+    check_lanes(*every_joint_case(root, 16, max(LANE_BATCHES)))
 
 
 def test_lanes_threads_split_the_batch():
@@ -316,11 +314,7 @@ def test_lanes_singular_pivot_flags_its_lane_only():
     assert status[list(singular)].tolist() == [0, 0]            # body "upper": the shoulder
     good = [b for b in range(len(q)) if b not in singular]
     assert np.all(status[good] == -1)
-    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    cm = pin.RigidConstraintModel(pin.ContactType.CONTACT_3D, pmodel, 2,
-                                  pin.SE3(contacts[0].placement), pin.ReferenceFrame.LOCAL)
-    cms.append(cm)
-    cds.append(cm.createData())
+    cms, cds = twin_contact_models(model, pmodel, contacts)
     refs = pin_delassus(pmodel, [twin_q(model, pmodel, q[b]) for b in good], cms, cds)
     assert max(rel_err(out[b], r) for b, r in zip(good, refs)) <= TOL
     with pytest.raises(SingularModelError, match="shoulder") as err:

@@ -16,6 +16,8 @@ arrives as a table of addresses, so the library compiles once per machine. Inter
 """
 from __future__ import annotations
 
+from .c_pv_osimr_backward import BACKWARD
+from .c_pv_osimr_forward import FORWARD
 from .c_sincos import sincos_source
 from .c_vector import LANES, vector_header
 
@@ -108,7 +110,6 @@ static vl pivot(const Prog *P, long n, long i, const vd *IA, vd *U, vd *D, vd *D
 
 def kernel_source(lanes=LANES):
     """The C source (the module doc) on vectors of `lanes` states."""
-    from .c_pv_osimr_body import BACKWARD, FORWARD
     unpack = "".join(f"  P.{a} = x[{k}];\n" for k, a in enumerate(ARRAYS))
     return "\n".join(["#include <math.h>", f"#define LN {lanes}", vector_header(lanes),
                       sincos_source(lanes), _KERNEL % {"fields": _FIELDS}, BACKWARD,

@@ -1,7 +1,10 @@
-"""The C of one group of lanes (c_pv_osimr_source's module doc): the backward sweep of
-Algorithm 3 (lines 2-15, eq. (16)-(17)), then eq. (18) over N, (19) and the assembly (13) into
-the states' outputs, and the batch loop over groups. Statement by statement
-kernels/pv_osimr_numba._state on vd values (the comments there give the equations)."""
+"""C of the backward sweep of Algorithm 3 (seed 000, lines 2-15 with the span recursions (16)-(17))
+for one group of LANES states (c_pv_osimr_source's module doc): kernels/pv_osimr_numba._state's
+body loop statement by statement on vd values (its comments give the equations: Featherstone
+eq. 4.29 for the joint transforms, seed eq. (7)-(9) for the pivots, spatial.inertia_to_parent and
+spatial.rows_times_transform for the congruences). A pivot <= tol marks its lane's status with
+the body (the first in sweep order) instead of stopping: the lane's outputs are then
+meaningless, the other lanes' unaffected."""
 
 BACKWARD = r"""
 /* lines 2-15 for one group; st: per lane -1 or the first body whose pivot failed */
@@ -221,112 +224,6 @@ static void backward(const Prog *P, const vd *q, vd *IA, vd *Rst, vd *Om, vl *st
         B6(Rst, d, k, 4) = l1;
         B6(Rst, d, k, 5) = l2;
       }
-  }
-}
-"""
-
-FORWARD = r"""
-/* lines 16-28 for one group, into the states b .. b + m - 1 of out */
-static void forward(const Prog *P, const vd *Rst, const vd *Om, vd *Om0, vd *Kst, vd *Wst,
-                    double *out, long b, long m)
-{
-  long s, a, c, k, l, col, t, w, M = P->m;
-  double *o;
-  for (s = 0; s < P->ns; s++) {                       /* eq. (18), forward over N */
-    a = P->a_slot[s];
-    c = P->rows[s];
-    if (a < 0) {
-      for (k = 0; k < c; k++)
-        for (l = k; l < c; l++) B6(Om0, s, k, l) = B6(Om0, s, l, k) = B6(Om, s, k, l);
-      continue;
-    }
-    vd Tm[36];
-    for (k = 0; k < c; k++) {                         /* T = R Om0[A(d)] */
-      vd x0 = B6(Rst, s, k, 0), x1 = B6(Rst, s, k, 1), x2 = B6(Rst, s, k, 2);
-      vd x3 = B6(Rst, s, k, 3), x4 = B6(Rst, s, k, 4), x5 = B6(Rst, s, k, 5);
-      for (col = 0; col < 6; col++)
-        Tm[k * 6 + col] = (x0 * B6(Om0, a, 0, col) + x1 * B6(Om0, a, 1, col) + x2 * B6(Om0, a, 2, col)
-                           + x3 * B6(Om0, a, 3, col) + x4 * B6(Om0, a, 4, col) + x5 * B6(Om0, a, 5, col));
-    }
-    for (k = 0; k < c; k++) {                         /* Om0 = Om + T R^T */
-      vd x0 = Tm[k * 6], x1 = Tm[k * 6 + 1], x2 = Tm[k * 6 + 2];
-      vd x3 = Tm[k * 6 + 3], x4 = Tm[k * 6 + 4], x5 = Tm[k * 6 + 5];
-      for (l = k; l < c; l++)
-        B6(Om0, s, k, l) = B6(Om0, s, l, k) = B6(Om, s, k, l)
-            + (x0 * B6(Rst, s, l, 0) + x1 * B6(Rst, s, l, 1) + x2 * B6(Rst, s, l, 2)
-               + x3 * B6(Rst, s, l, 3) + x4 * B6(Rst, s, l, 4) + x5 * B6(Rst, s, l, 5));
-    }
-  }
-  for (t = 0; t < P->nkc; t++) {                      /* eq. (19) */
-    long dst = P->kc_dst[t], src = P->kc_src[t], rs = P->kc_rslot[t];
-    if (src < 0) {
-      for (k = 0; k < 36; k++) Kst[dst * 36 + k] = Rst[rs * 36 + k];
-      continue;
-    }
-    for (k = 0; k < P->pair_rows[dst]; k++) {
-      vd x0 = B6(Kst, src, k, 0), x1 = B6(Kst, src, k, 1), x2 = B6(Kst, src, k, 2);
-      vd x3 = B6(Kst, src, k, 3), x4 = B6(Kst, src, k, 4), x5 = B6(Kst, src, k, 5);
-      for (col = 0; col < 6; col++)
-        B6(Kst, dst, k, col) = (x0 * B6(Rst, rs, 0, col) + x1 * B6(Rst, rs, 1, col)
-                                + x2 * B6(Rst, rs, 2, col) + x3 * B6(Rst, rs, 3, col)
-                                + x4 * B6(Rst, rs, 4, col) + x5 * B6(Rst, rs, 5, col));
-    }
-  }
-  for (k = 0; k < P->ne; k++) {                       /* line 28: diagonal blocks */
-    long o0 = P->offsets[k], e = P->ee_slot[k];
-    c = P->rows[e];
-    for (a = 0; a < c; a++)
-      for (l = 0; l < c; l++)
-        for (s = 0, o = out + b * M * M + (o0 + a) * M + o0 + l; s < m; s++, o += M * M)
-          *o = B6(Om0, e, a, l)[s];
-  }
-  for (w = 0; w < P->nw; w++) {                       /* 0Om_c cK_e2^T once per (c, e2) */
-    long oc = P->w_slot[w], pr = P->w_pair[w];
-    for (k = 0; k < 6; k++) {
-      vd x0 = B6(Om0, oc, k, 0), x1 = B6(Om0, oc, k, 1), x2 = B6(Om0, oc, k, 2);
-      vd x3 = B6(Om0, oc, k, 3), x4 = B6(Om0, oc, k, 4), x5 = B6(Om0, oc, k, 5);
-      for (l = 0; l < P->pair_rows[pr]; l++)
-        B6(Wst, w, k, l) = (x0 * B6(Kst, pr, l, 0) + x1 * B6(Kst, pr, l, 1) + x2 * B6(Kst, pr, l, 2)
-                            + x3 * B6(Kst, pr, l, 3) + x4 * B6(Kst, pr, l, 4) + x5 * B6(Kst, pr, l, 5));
-    }
-  }
-  for (t = 0; t < P->nblk; t++) {                     /* lines 25-26, eq. (13) */
-    long k1 = P->blk_k1[t], k2 = P->blk_k2[t], p1 = P->blk_p1[t], bw = P->blk_w[t];
-    long o1 = P->offsets[k1], o2 = P->offsets[k2];
-    for (a = 0; a < P->offsets[k1 + 1] - o1; a++) {
-      vd x0 = B6(Kst, p1, a, 0), x1 = B6(Kst, p1, a, 1), x2 = B6(Kst, p1, a, 2);
-      vd x3 = B6(Kst, p1, a, 3), x4 = B6(Kst, p1, a, 4), x5 = B6(Kst, p1, a, 5);
-      for (l = 0; l < P->offsets[k2 + 1] - o2; l++) {
-        vd acc = (x0 * B6(Wst, bw, 0, l) + x1 * B6(Wst, bw, 1, l) + x2 * B6(Wst, bw, 2, l)
-                  + x3 * B6(Wst, bw, 3, l) + x4 * B6(Wst, bw, 4, l) + x5 * B6(Wst, bw, 5, l));
-        double *o1p = out + b * M * M + (o1 + a) * M + o2 + l;
-        double *o2p = out + b * M * M + (o2 + l) * M + o1 + a;
-        for (s = 0; s < m; s++) o1p[s * M * M] = o2p[s * M * M] = acc[s];
-      }
-    }
-  }
-}
-
-void sd_pvo_lanes(long B, const double *q, double *out, long *status, double *work,
-                  const void *const *arr, const long *dims, double tol)
-{
-  Prog P;
-  long b, s, c, m;
-  vd *IA, *Rst, *Om, *Om0, *Kst, *Wst, *qv;
-  vl st;
-  const void *const *x = arr;
-%(unpack)s  P.nb = dims[0]; P.ns = dims[1]; P.npairs = dims[2]; P.nw = dims[3]; P.ne = dims[4];
-  P.nkc = dims[5]; P.nblk = dims[6]; P.nq = dims[7]; P.m = dims[8]; P.tol = tol;
-  IA = (vd *)work; Rst = IA + 36 * P.nb; Om = Rst + 36 * P.ns; Om0 = Om + 36 * P.ns;
-  Kst = Om0 + 36 * P.ns; Wst = Kst + 36 * P.npairs; qv = Wst + 36 * P.nw;
-  for (b = 0; b < B; b += LN) {
-    m = B - b < LN ? B - b : LN;
-    for (s = 0; s < LN; s++)                          /* idle lanes repeat the first state */
-      for (c = 0; c < P.nq; c++) qv[c][s] = q[(b + (s < m ? s : 0)) * P.nq + c];
-    st = (vl){0} - 1;
-    backward(&P, qv, IA, Rst, Om, &st);
-    forward(&P, Rst, Om, Om0, Kst, Wst, out, b, m);
-    for (s = 0; s < m; s++) status[b + s] = st[s];
   }
 }
 """
