@@ -236,10 +236,11 @@ def test_bad_input():
 
 # The C kernel on vectors of LANES states (sparsedyn/backends/c_pv_osimr.py): batches of 0, 1,
 # LANES - 1, LANES + 1 and 37 states (whole and partial groups), against Pinocchio, directly
-# (run_lanes) and through delassus (which picks it for B >= LANES)
+# (run_lanes) and through delassus (which picks it for B >= c_pv_osimr.MIN_BATCH)
 
 from sparsedyn.backends import c_pv_osimr                      # noqa: E402
 from sparsedyn.backends.c_vector import LANES                  # noqa: E402
+from sparsedyn.kernels.parallel import MIN_STATES_PER_THREAD    # noqa: E402
 
 LANE_BATCHES = (0, 1, LANES - 1, LANES + 1, 37)
 
@@ -277,10 +278,9 @@ def test_lanes_every_joint_kind(root):
 
 
 def test_lanes_threads_split_the_batch():
-    """Two threads (ranges of at least 128 states, edges on whole groups) give each state's
-    answer."""
+    """Two threads (ranges of at least MIN_STATES_PER_THREAD states) give each state's answer."""
     contacts = [Contact("l_sole"), Contact(TIPS[1], "3d")]
-    model, q, refs = urdf_case("humanoid", contacts, 2 * 128 + 5, 9)
+    model, q, refs = urdf_case("humanoid", contacts, 2 * MIN_STATES_PER_THREAD + 5, 9)
     out, status = c_pv_osimr.run_lanes(program_for(model, resolve_contacts(model, contacts)), q,
                                        threads=2)
     assert np.all(status == -1)

@@ -1,7 +1,7 @@
 """The compiled PV-OSIMr Delassus kernel on vectors of LANES states (c_pv_osimr_source: seed
 000, Algorithm 3 on GCC vectors, one library for every program, built once per machine by
-generated_c.build and cached), for batches; below LANES states, or while the library is not built
-or no C compiler exists, kernels/pv_osimr_numba's per-state kernel. Called through ctypes, which
+generated_c.build and cached), for batches of MIN_BATCH states or more; for one state, or while
+the library is not built or no C compiler exists, kernels/pv_osimr_numba's per-state kernel. Called through ctypes, which
 releases the GIL: threads run their ranges of a batch (generated_c.split_run), each on its own
 work array.
 
@@ -20,11 +20,13 @@ import numpy as np
 from numba import get_num_threads
 
 from ..kernels import pv_osimr_numba
-from ..kernels.parallel import idle_cores
+from ..kernels.parallel import MIN_STATES_PER_THREAD, idle_cores
 from .c_pv_osimr_source import ARRAYS, DIMS, kernel_source, work_doubles
-from .c_vector import LANES
 from .generated_c import aligned, build, library_path, split_run, unavailable
 
+#: the fewest states run on vectors: a group of LANES costs about what 2 states cost numba's
+#: per-state kernel (experiments/kernel_design.md, "The PV-OSIMr kernel on vectors of states")
+MIN_BATCH = 2
 _P = ctypes.c_void_p
 _lock, _local = threading.Lock(), threading.local()
 _lib = {}
@@ -92,16 +94,17 @@ def run_lanes(program, q, threads=1):
         if hi > lo:
             fn(hi - lo, pq + 8 * lo * nq, pout + 8 * lo * m * m, pst + 8 * lo, work.ctypes.data,
                addr.ctypes.data, dims.ctypes.data, program.flat.tol)
-    split_run(B, threads, lambda k: _work(n, k), call)
+    # a thread's range costs ~5 us per state: MIN_STATES_PER_THREAD of them repay a hand-off
+    split_run(B, threads, lambda k: _work(n, k), call, min_states=MIN_STATES_PER_THREAD)
     return out, status
 
 
 def run(program, q, threads=None):
-    """pv_osimr_numba.run's contract: the vector kernel for B >= LANES once it is built, else
-    the per-state numba kernel. threads=None: numba's thread count (NUMBA_NUM_THREADS /
+    """pv_osimr_numba.run's contract: the vector kernel for B >= MIN_BATCH once it is built,
+    else the per-state numba kernel. threads=None: numba's thread count (NUMBA_NUM_THREADS /
     numba.set_num_threads) on the cores idle at the call."""
     B = q.shape[0]
-    if B < LANES or library(block=False) is None:
+    if B < MIN_BATCH or library(block=False) is None:
         return pv_osimr_numba.run(program, q, parallel=None if threads is None else threads > 1)
     if threads is None:
         threads = get_num_threads()
