@@ -334,3 +334,12 @@ def test_lanes_nan_state_is_flagged_not_spread():
     good = [b for b in range(len(q)) if b != 3]
     assert np.all(status[good] == -1)
     assert max(rel_err(out[b], refs[b]) for b in good) <= TOL
+
+
+def test_without_the_c_library_the_per_state_kernel_answers(monkeypatch):
+    """No C compiler, or the library still building: delassus answers with numba's kernel."""
+    contacts = [Contact("l_sole"), Contact(TIPS[2], "3d")]
+    model, q, refs = urdf_case("humanoid", contacts, LANES + 1, 11)
+    monkeypatch.setattr(c_pv_osimr, "library", lambda block=True: None)
+    D = delassus(model, q, contacts, backend="numba")
+    assert max(rel_err(D[b], refs[b]) for b in range(len(q))) <= TOL
