@@ -8,7 +8,7 @@ work array.
     run(program, q, threads=None, lanes=None) -> (out (B, m, m), status (B,))
         pv_osimr_numba.run's contract (status -1, or the body whose pivot failed).
     pv_osimr_compiled(model, q, rc, reference)
-        pv_osimr_numba.pv_osimr_compiled on this run (the Delassus plan's "pv-osimr" method).
+        pv_osimr_numba.pv_osimr_compiled on this run (sparsedyn.delassus's compiled "pv-osimr").
 """
 from __future__ import annotations
 

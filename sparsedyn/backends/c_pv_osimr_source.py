@@ -109,7 +109,7 @@ static vl pivot(const Prog *P, long n, long i, const vd *IA, vd *U, vd *D, vd *D
 
 
 def kernel_source(lanes=LANES):
-    """The C source (the module doc) on vectors of `lanes` states."""
+    """The C source (the module doc) on vectors of `lanes` >= 2 states (c_sincos's vector form)."""
     unpack = "".join(f"  P.{a} = x[{k}];\n" for k, a in enumerate(ARRAYS))
     return "\n".join(["#include <math.h>", f"#define LN {lanes}", vector_header(lanes),
                       sincos_source(lanes), _KERNEL % {"fields": _FIELDS}, BACKWARD,
