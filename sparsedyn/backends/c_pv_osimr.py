@@ -65,7 +65,7 @@ def _args(program):
         dims = np.array([P.jtype.size, P.nslots, P.npairs, P.w_slot.size, P.ee_slot.size,
                          P.kc_dst.size, P.blk_k1.size, program.nq, program.m], dtype=np.int64)
         assert len(dims) == len(DIMS)
-        hit = (program, addr, dims, work_doubles(*dims[[0, 1, 2, 3, 7]]))
+        hit = (program, addr, dims, work_doubles(*dims[[0, 1, 2, 3, 7, 8]]))
         if len(_ARGS) >= 256:
             _ARGS.clear()
         _ARGS[id(program)] = hit             # holds the program: its arrays stay alive

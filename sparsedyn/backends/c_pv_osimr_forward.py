@@ -4,12 +4,11 @@ point sd_pvo_lanes (c_pv_osimr_source's module doc): kernels/pv_osimr_numba._sta
 from "lines 16-17" on, on vd values."""
 
 FORWARD = r"""
-/* lines 16-28 for one group, into the states b .. b + m - 1 of out */
+/* lines 16-28 for one group, into its Lambda^-1, Ob (m x m, lanes) */
 static void forward(const Prog *P, const vd *Rst, const vd *Om, vd *Om0, vd *Kst, vd *Wst,
-                    double *out, long b, long m)
+                    vd *Ob)
 {
   long s, a, c, k, l, col, t, w, M = P->m;
-  double *o;
   for (s = 0; s < P->ns; s++) {                       /* eq. (18), forward over N */
     a = P->a_slot[s];
     c = P->rows[s];
@@ -55,8 +54,7 @@ static void forward(const Prog *P, const vd *Rst, const vd *Om, vd *Om0, vd *Kst
     c = P->rows[e];
     for (a = 0; a < c; a++)
       for (l = 0; l < c; l++)
-        for (s = 0, o = out + b * M * M + (o0 + a) * M + o0 + l; s < m; s++, o += M * M)
-          *o = B6(Om0, e, a, l)[s];
+        Ob[(o0 + a) * M + o0 + l] = B6(Om0, e, a, l);
   }
   for (w = 0; w < P->nw; w++) {                       /* 0Om_c cK_e2^T once per (c, e2) */
     long oc = P->w_slot[w], pr = P->w_pair[w];
@@ -77,33 +75,54 @@ static void forward(const Prog *P, const vd *Rst, const vd *Om, vd *Om0, vd *Kst
       for (l = 0; l < P->offsets[k2 + 1] - o2; l++) {
         vd acc = (x0 * B6(Wst, bw, 0, l) + x1 * B6(Wst, bw, 1, l) + x2 * B6(Wst, bw, 2, l)
                   + x3 * B6(Wst, bw, 3, l) + x4 * B6(Wst, bw, 4, l) + x5 * B6(Wst, bw, 5, l));
-        double *o1p = out + b * M * M + (o1 + a) * M + o2 + l;
-        double *o2p = out + b * M * M + (o2 + l) * M + o1 + a;
-        for (s = 0; s < m; s++) o1p[s * M * M] = o2p[s * M * M] = acc[s];
+        Ob[(o1 + a) * M + o2 + l] = Ob[(o2 + l) * M + o1 + a] = acc;
       }
     }
   }
+}
+
+/* out[b + s] = lane s of Ob (entries x lanes -> lanes x entries): 4 x 4 blocks transposed in
+   registers, each state's entries stored 4 at a time (scattered scalar stores, each value into
+   8 states' matrices m^2 doubles apart, cost as much as the arithmetic) */
+typedef double v4 __attribute__((vector_size(32)));
+typedef double v4u __attribute__((vector_size(32), aligned(8)));
+static void store_states(const vd *Ob, long MM, double *out, long m)
+{
+  long e, h, s, whole = m == LN && LN %% 4 == 0 ? MM - MM %% 4 : 0;
+  for (e = 0; e < whole; e += 4)
+    for (h = 0; h < LN; h += 4) {
+      v4 x0 = *(const v4 *)&Ob[e][h], x1 = *(const v4 *)&Ob[e + 1][h];
+      v4 x2 = *(const v4 *)&Ob[e + 2][h], x3 = *(const v4 *)&Ob[e + 3][h];
+      *(v4u *)(out + (h + 0) * MM + e) = (v4){x0[0], x1[0], x2[0], x3[0]};
+      *(v4u *)(out + (h + 1) * MM + e) = (v4){x0[1], x1[1], x2[1], x3[1]};
+      *(v4u *)(out + (h + 2) * MM + e) = (v4){x0[2], x1[2], x2[2], x3[2]};
+      *(v4u *)(out + (h + 3) * MM + e) = (v4){x0[3], x1[3], x2[3], x3[3]};
+    }
+  for (e = whole; e < MM; e++)                        /* the rest, and partial groups */
+    for (s = 0; s < m; s++) out[s * MM + e] = Ob[e][s];
 }
 
 void sd_pvo_lanes(long B, const double *q, double *out, long *status, double *work,
                   const void *const *arr, const long *dims, double tol)
 {
   Prog P;
-  long b, s, c, m;
-  vd *IA, *Rst, *Om, *Om0, *Kst, *Wst, *qv;
+  long b, s, c, m, M = dims[8];
+  vd *IA, *Rst, *Om, *Om0, *Kst, *Wst, *qv, *Ob;
   vl st;
   const void *const *x = arr;
 %(unpack)s  P.nb = dims[0]; P.ns = dims[1]; P.npairs = dims[2]; P.nw = dims[3]; P.ne = dims[4];
   P.nkc = dims[5]; P.nblk = dims[6]; P.nq = dims[7]; P.m = dims[8]; P.tol = tol;
   IA = (vd *)work; Rst = IA + 36 * P.nb; Om = Rst + 36 * P.ns; Om0 = Om + 36 * P.ns;
-  Kst = Om0 + 36 * P.ns; Wst = Kst + 36 * P.npairs; qv = Wst + 36 * P.nw;
+  Kst = Om0 + 36 * P.ns; Wst = Kst + 36 * P.npairs; qv = Wst + 36 * P.nw; Ob = qv + P.nq;
+  for (c = 0; c < M * M; c++) Ob[c] = (vd){0.0};   /* blocks of no common ancestor stay 0 */
   for (b = 0; b < B; b += LN) {
     m = B - b < LN ? B - b : LN;
     for (s = 0; s < LN; s++)                          /* idle lanes repeat the first state */
       for (c = 0; c < P.nq; c++) qv[c][s] = q[(b + (s < m ? s : 0)) * P.nq + c];
     st = (vl){0} - 1;
     backward(&P, qv, IA, Rst, Om, &st);
-    forward(&P, Rst, Om, Om0, Kst, Wst, out, b, m);
+    forward(&P, Rst, Om, Om0, Kst, Wst, Ob);
+    store_states(Ob, M * M, out + b * M * M, m);
     for (s = 0; s < m; s++) status[b + s] = st[s];
   }
 }

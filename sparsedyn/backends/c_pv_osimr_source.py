@@ -30,10 +30,10 @@ ARRAYS = ("jtype", "parent", "qidx", "axis", "XT_R", "XT_p", "inertia", "nvj", "
 DIMS = ("nb", "ns", "npairs", "nw", "ne", "nkc", "nblk", "nq", "m")
 
 
-def work_doubles(nb, ns, npairs, nw, nq, lanes=LANES):
+def work_doubles(nb, ns, npairs, nw, nq, m, lanes=LANES):
     """Doubles of the work array: IA (nb), R, Om, Om0 (ns each), K (npairs), W (nw) as 6x6
-    blocks, and the group's transposed q, lanes values each."""
-    return lanes * (36 * (nb + 3 * ns + npairs + nw) + nq)
+    blocks, the group's transposed q and its m x m output, lanes values each."""
+    return lanes * (36 * (nb + 3 * ns + npairs + nw) + nq + m * m)
 
 
 _FLOATS = ("axis", "XT_R", "XT_p", "inertia", "S_val", "armature", "K0")
