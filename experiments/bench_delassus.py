@@ -12,8 +12,8 @@ soles and 3D point contacts at the six fingertips (m = 12 + 18 = 30). Rows:
                            the best of 3 loops over the batch per repetition)
     pv-osimr numba 1T/allT delassus(..., backend="numba") with numba.set_num_threads(1) / all
     kernel 1T/allT         the compiled kernel alone (backends/c_pv_osimr.run on a cached
-                           program: C on vectors of 8 states for B >= 8, numba's per-state kernel
-                           below): what the public call adds on top is Python input checking
+                           program: C on vectors of 8 states for B >= 2, numba's per-state kernel
+                           at B = 1): what the public call adds on top is Python input checking
     kernel per-state 1T    numba's per-state kernel alone (pv_osimr_numba.run), the one the
                            vectors replaced for batches
     sparse numba 1T        delassus(..., method="sparse", backend="numba"): Nori's block system,

@@ -1,12 +1,14 @@
 """The compiled PV-OSIMr Delassus kernel on vectors of LANES states (c_pv_osimr_source: seed
 000, Algorithm 3 on GCC vectors, one library for every program, built once per machine by
 generated_c.build and cached), for batches of MIN_BATCH states or more; for one state, or while
-the library is not built or no C compiler exists, kernels/pv_osimr_numba's per-state kernel. Called through ctypes, which
-releases the GIL: threads run their ranges of a batch (generated_c.split_run), each on its own
-work array.
+the library is not built or no C compiler exists, kernels/pv_osimr_numba's per-state kernel.
+Called through ctypes, which releases the GIL: threads run their ranges of a batch
+(generated_c.split_run), each on its own work array.
 
-    run(program, q, threads=None, lanes=None) -> (out (B, m, m), status (B,))
+    run(program, q, threads=None) -> (out (B, m, m), status (B,))
         pv_osimr_numba.run's contract (status -1, or the body whose pivot failed).
+    run_lanes(program, q, threads=1)
+        the same, always on the vectors (the library built first if need be).
     pv_osimr_compiled(model, q, rc, reference)
         pv_osimr_numba.pv_osimr_compiled on this run (sparsedyn.delassus's compiled "pv-osimr").
 """
