@@ -11,8 +11,11 @@ soles and 3D point contacts at the six fingertips (m = 12 + 18 = 30). Rows:
                            models; a subprocess on the same stored configurations, timing itself:
                            the best of 3 loops over the batch per repetition)
     pv-osimr numba 1T/allT delassus(..., backend="numba") with numba.set_num_threads(1) / all
-    kernel 1T/allT         the compiled kernel alone (pv_osimr_numba.run on a cached program):
-                           what the public call adds on top is Python input checking
+    kernel 1T/allT         the compiled kernel alone (backends/c_pv_osimr.run on a cached
+                           program: C on vectors of 8 states for B >= 2, numba's per-state kernel
+                           at B = 1): what the public call adds on top is Python input checking
+    kernel per-state 1T    numba's per-state kernel alone (pv_osimr_numba.run), the one the
+                           vectors replaced for batches
     sparse numba 1T        delassus(..., method="sparse", backend="numba"): Nori's block system,
                            compiled assembly + one sparse LU and m substitutions per state
                            (single-threaded kernels)
@@ -46,7 +49,9 @@ from sparsedyn.bench import pin_configuration, pin_contact_models
 from sparsedyn.contacts import Contact, resolve_contacts
 from sparsedyn.delassus import METHODS, delassus
 from sparsedyn.files import atomic_write
-from sparsedyn.kernels.pv_osimr_numba import program_for, run
+from sparsedyn.backends.c_pv_osimr import library, run
+from sparsedyn.kernels import pv_osimr_numba
+from sparsedyn.kernels.pv_osimr_numba import program_for
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_contacts import contact_spec  # noqa: E402
@@ -153,6 +158,7 @@ def main(argv=None):
     # route (sparsedyn/jit.py): start that compile and wait for it, so every cell times numba
     delassus(model, model.neutral_configuration(), contacts, method="pv-osimr")
     wait_for_kernels()
+    library()                       # the C kernel on vectors: built (or loaded) before timing
     q = model.random_configuration(rng, batch=max(max(batches), CHECKED))
     pq = [pin_configuration(model, pmodel, qb) for qb in q]
     cms, cds = pin_contact_models(pmodel, contacts)
@@ -196,6 +202,8 @@ def timings(model, q, pq, pmodel, pdata, cms, cds, contacts, batches, peer):
             f"pv-osimr numba {nthreads}T": lambda B: (lambda: delassus(model, q[:B], contacts)),
             "kernel 1T": lambda B: with_threads(1, lambda: run(program, q[:B])),
             f"kernel {nthreads}T": lambda B: (lambda: run(program, q[:B])),
+            "kernel per-state 1T": lambda B: (
+                lambda: pv_osimr_numba.run(program, q[:B], parallel=False)),
             "sparse numba 1T": lambda B: (lambda: delassus(model, q[:B], contacts, method="sparse",
                                                            backend="numba"))}
     for method in METHODS:

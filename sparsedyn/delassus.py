@@ -25,9 +25,11 @@ system with the loop rows (problems/loop_delassus.py).
 New methods register in METHODS with the signature f(model, q, Xup, resolved_contacts) -> (B, m, m).
 
 Backends: "numpy" runs METHODS[method] (the reference path, batched NumPy); "numba" runs the
-compiled kernel of COMPILED[method] ("pv-osimr": sparsedyn/kernels/pv_osimr_numba.py, same
-algorithm one state at a time, parallel over the batch on numba's thread pool, NUMBA_NUM_THREADS;
-"sparse": the compiled assembly and LU programs).
+compiled kernel of COMPILED[method] ("pv-osimr": sparsedyn/backends/c_pv_osimr.py, the same
+algorithm in C on vectors of 8 states for batches of 2 or more once its library is built (once
+per machine, in the background), else sparsedyn/kernels/pv_osimr_numba.py one state at a time;
+both split a batch over NUMBA_NUM_THREADS threads on the idle cores; "sparse": the compiled
+assembly and LU programs).
 backend=None picks "numba" when the method has a compiled kernel and numba is importable. Both
 charge the same per-state operation counts (the compiled path charges the reference's).
 """
@@ -87,7 +89,7 @@ METHODS = {
 
 
 #: methods with a compiled (numba) kernel: name -> "module:function" f(model, q, rc, reference)
-COMPILED = {"pv-osimr": "sparsedyn.kernels.pv_osimr_numba:pv_osimr_compiled",
+COMPILED = {"pv-osimr": "sparsedyn.backends.c_pv_osimr:pv_osimr_compiled",
             "sparse": "sparsedyn.problems.delassus_sparse:sparse_compiled"}
 BACKENDS = ("numba", "numpy")
 

@@ -61,9 +61,12 @@ def mass_matrix_kernels():
 
 
 def pv_osimr_kernels():
-    """The compiled PV-OSIMr Delassus matrix, serial and parallel."""
+    """The compiled PV-OSIMr Delassus matrix, serial and parallel, and its C library on vectors
+    (backends/c_pv_osimr.py; where a C compiler exists)."""
+    from .backends.c_pv_osimr import library
     from .contacts import Contact, resolve_contacts
     from .kernels.pv_osimr_numba import program_for, run
+    library()
     model = models.humanoid()
     q = np.tile(model.neutral_configuration(), (64, 1))
     contacts = [Contact("l_sole", "6d"), Contact("r_index_tip", "3d")]

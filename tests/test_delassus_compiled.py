@@ -125,25 +125,39 @@ def every_joint_tree(root):
     return b.build()
 
 
-@pytest.mark.parametrize("root", [FreeFlyerJoint("root_j"), PlanarJoint("root_j"),
-                                  SphericalJoint("root_j"), PrismaticJoint("root_j", [0.3, 1, -0.2])],
-                         ids=lambda j: j.kind)
-def test_every_joint_kind(root):
-    model = every_joint_tree(root)
-    pmodel = pin_twin(model)
-    rng = np.random.default_rng(6)
-    contacts = [Contact("slider", "6d", random_placement(rng)), Contact("hand", "3d", random_placement(rng)),
-                Contact("tip", "6d", random_placement(rng)), Contact("ball", "3d", random_placement(rng)),
-                Contact("root", "3d", random_placement(rng)), Contact("slider", "3d")]
+def twin_contact_models(model, pmodel, contacts):
+    """Pinocchio's LOCAL contact models of `contacts` on a pin_twin model (builder links: body i
+    is Pinocchio joint i + 1)."""
     cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for c in contacts:                               # builder links: body i is Pinocchio joint i + 1
+    for c in contacts:
         kind = pin.ContactType.CONTACT_6D if c.kind == "6d" else pin.ContactType.CONTACT_3D
         cm = pin.RigidConstraintModel(kind, pmodel, model.frames[c.link].body + 1, pin.SE3(c.placement),
                                       pin.ReferenceFrame.LOCAL)
         cms.append(cm)
         cds.append(cm.createData())
-    q = model.random_configuration(rng, batch=4)
-    refs = pin_delassus(pmodel, [twin_q(model, pmodel, x) for x in q], cms, cds)
+    return cms, cds
+
+
+def every_joint_case(root, seed, batch):
+    """every_joint_tree(root), contacts on every kind of link, `batch` states, Pinocchio's answers."""
+    model = every_joint_tree(root)
+    pmodel = pin_twin(model)
+    rng = np.random.default_rng(seed)
+    contacts = [Contact("slider", "6d", random_placement(rng)), Contact("hand", "3d", random_placement(rng)),
+                Contact("tip", "6d", random_placement(rng)), Contact("ball", "3d", random_placement(rng)),
+                Contact("root", "3d", random_placement(rng)), Contact("slider", "3d")]
+    cms, cds = twin_contact_models(model, pmodel, contacts)
+    q = model.random_configuration(rng, batch=batch)
+    return model, q, contacts, pin_delassus(pmodel, [twin_q(model, pmodel, x) for x in q], cms, cds)
+
+
+ROOTS = [FreeFlyerJoint("root_j"), PlanarJoint("root_j"), SphericalJoint("root_j"),
+         PrismaticJoint("root_j", [0.3, 1, -0.2])]
+
+
+@pytest.mark.parametrize("root", ROOTS, ids=lambda j: j.kind)
+def test_every_joint_kind(root):
+    model, q, contacts, refs = every_joint_case(root, 6, 4)
     check_batch_and_single(model, q, contacts, refs)
 
 
@@ -218,3 +232,114 @@ def test_bad_input():
     qf[3:7] = [0.0, 0.0, 0.0, 2.0]
     with pytest.raises(ValueError, match="quaternion"):
         delassus(fb, qf, [Contact("l_sole")], backend="numba")
+
+
+# The C kernel on vectors of LANES states (sparsedyn/backends/c_pv_osimr.py): batches of 0, 1,
+# LANES - 1, LANES + 1 and 37 states (whole and partial groups), against Pinocchio, directly
+# (run_lanes) and through delassus (which picks it for B >= c_pv_osimr.MIN_BATCH)
+
+from sparsedyn.backends import c_pv_osimr                      # noqa: E402
+from sparsedyn.backends.c_vector import LANES                  # noqa: E402
+from sparsedyn.kernels.parallel import MIN_STATES_PER_THREAD    # noqa: E402
+
+LANE_BATCHES = (0, 1, LANES - 1, LANES + 1, 37)
+
+
+def check_lanes(model, q, contacts, refs):
+    """run_lanes and delassus on the first B states for each B of LANE_BATCHES."""
+    program = program_for(model, resolve_contacts(model, contacts))
+    for B in LANE_BATCHES:
+        out, status = c_pv_osimr.run_lanes(program, q[:B])
+        assert out.shape == (B, program.m, program.m) and np.all(status == -1)
+        assert all(rel_err(out[b], refs[b]) <= TOL for b in range(B)), B
+        D = delassus(model, q[:B], contacts, backend="numba")
+        assert all(rel_err(D[b], refs[b]) <= TOL for b in range(B)), B
+
+
+def test_lanes_humanoid_feet_and_fingertips():
+    contacts = [Contact("l_sole"), Contact("r_sole")] + [Contact(t, "3d") for t in TIPS]
+    model, q, refs = urdf_case("humanoid", contacts, max(LANE_BATCHES), 3)
+    check_lanes(model, q, contacts, refs)
+
+
+def test_lanes_panda_fixed_base():
+    rng = np.random.default_rng(21)
+    contacts = [Contact("panda_hand", "6d", random_placement(rng)),
+                Contact("panda_link4", "3d", random_placement(rng)),
+                Contact("panda_link7", "3d")]
+    model, q, refs = urdf_case("panda", contacts, max(LANE_BATCHES), 4)
+    check_lanes(model, q, contacts, refs)
+
+
+@pytest.mark.parametrize("root", ROOTS, ids=lambda j: j.kind)
+def test_lanes_every_joint_kind(root):
+    """Spherical, planar, prismatic and free joints: the kernel's multi-DoF pivots (Cholesky)."""
+    check_lanes(*every_joint_case(root, 16, max(LANE_BATCHES)))
+
+
+def test_lanes_threads_split_the_batch():
+    """Two threads (ranges of at least MIN_STATES_PER_THREAD states) give each state's answer."""
+    contacts = [Contact("l_sole"), Contact(TIPS[1], "3d")]
+    model, q, refs = urdf_case("humanoid", contacts, 2 * MIN_STATES_PER_THREAD + 5, 9)
+    out, status = c_pv_osimr.run_lanes(program_for(model, resolve_contacts(model, contacts)), q,
+                                       threads=2)
+    assert np.all(status == -1)
+    assert max(rel_err(out[b], refs[b]) for b in range(len(q))) <= TOL
+
+
+def elbow_point_mass():
+    """A point mass on the first joint's axis and a point mass m at distance l on a second link,
+    both joints about z at distance L: det M = m^2 L^2 l^2 sin^2 q2, so the states with q2 = 0
+    (and only they) are singular, and the first joint's articulated pivot m L^2 sin^2 q2 is 0
+    there."""
+    b = ModelBuilder("elbow_point_mass")
+    b.add_body("upper", WORLD, RevoluteJoint("shoulder", [0, 0, 1]), mass=1.0,
+               inertia=np.zeros((3, 3)))
+    b.add_body("fore", 0, RevoluteJoint("elbow", [0, 0, 1]), placement=np.array(
+        [[1.0, 0, 0, 0.7], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]), mass=2.0,
+        com=(0.5, 0.0, 0.0), inertia=np.zeros((3, 3)))
+    return b.build()
+
+
+def test_lanes_singular_pivot_flags_its_lane_only():
+    model = elbow_point_mass()
+    pmodel = pin_twin(model)
+    rng = np.random.default_rng(17)
+    q = rng.uniform(0.3, 2.8, size=(LANES + 1, 2))  # sin q2 far from 0
+    singular = (2, LANES)                           # one in the whole group, one in the partial
+    q[singular, 1] = 0.0
+    contacts = [Contact("fore", "3d", random_placement(rng))]
+    program = program_for(model, resolve_contacts(model, contacts))
+    out, status = c_pv_osimr.run_lanes(program, q)
+    assert status[list(singular)].tolist() == [0, 0]            # body "upper": the shoulder
+    good = [b for b in range(len(q)) if b not in singular]
+    assert np.all(status[good] == -1)
+    cms, cds = twin_contact_models(model, pmodel, contacts)
+    refs = pin_delassus(pmodel, [twin_q(model, pmodel, q[b]) for b in good], cms, cds)
+    assert max(rel_err(out[b], r) for b, r in zip(good, refs)) <= TOL
+    with pytest.raises(SingularModelError, match="shoulder") as err:
+        delassus(model, q, contacts, backend="numba")
+    assert err.value.batch_indices == singular
+
+
+def test_lanes_nan_state_is_flagged_not_spread():
+    """delassus rejects a non-finite q (test_bad_input); the kernel itself, handed one, flags
+    that state's pivot as the per-state kernel does and answers the others of its group."""
+    contacts = [Contact("l_sole"), Contact(TIPS[0], "3d")]
+    model, q, refs = urdf_case("humanoid", contacts, LANES + 1, 10)
+    q[3, 9] = np.nan
+    program = program_for(model, resolve_contacts(model, contacts))
+    out, status = c_pv_osimr.run_lanes(program, q)
+    assert status[3] >= 0 and run(program, q[3:4], parallel=False)[1][0] >= 0
+    good = [b for b in range(len(q)) if b != 3]
+    assert np.all(status[good] == -1)
+    assert max(rel_err(out[b], refs[b]) for b in good) <= TOL
+
+
+def test_without_the_c_library_the_per_state_kernel_answers(monkeypatch):
+    """No C compiler, or the library still building: delassus answers with numba's kernel."""
+    contacts = [Contact("l_sole"), Contact(TIPS[2], "3d")]
+    model, q, refs = urdf_case("humanoid", contacts, LANES + 1, 11)
+    monkeypatch.setattr(c_pv_osimr, "library", lambda block=True: None)
+    D = delassus(model, q, contacts, backend="numba")
+    assert max(rel_err(D[b], refs[b]) for b in range(len(q))) <= TOL

@@ -480,15 +480,16 @@ def run(program, q, parallel=None):
     return out, status
 
 
-def pv_osimr_compiled(model, q, rc, reference):
+def pv_osimr_compiled(model, q, rc, reference, runner=run):
     """(B, m, m) Delassus matrix of the resolved contacts rc (all on movable bodies) at the checked
     configurations q (B, nq). `reference(model, q, rc)` is the NumPy PV-OSIMr: it charges the
     per-state operation count when counting (the counts are q-independent, so one state suffices)
-    and raises the typed SingularModelError (bodies, batch indices) when a pivot failed here."""
+    and raises the typed SingularModelError (bodies, batch indices) when a pivot failed here.
+    runner: run's contract (backends/c_pv_osimr.run: the same algorithm on vectors of states)."""
     program = program_for(model, rc)
     if counting():
         reference(model, q[:1], rc)
-    out, status = run(program, q)
+    out, status = runner(program, q)
     if (status >= 0).any():
         # the reference's eigenvalue test flags every state flagged here (a Cholesky pivot is
         # >= lambda_min); should rounding let it pass, its result is the answer

@@ -8,8 +8,10 @@ The q-independent bookkeeping (E, ES, N, A, D, cca) is `pv_osimr_topology`.
 Preconditions: every articulated pivot D_i invertible (else SingularModelError); contacts on
 movable bodies (sparsedyn.delassus drops world-welded ones).
 
-Compiled twin (default backend of sparsedyn.delassus): sparsedyn/kernels/pv_osimr_numba.py walks a
-flattened program of this topology (kernels/pv_osimr_program.py); this file stays the reference.
+Compiled twins (default backend of sparsedyn.delassus): sparsedyn/kernels/pv_osimr_numba.py walks a
+flattened program of this topology (kernels/pv_osimr_program.py) one state at a time,
+sparsedyn/backends/c_pv_osimr.py the same program in C on vectors of states; this file stays the
+reference.
 
 Local-frame form: propagators are kept transposed, as row stacks R = kP_d^T (c x 6, link-k
 coordinates; c = 6 for a branching link d, m_d for an end-effector d), see _osim_common.
