@@ -48,13 +48,16 @@ from .c_chain_fold import ChainFolder
 from .c_chain_pairs import VECTOR_HEADER, WIDTHS, common_tail, vector_statements
 from .c_chain_flags import contiguous, gathered, flag_statements
 from .c_fold import lit
-from .c_source import BAD_QUATERNION, CHUNK, _table, assembly_statements
+from .c_source import BAD_QUATERNION, _table, assembly_statements
 from .generated_c import CFLAGS_LONG, build, library_path, split_run
 
 #: flag bit of a state whose q has a quaternion that is not unit-norm
 QUATERNION_FLAG = 4
 #: fewest samples per thread of a batch split over threads (generated_c.split_run)
 MAP_MIN_STATES_PER_THREAD = 4
+#: lines per static helper of the chain program (half c_source.CHUNK): a compiler's time per
+#: function grows faster than its length, and the machine code of shorter helpers is no longer
+MAP_CHUNK = 200
 
 
 class _Layout:
@@ -110,7 +113,7 @@ def chain_statements(chains, i):
 
 
 def _part(name, statements, helpers):
-    """Statements (one list per instruction, never split) as static helpers of about CHUNK
+    """Statements (one list per instruction, never split) as static helpers of about MAP_CHUNK
     lines; the lines calling them."""
     calls, body = [], []
 
@@ -123,7 +126,7 @@ def _part(name, statements, helpers):
         calls.append(f"  {fn}(w);")
     for lines in statements:
         body.extend(lines)
-        if len(body) >= CHUNK:
+        if len(body) >= MAP_CHUNK:
             flush()
             body = []
     if body:
