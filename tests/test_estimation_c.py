@@ -118,9 +118,11 @@ def test_a_bad_sample_gets_plan_solves_error(humanoid_map):
 
 
 def test_solver_inputs_of_other_shapes_go_the_checked_way(humanoid_map):
-    """The call copies q, v and y with one concatenate after comparing their shapes: the same
-    total split otherwise is refused naming q, not run; a batch of one, or a reading given as
-    a list, gets the batched numba route's estimate."""
+    """The call copies float64 q, v and y of its buffers' shapes into them, other arrays with
+    one concatenate after comparing their shapes: the same total split otherwise is refused
+    naming q, not run; a batch of one, or a reading given as a list, gets the batched numba
+    route's estimate; float32 readings and strided or integer arrays get the estimate of
+    their float64 values."""
     model, truth, problem, plan, readings = humanoid_map
     batch = plan.solve(truth.q, truth.v, readings, backend="numba")
     solve = plan.solver()
@@ -131,6 +133,16 @@ def test_solver_inputs_of_other_shapes_go_the_checked_way(humanoid_map):
         solve(np.r_[q, 0.0], v[:-1], y)
     assert rel_err(solve(q[None], v[None], y), batch.vector[0]) <= 1e-12 and solve.ok
     assert rel_err(solve(q, v, list(y)), batch.vector[0]) <= 1e-12 and solve.ok
+    assert rel_err(solve(np.repeat(q, 2)[::2], v, y), batch.vector[0]) <= 1e-12 and solve.ok
+    y32 = y.astype(np.float32)
+    start, r32 = 0, {}
+    for name, size in solve.readings_order:
+        r32[name] = y32[start:start + size].astype(float)[None]
+        start += size
+    ref32 = plan.solve(truth.q[:1], truth.v[:1], r32, backend="numba").vector[0]
+    assert rel_err(solve(q, v, y32), ref32) <= 1e-12 and solve.ok
+    zero = plan.solve(truth.q[:1], np.zeros((1, model.nv)), r32, backend="numba").vector[0]
+    assert rel_err(solve(q, np.zeros(model.nv, dtype=int), y32), zero) <= 1e-12 and solve.ok
 
 
 def test_an_undetermined_sample_is_flagged_on_c():

@@ -16,7 +16,8 @@ written as literals:
      column's (c_chain_pairs);
   3. the flags: 1 (a pivot not positive; q, a body velocity, x or the probe not finite), else 2
      (a direction the data may not determine: d_j - p_j <= tol (N_jj - p_j) or |z_j| >
-     z_tol_j), plus 4 when a quaternion of q is not unit-norm.
+     z_tol_j; the tests of x four variables at a time on vectors: c_chain_flags), plus 4
+     when a quaternion of q is not unit-norm.
 
 Interface of a unit with prefix P:
     #define P_WORK_DOUBLES n, P_SAMPLE_DOUBLES s
@@ -45,14 +46,18 @@ from ..ir.chain_program import EPI_ADD, EPI_LIST, EPI_RECIP, EPI_SCALE
 from ..ir.chain_program import PRIOR_ROWS
 from .c_chain_fold import ChainFolder
 from .c_chain_pairs import VECTOR_HEADER, WIDTHS, common_tail, vector_statements
+from .c_chain_flags import contiguous, gathered, flag_statements
 from .c_fold import lit
-from .c_source import BAD_QUATERNION, CHUNK, _table, assembly_statements
+from .c_source import BAD_QUATERNION, _table, assembly_statements
 from .generated_c import CFLAGS_LONG, build, library_path, split_run
 
 #: flag bit of a state whose q has a quaternion that is not unit-norm
 QUATERNION_FLAG = 4
 #: fewest samples per thread of a batch split over threads (generated_c.split_run)
 MAP_MIN_STATES_PER_THREAD = 4
+#: lines per static helper of the chain program (half c_source.CHUNK): a compiler's time per
+#: function grows faster than its length, and the machine code of shorter helpers is no longer
+MAP_CHUNK = 200
 
 
 class _Layout:
@@ -108,7 +113,7 @@ def chain_statements(chains, i):
 
 
 def _part(name, statements, helpers):
-    """Statements (one list per instruction, never split) as static helpers of about CHUNK
+    """Statements (one list per instruction, never split) as static helpers of about MAP_CHUNK
     lines; the lines calling them."""
     calls, body = [], []
 
@@ -121,7 +126,7 @@ def _part(name, statements, helpers):
         calls.append(f"  {fn}(w);")
     for lines in statements:
         body.extend(lines)
-        if len(body) >= CHUNK:
+        if len(body) >= MAP_CHUNK:
             flush()
             body = []
     if body:
@@ -254,8 +259,7 @@ def map_source(route, prefix):
              [f"  w[{int(s)}] = 0.0;" for s in ms.x_slot])
     lines, calls = _program(prefix, chains, ms, helpers)
     body += lines
-    # the tests per variable, a loop over tables: x - x is 0 for a finite x and NaN otherwise,
-    # so one sum `fin` tests every x and z finite; x copied out on the way
+    # the tests per variable over tables (c_chain_flags), x copied out on the way
     t = f"{prefix}_f"
     xk = f"w[{x0} + k]" if direct else f"w[{t}_x[k]]"
     tables += [_table(f"{t}_{name}", getattr(ms, f"{name}_slot"), "int")
@@ -263,6 +267,9 @@ def map_source(route, prefix):
     if per_sample:                           # the call's prior and probe scale, known columns
         p0, zt, known = "sp[k]", f"{lit(float(route.sample_tol))} / sqrt(J[k])", "(sa[k] != 0.0)"
         zt2 = f"{lit(float(route.sample_tol2))} / sqrt(J[k])"
+        tests = dict(p0=contiguous("sp"), zt=gathered(f"{lit(float(route.sample_tol))} / "
+                                                      "sqrt(J[{k}])"),
+                     known=(known, "(SD_LD4(sa + k) != 0.0)"))
         # the second step accepts no state where an active variable's prior is strong
         eligible = [f"  for (k = 0; k < {n}; k++) go &= !(sa[k] != 0.0 && "
                     f"sp[k] > {lit(float(route.prior2_max))} * J[k]);"]
@@ -271,13 +278,14 @@ def map_source(route, prefix):
                    _table(f"{t}_zt", route._static_tests[4][0], "double"),
                    _table(f"{t}_zt2", route._static_tests[5][0], "double")]
         p0, zt, known, zt2 = f"{t}_p[k]", f"{t}_zt[k]", "1", f"{t}_zt2[k]"
+        tests = dict(p0=contiguous(f"{t}_p"), zt=contiguous(f"{t}_zt"))
         eligible = [f"  go &= {t}_zt2[0] >= 0.0;"]
     body += ["  { double fin = 0.0; int ibad = 0, iund = 0;",
-             f"  for (k = 0; k < {n}; k++) {{",
-             f"    d = w[{t}_d[k]]; v = {xk}; z = w[{t}_z[k]]; p0 = {p0}; zt = {zt};",
-             "    fin += (v - v) + (z - z); ibad |= !(d > 0.0); x[k] = v;",
-             f"    iund |= {known} & (d - p0 <= {lit(ms.sing_tol)} * (w[{t}_nkk[k]] - p0));",
-             f"    probe |= {known} & (fabs(z) > zt);", "  }",
+             *flag_statements(n, gathered(f"w[{t}_d[{{k}}]]"),
+                              contiguous(f"(w + {x0})") if direct else
+                              gathered(f"w[{t}_x[{{k}}]]"),
+                              gathered(f"w[{t}_z[{{k}}]]"), gathered(f"w[{t}_nkk[{{k}}]]"),
+                              tol=lit(ms.sing_tol), **tests),
              "  bad += ibad + (fin != 0.0); und += iund; }"]
     if second:
         # only the probe responded: its second step and a second refinement step on

@@ -424,6 +424,7 @@ class EstimateSolver:
         self._in = np.zeros(model.nq + model.nv + n_y)
         self._q, self._v, self._y = np.split(self._in, [model.nq, model.nq + model.nv])
         self._shapes = (self._q.shape, self._v.shape, self._y.shape)
+        self._kinds = self._shapes + (self._in.dtype,) * 3
         self._x = np.zeros(problem.shape[1])
         for s in rows.sensors:
             if s.default_reading is not None:
@@ -487,10 +488,17 @@ class EstimateSolver:
                 return self._checked(q, v, readings, out)      # plan.solve names the problem
         else:
             readings = None
-        try:        # the shapes first: concatenate would take any split of the same total
-            if (q.shape, v.shape, y.shape) != self._shapes:
-                raise ValueError
-            np.concatenate((q, v, y), out=self._in)
+        # float64 arrays of the buffers' shapes: three copies into them (half a concatenate's
+        # cost); other arrays: the shapes compared, then one concatenate casting as it does
+        try:
+            if (q.shape, v.shape, y.shape, q.dtype, v.dtype, y.dtype) == self._kinds:
+                self._q[...] = q
+                self._v[...] = v
+                self._y[...] = y
+            elif (q.shape, v.shape, y.shape) != self._shapes:
+                raise ValueError        # concatenate would take any split of the same total
+            else:
+                np.concatenate((q, v, y), out=self._in)
         except (AttributeError, TypeError, ValueError):   # not arrays, shapes, dtypes
             return self._checked(q, v, readings if readings is not None else y, out)
         if self._run() != 0:
