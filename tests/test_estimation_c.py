@@ -8,6 +8,7 @@ import pytest
 
 from oracles import in_threads, rel_err
 from pin_sensors import singular_chain_setting, square_ankles_setting
+from sparsedyn import wait_for_kernels
 from sparsedyn.errors import SingularStateWarning
 from sparsedyn.estimation import compile_estimation
 from test_estimation import _readings
@@ -238,6 +239,7 @@ def test_small_batches_go_to_c_once_it_is_built(humanoid_map):
     compiler run of its own), numba for big batches; the same numbers either way."""
     model, truth, problem, plan, readings = humanoid_map
     fresh = compile_estimation(problem, method="map", covariances=COV, map_form="normal")
+    wait_for_kernels()            # numba's MAP kernels (auto answers "numpy" while they compile)
     assert fresh.auto_backend(1) == "numba"              # no C route built by anyone yet
     plan.solver()
     assert plan.auto_backend(1) == "c" and plan.auto_backend(10 ** 6) == "numba"
