@@ -10,8 +10,8 @@ Only the directions that move a body are visited: those of the joints on its pat
 dv is kept per support entry: entry j of body i carries dv_i along support_dirs[j], from the
 parent's entry support_up[j] (-1: a direction of joint i itself).
 
-Preconditions: arrays from TangentData (built by problems/derivative_layout.py), E (B, N, 3, 3)
-and r (B, N, 3) of the joint transforms iX_lambda(i) (kinematics.joint_transforms), body
+Preconditions: arrays from TangentData (built by problems/derivative_layout.py), kin (B, N, 12)
+the joint transforms iX_lambda(i), E row-major then r (kinematics.joint_transforms), body
 velocities (B, N, 6) and the solution x (B, n_cols), all float64 C-contiguous; out (n_rows, k,
 >= B), k >= 2 nv, states last (any strides), zero in its first 2 nv columns outside
 rhs_pattern (the kernel clears the pattern's entries itself).
@@ -142,7 +142,7 @@ def _gather(src, s0, nl, i, start, size, dst):
 
 
 @njit(cache=True, nogil=True)
-def tangent_rhs(T, E, r, vel, qd, x, out):
+def tangent_rhs(T, kin, vel, qd, x, out):
     """out[:, :2 nv, b] = -(dr/dq, dr/dv) for every state b (see the module doc), LANES states
     at a time, serially."""
     B, N, nv = qd.shape[0], T.parents.size, qd.shape[1]
@@ -153,15 +153,15 @@ def tangent_rhs(T, E, r, vel, qd, x, out):
     buf = np.zeros((6, 6, LANES))
     tmp, tmp2, vJ, Iv, Idv, fi = buf[0], buf[1], buf[2], buf[3], buf[4], buf[5]
     # every input as (B, bodies or 1, entries), gathered per body into (entries, lanes)
-    E9, x3, qd3 = E.reshape((B, N, 9)), x.reshape((B, 1, x.shape[1])), qd.reshape((B, 1, nv))
+    x3, qd3 = x.reshape((B, 1, x.shape[1])), qd.reshape((B, 1, nv))
     for s0 in range(0, B, LANES):
         nl = min(LANES, B - s0)
         _zero_pattern(T, out, nv, s0, nl)
         for i in range(N):
             p, n, v0 = T.parents[i], T.v_size[i], T.v_start[i]
             ra, rf = T.row_a[i], T.row_f[i]
-            _gather(E9, s0, nl, i, 0, 9, Ei9)
-            _gather(r, s0, nl, i, 0, 3, ri)
+            _gather(kin, s0, nl, i, 0, 9, Ei9)
+            _gather(kin, s0, nl, i, 9, 3, ri)
             _gather(vel, s0, nl, i, 0, 6, vi)
             _gather(qd3, s0, nl, 0, v0, n, qdl)
             for k in range(n):

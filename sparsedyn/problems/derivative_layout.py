@@ -1,6 +1,7 @@
 """The layout the compiled derivatives read from a dynamics plan (plan_derivatives.py), built
 once per plan: the measurement columns e_k of the given qdd / tau, the solution's output
-columns, and the tangent kernel's TangentData (kernels/tangent_numba.py)."""
+columns, and the tangent kernel's TangentData (kernels/tangent_numba.py); per call the compiled
+D(q) with the kinematics the tangent kernel reads."""
 from __future__ import annotations
 
 import weakref
@@ -49,15 +50,16 @@ def _output_columns(plan):
                           + [np.zeros(0, dtype=int)])
 
 
-def compiled_values(plan, q):
-    """D's entries (B, nnz) at checked q, as plan.system.values(joint_transforms(model, q)),
-    compiled (kernels/assemble_numba.assemble_batch on the plan's assembly program; the values
-    depend on q alone: v and the given y are passed as zeros)."""
+def compiled_values(plan, q, v):
+    """(D's entries (B, nnz), the joint transforms kin (B, N, 12), the body velocities vel
+    (B, N, 6)) at checked q, v: plan.system.values(joint_transforms(model, q)) and
+    body_velocities, compiled in one pass (kernels/assemble_numba.assemble_batch on the plan's
+    assembly program; the given y is passed as zeros: D depends on q alone, b is dropped)."""
     order, B = list(plan.system.measured), q.shape[0]
     width = sum(plan.system.rows[("y_" + k, b)].size for k, b in order)
-    values, _ = assemble_batch(plan.ir.assembly, q, np.zeros((B, plan.model.nv)),
-                               np.zeros((B, width)), order)
-    return values
+    values, _, kin, vel = assemble_batch(plan.ir.assembly, q, v, np.zeros((B, width)), order,
+                                         kinematics=True)
+    return values, kin, vel
 
 
 def tangent_data(plan):
