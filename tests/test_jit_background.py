@@ -169,7 +169,7 @@ WARMED = {
     "pv_osimr_kernels": "pv_osimr_numba._run_serial, pv_osimr_numba._run_parallel",
     "assembly_lu_kernels": "assemble_numba._assemble_range, lu_numba._batch_inner",
     "planner_kernels": "estimate_numba._structure_counts, levels_numba._levels",
-    "derivative_kernels": ("tangent_numba.tangent_rhs, lu_multi_rhs.solve_multi_rhs, "
+    "derivative_kernels": ("tangent_numba.tangent_lanes, lu_multi_rhs.solve_multi_rhs, "
                            "lu_pruned.solve_pruned, lu_pruned_columns.solve_pruned_columns, "
                            "lu_pruned_plan.kept_mask, assemble_numba._assemble_range")}
 

@@ -139,8 +139,9 @@ def test_tangent_rhs_lies_in_its_pattern(name):
 @pytest.mark.parametrize("name", ["humanoid", "mixed"])
 def test_compiled_tangent_rhs_equals_numpy_tangents(name):
     """The compiled tangent right-hand sides (states on lanes: a full group of LANES states and
-    a partial one) equal minus the NumPy tangents of system/tangent.py in their pattern, and
-    leave every other entry of the output as it was; a mixed tree has every joint kind."""
+    a partial one; a single state on one lane) equal minus the NumPy tangents of
+    system/tangent.py in their pattern, and leave every other entry of the output as it was; a
+    mixed tree has every joint kind."""
     from sparsedyn.kernels.tangent_numba import LANES, tangent_rhs
     model = (sd.load_urdf(HUMANOID_URDF, floating_base=True) if name == "humanoid"
              else mixed_tree())
@@ -162,6 +163,10 @@ def test_compiled_tangent_rhs_equals_numpy_tangents(name):
         assert np.array_equal(got[:, ~pattern], kept[:, ~pattern])
         assert np.array_equal(out[:, 2 * nv:], before[:, 2 * nv:])
         assert np.array_equal(out[:, :, B:], before[:, :, B:])
+        # a single state runs on one lane (its own compiled instance): the same tangents
+        one = rng.normal(size=(n, 3 * nv, 1))
+        tangent_rhs(tangent_data(plan), kin[:1], vel[:1], v[:1], x[:1], one)
+        assert np.abs(one[:, :2 * nv, 0] - expect[0])[pattern].max() <= ROUND_OFF * scale, kind
 
 
 @pytest.mark.parametrize("name", ["humanoid", "panda"])

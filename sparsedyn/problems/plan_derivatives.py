@@ -31,7 +31,7 @@ from ..kernels.lu_multi_rhs import solve_multi_rhs
 from ..kernels.lu_pruned import solve_pruned
 from ..kernels.lu_pruned_columns import solve_pruned_columns
 from ..kernels.lu_pruned_plan import kept_mask
-from ..kernels.tangent_numba import tangent_rhs
+from ..kernels.tangent_numba import tangent_lanes, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
 from ..system.tangent import residual_tangents
 from .derivative_layout import (compiled_values, measurement_columns, output_columns,
@@ -49,7 +49,7 @@ def derivative_kernels_ready():
     started in the background (sparsedyn/jit.py)."""
     from .. import jit
     return jit.ready("the derivative kernels",
-                     (tangent_rhs, solve_multi_rhs, solve_pruned, solve_pruned_columns, kept_mask,
+                     (tangent_lanes, solve_multi_rhs, solve_pruned, solve_pruned_columns, kept_mask,
                       _assemble_range))
 
 
