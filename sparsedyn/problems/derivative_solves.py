@@ -6,6 +6,7 @@ plan does not allow pruning, all rows with the right-hand sides on the lanes
 (kernels/lu_multi_rhs.py); states any of them flags go through Factorization.solve_status."""
 from __future__ import annotations
 
+import functools
 import weakref
 
 import numpy as np
@@ -98,10 +99,16 @@ def pruned_derivative_program(plan, blocks=False):
 
 def _mirror(block, triangle):
     """(B, nv, nv) symmetric from its `triangle` ("lower" or "upper"), in place."""
+    i, j = _above_diagonal(block.shape[1])
     if triangle == "lower":
-        block[...] = np.tril(block) + np.swapaxes(np.tril(block, -1), 1, 2)
+        block[:, i, j] = block[:, j, i]
     else:
-        block[...] = np.triu(block) + np.swapaxes(np.triu(block, 1), 1, 2)
+        block[:, j, i] = block[:, i, j]
+
+
+@functools.lru_cache(maxsize=None)
+def _above_diagonal(nv):
+    return np.triu_indices(nv, 1)
 
 
 def solve_outputs(plan, values, rhs):

@@ -34,8 +34,7 @@ from ..kernels.lu_pruned_plan import kept_mask
 from ..kernels.tangent_numba import tangent_lanes, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
 from ..system.tangent import residual_tangents
-from .derivative_layout import (compiled_values, measurement_columns, output_columns,
-                                tangent_data)
+from .derivative_layout import compiled_values, output_columns, rhs_buffer, tangent_data
 from .derivative_solves import solve_outputs
 
 #: states per group of right-hand sides: bounds the (n, 3 nv, chunk) arrays (12 MB each on the
@@ -62,7 +61,6 @@ def solve_derivatives(plan, q, v, x, backend, threads=1):
     PivotBreakdownWarning); singular ones raise SingularModelError naming the batch indices."""
     system, model = plan.system, plan.model
     B, nv = q.shape[0], model.nv
-    E = measurement_columns(plan)
     out_cols = output_columns(plan)
     result = np.empty((3, B, nv, nv))
     status = np.zeros(B, dtype=np.int8)
@@ -81,8 +79,8 @@ def solve_derivatives(plan, q, v, x, backend, threads=1):
         """The groups of states starting at `starts` (each thread its own right-hand sides)."""
         # right-hand sides states last (the pruned substitutions' lanes), reused by every group
         # (no solve writes rhs; the compiled tangent clears what it writes, the NumPy one all)
-        buffer = np.zeros((system.rows.size, 3 * nv, min(B, CHUNK)))
-        buffer[:, 2 * nv:] = E[:, :, None]
+        # (the NumPy route writes whole columns: a buffer of its own)
+        buffer = rhs_buffer(plan, min(B, CHUNK), reuse=backend != "numpy")
         rhs = buffer.transpose(2, 0, 1)                              # (state, row, column)
         for lo in starts:
             hi = min(B, lo + CHUNK)
