@@ -2,22 +2,26 @@
 on the lanes: for few states (one per call), where lu_pruned's lanes of states would stay
 mostly empty and lu_multi_rhs runs every op on every right-hand side.
 
-Per state the factorization part runs once on the state's work vector (lu_numba._run_serial,
-its pivot checks); then per group of columns (a PrunedProgram planned with blocks of columns:
-lu_pruned_plan.pruned_program's `groups`, each running the ops any of its columns needs) the
-group's rows are loaded, its kept ops run over its columns at once (lu_multi_rhs._substitute:
-each op one loop over the columns, as lu_multi_rhs runs it over a block of right-hand sides)
-and its wanted rows stored. Kept ops run in program order with the program's rounding; an op
-a column does not need adds an exact zero to it or writes a row no wanted entry of it reads,
-so each wanted entry equals lu_multi_rhs's up to the sign of a zero.
+Per state the factorization part runs once on the state's work vector
+(lu_multi_rhs.factor_state: lu_numba._run_serial, its pivot checks); then per group of columns
+(a PrunedProgram planned with blocks of columns: lu_pruned_plan.pruned_program's `groups`, each
+running the ops any of its columns needs) the group's rows are loaded, its kept ops run over its
+columns at once (lu_multi_rhs._substitute: each op one loop over the columns, as lu_multi_rhs
+runs it over a block of right-hand sides) and its wanted rows stored. Kept ops run in program
+order with the program's rounding; an op a column does not need adds an exact zero to it or
+writes a row no wanted entry of it reads, so each wanted entry equals lu_multi_rhs's up to the
+sign of a zero.
+
+Precondition (beyond lu_pruned's): the right-hand sides are zero outside their pattern, since a
+block loads the rows of its columns' union (the derivatives' buffer: built zero, the tangent
+kernel writes only its pattern).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .lu_multi_rhs import _substitute
-from .lu_numba import _run_serial
+from .lu_multi_rhs import _substitute, factor_state
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
@@ -30,12 +34,7 @@ def solve_pruned_columns(Q, values, rhs, out, broken):
     W = np.zeros(Q.slots.size)
     R = np.zeros((rhs.shape[0], Q.max_cols))
     for s in range(B):
-        for i in range(P.init_slots.shape[0]):
-            w[P.init_slots[i]] = P.init_values[i]
-        for i in range(P.load_entries.shape[0]):
-            w[P.load_entries[i]] = values[s, P.load_entries[i]]
-        ok = _run_serial(w, P.runs_f, P.t, P.a, P.b, values, s, P.scale_ptr, P.scale_entries,
-                         P.scale_const, P.tol)
+        ok = factor_state(P, values, s, w)
         for i in range(Q.slots.size):
             W[i] = w[Q.slots[i]]
         nan = 0.0
