@@ -48,8 +48,8 @@ def derivative_kernels_ready():
     started in the background (sparsedyn/jit.py)."""
     from .. import jit
     return jit.ready("the derivative kernels",
-                     (tangent_lanes, solve_multi_rhs, solve_pruned, solve_pruned_columns, kept_mask,
-                      _assemble_range))
+                     (tangent_lanes, solve_multi_rhs, solve_pruned, solve_pruned_columns,
+                      kept_mask, _assemble_range))
 
 
 def solve_derivatives(plan, q, v, x, backend, threads=1):
