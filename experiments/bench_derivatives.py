@@ -52,8 +52,8 @@ def rows(name, path, floating, B, repeat):
         x = plan.solve(q, v, outputs="all", **{given: y}).vector
         Xup = joint_transforms(model, q)
         vel = body_velocities(model, Xup, v)
-        E = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
-        r = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
+        kin = np.ascontiguousarray(np.stack([np.concatenate((X.E.reshape(B, 9), X.r), 1)
+                                             for X in Xup], axis=1))
         values = plan.system.values(Xup)
         nv, T = model.nv, tangent_data(plan)
         # as plan_derivatives: groups of CHUNK states, right-hand sides states last
@@ -64,8 +64,7 @@ def rows(name, path, floating, B, repeat):
         runs = {
             "ours": lambda: plan.solve(q, v, threads=1, backend="numba", derivatives=True,
                                        **{given: y}),
-            "tangent": lambda: [tangent_rhs(T, E[lo:hi], r[lo:hi], vel[lo:hi], v[lo:hi],
-                                            x[lo:hi], c)
+            "tangent": lambda: [tangent_rhs(T, kin[lo:hi], vel[lo:hi], v[lo:hi], x[lo:hi], c)
                                 for (lo, hi), c in zip(groups, chunks)],
             "LU": lambda: [solve_outputs(plan, values[lo:hi], c)
                            for (lo, hi), c in zip(groups, chunks)],

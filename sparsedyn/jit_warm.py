@@ -76,12 +76,20 @@ def pv_osimr_kernels():
 
 
 def derivative_kernels():
-    """The analytical derivatives' tangent right-hand sides and multi-right-hand-side LU."""
+    """The analytical derivatives' tangent right-hand sides and multi-right-hand-side LU: the
+    pruned substitutions on a group of states below PRUNED_MIN_STATES and on one from it on,
+    the unpruned ones (plans whose factorization checks its accuracy) on their own."""
+    from .kinematics import joint_transforms
     from .problems import compile, forward_dynamics
+    from .problems.derivative_solves import PRUNED_MIN_STATES, solve_many
     model = models.humanoid()
-    q = np.tile(model.neutral_configuration(), (2, 1))
-    v = np.zeros((2, model.nv))
-    compile(forward_dynamics(model)).solve(q, v, tau=v, derivatives=True, backend="numba")
+    plan = compile(forward_dynamics(model))
+    for B in (1, PRUNED_MIN_STATES):
+        q = np.tile(model.neutral_configuration(), (B, 1))
+        v = np.zeros((B, model.nv))
+        plan.solve(q, v, tau=v, derivatives=True, backend="numba")
+    values = plan.system.values(joint_transforms(model, q[:1]))
+    solve_many(plan.factorization, values, np.zeros((1, plan.factorization.program.n, 2)))
 
 
 def assembly_lu_kernels():

@@ -253,7 +253,9 @@ def test_input_copies_split_over_threads_keep_inputs_and_name_bad_states():
 @pytest.mark.parametrize("name", ["mixed", "humanoid"])
 def test_compiled_assembly_satisfies_the_equations(name):
     """The compiled D(q), b(q, qd) (assemble_batch) against an independent oracle: the RNEA's
-    v, a, f satisfy D d + b = 0 (eq. 6, 10); and entry by entry against the NumPy assembly."""
+    v, a, f satisfy D d + b = 0 (eq. 6, 10); and entry by entry against the NumPy assembly; the
+    joint transforms and body velocities it keeps on request against the NumPy kinematics and
+    the RNEA's velocities."""
     if name not in _CACHE:
         _CACHE[name] = _robot(name)
     model = _CACHE[name][0]
@@ -278,6 +280,16 @@ def test_compiled_assembly_satisfies_the_equations(name):
     assert np.abs(residual).max() <= 1e-12 * max(1.0, np.abs(rhs).max(), np.abs(d).max())
     ref_values, ref_rhs = system.assemble(q, qd, {key: blocks[key] for key in order})
     assert rel_err(values, ref_values) <= SAME and rel_err(rhs, ref_rhs) <= SAME
+    # the same pass keeping its kinematics (the derivatives' route): the same D and b, each
+    # body's iX_lambda as kinematics.joint_transforms and velocity as the RNEA's sweep
+    from sparsedyn.kinematics import joint_transforms
+    kept = assemble_batch(AssemblyProgram(system), q, qd, y, order, kinematics=True)
+    assert np.array_equal(kept[0], values) and np.array_equal(kept[1], rhs)
+    Xup = joint_transforms(model, q)
+    E = np.stack([X.E.reshape(B, 9) for X in Xup], 1)
+    r = np.stack([X.r for X in Xup], 1)
+    assert rel_err(kept[2][..., :9], E) <= SAME and rel_err(kept[2][..., 9:], r) <= SAME
+    assert rel_err(kept[3], rnea_sweeps(model, q, qd, qdd, fx)[1]) <= SAME
 
 
 def test_pivot_breakdown_is_resolved_with_the_batch_indices():

@@ -197,6 +197,27 @@ def test_plan_solve_exposes_derivatives_and_shapes():
         plan.solve(q, v, tau=y, derivatives="yes")
 
 
+@pytest.mark.parametrize("kind", ["rnea", "aba"])
+def test_one_state_per_call_matches_pinocchio(kind):
+    """One humanoid state per call ((nq,), (nv,) arrays, external wrenches (6,)), as a
+    controller calls it, on the automatic and the numba backends: each call's derivatives equal
+    Pinocchio's at that state (the one-state route: kinematics and D(q) in one compiled pass,
+    the pruned substitutions a state at a time)."""
+    model, pm, convert, links = robot("humanoid")
+    q, v, y, f_ext = states(model, links, 3, 21, True)
+    expect = pinocchio_derivatives(kind, model, pm, convert, q, v, y, f_ext)
+    plan = derivative_plan(model, "inverse_dynamics" if kind == "rnea" else "forward_dynamics",
+                           f_ext)
+    given = "qdd" if kind == "rnea" else "tau"
+    for backend in ("auto", "numba"):
+        for b in range(3):
+            res = plan.solve(q[b], v[b], f_ext={k: w[b] for k, w in f_ext.items()},
+                             backend=backend, derivatives=True, **{given: y[b]})
+            for what, g, e in zip(NAMES, res.derivatives, expect[:, b]):
+                assert g.shape == (model.nv, model.nv)
+                assert rel(g, e) <= PIN_TOL, (backend, b, what, rel(g, e))
+
+
 def test_batches_longer_than_a_group_of_states():
     """Batches run in groups of CHUNK states: every state of a batch that spans several groups
     (and ends in a partial one) equals Pinocchio's, on both routes."""

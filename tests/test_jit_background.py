@@ -169,8 +169,9 @@ WARMED = {
     "pv_osimr_kernels": "pv_osimr_numba._run_serial, pv_osimr_numba._run_parallel",
     "assembly_lu_kernels": "assemble_numba._assemble_range, lu_numba._batch_inner",
     "planner_kernels": "estimate_numba._structure_counts, levels_numba._levels",
-    "derivative_kernels": ("tangent_numba.tangent_rhs, lu_multi_rhs.solve_multi_rhs, "
-                           "assemble_numba._assemble_range")}
+    "derivative_kernels": ("tangent_numba.tangent_lanes, lu_multi_rhs.solve_multi_rhs, "
+                           "lu_pruned.solve_pruned, lu_pruned_columns.solve_pruned_columns, "
+                           "lu_pruned_plan.kept_mask, assemble_numba._assemble_range")}
 
 
 def test_every_family_has_its_warm_up_function():
@@ -189,6 +190,7 @@ def test_each_background_compile_caches_every_kernel_auto_checks(tmp_path, warm)
         from sparsedyn import jit, jit_warm
         from sparsedyn.ir import levels_numba
         from sparsedyn.kernels import (assemble_numba, crba_numba, lu_multi_rhs, lu_numba,
+                                       lu_pruned, lu_pruned_columns, lu_pruned_plan,
                                        normal_numba, pv_osimr_numba, tangent_numba)
         from sparsedyn.planner import estimate_numba
         dispatchers = ({WARMED[warm]})

@@ -1,9 +1,9 @@
-"""The pruned multi-right-hand-side substitutions of the derivatives (kernels/lu_pruned.py): on
-random right-hand-side patterns and wanted rows, against dense NumPy (np.linalg.solve) and the
-unpruned multi-right-hand-side solve; the tangent right-hand sides' structural pattern against
-the NumPy tangent route (system/tangent.py), whose nonzeros must all lie in it. The pruned
-route against Pinocchio (humanoid, fixed-base panda, with f_ext) is test_derivatives.py's
-test_derivatives_match_pinocchio."""
+"""The pruned multi-right-hand-side substitutions of the derivatives (kernels/lu_pruned.py, and
+a state at a time: lu_pruned_columns.py): on random right-hand-side patterns and wanted rows,
+against dense NumPy (np.linalg.solve) and the unpruned multi-right-hand-side solve; the tangent
+right-hand sides' structural pattern against the NumPy tangent route (system/tangent.py), whose
+nonzeros must all lie in it. The pruned route against Pinocchio (humanoid, fixed-base panda,
+with f_ext) is test_derivatives.py's test_derivatives_match_pinocchio."""
 import os
 import sys
 
@@ -16,6 +16,7 @@ import sparsedyn as sd
 from oracles import robot_urdf
 from sparsedyn.kernels.lu_multi_rhs import multi_rhs_program, solve_multi_rhs
 from sparsedyn.kernels.lu_pruned import LANES, solve_pruned
+from sparsedyn.kernels.lu_pruned_columns import solve_pruned_columns
 from sparsedyn.kernels.lu_pruned_plan import pruned_program
 from sparsedyn.kernels.tangent_numba import rhs_pattern
 from sparsedyn.kinematics import body_velocities, joint_transforms
@@ -92,6 +93,20 @@ def test_pruned_equals_dense_and_unpruned_solve(kind, seed):
     assert not broken.any()
     assert np.array_equal(part[:, mask], full[:, mask]) and (part[:, ~mask] == 7.0).all()
     assert (np.diff(Qm.group_ptr) * np.diff(Qm.op_ptr)).sum() <= (mg * og).sum()
+    # a state at a time, blocks of columns on the lanes (lu_pruned_columns; each block runs the
+    # union of its columns' ops): the same wanted entries, the same flags
+    blocks = [[2, 0, 5], [1, 3, 4, 6, 7], [8]]
+    Qb = pruned_program(M, pattern, wanted, mask, blocks)
+    assert sorted(Qb.group_cols.tolist()) == list(range(k))
+    one = np.full_like(got, 7.0)
+    solve_pruned_columns(Qb, values, np.ascontiguousarray(rhs.transpose(1, 2, 0)), one, broken)
+    assert not broken.any() and np.array_equal(one[:, mask], full[:, mask])
+    solve_pruned_columns(Qb, nan_state, np.ascontiguousarray(rhs_inf.transpose(1, 2, 0)), one,
+                         broken)
+    assert np.flatnonzero(broken).tolist() == [5, LANES + 1]
+    assert np.isnan(one[5]).all() and np.isnan(one[LANES + 1]).all()
+    assert np.array_equal(np.delete(one, [5, LANES + 1], 0)[:, mask],
+                          np.delete(full, [5, LANES + 1], 0)[:, mask])
 
 
 def tangent_cases(model, B, seed):
@@ -124,8 +139,9 @@ def test_tangent_rhs_lies_in_its_pattern(name):
 @pytest.mark.parametrize("name", ["humanoid", "mixed"])
 def test_compiled_tangent_rhs_equals_numpy_tangents(name):
     """The compiled tangent right-hand sides (states on lanes: a full group of LANES states and
-    a partial one) equal minus the NumPy tangents of system/tangent.py in their pattern, and
-    leave every other entry of the output as it was; a mixed tree has every joint kind."""
+    a partial one; a single state on one lane) equal minus the NumPy tangents of
+    system/tangent.py in their pattern, and leave every other entry of the output as it was; a
+    mixed tree has every joint kind."""
     from sparsedyn.kernels.tangent_numba import LANES, tangent_rhs
     model = (sd.load_urdf(HUMANOID_URDF, floating_base=True) if name == "humanoid"
              else mixed_tree())
@@ -135,10 +151,11 @@ def test_compiled_tangent_rhs_equals_numpy_tangents(name):
         expect = -np.concatenate((dr_q, dr_v), axis=2)
         n, nv = plan.system.rows.size, model.nv
         pattern = rhs_pattern(tangent_data(plan), n, nv)
-        stack = (lambda name: np.ascontiguousarray(np.stack([getattr(X, name) for X in Xup], 1)))
+        kin = np.ascontiguousarray(np.stack([np.concatenate((X.E.reshape(B, 9), X.r), 1)
+                                             for X in Xup], 1))
         out = rng.normal(size=(n, 3 * nv, B + 2))          # junk: the kernel clears its pattern
         before = out.copy()
-        tangent_rhs(tangent_data(plan), stack("E"), stack("r"), vel, v, x, out)
+        tangent_rhs(tangent_data(plan), kin, vel, v, x, out)
         got = out[:, :2 * nv, :B].transpose(2, 0, 1)
         scale = np.abs(expect).max()
         assert np.abs(got - expect)[:, pattern].max() <= ROUND_OFF * scale, kind
@@ -146,6 +163,10 @@ def test_compiled_tangent_rhs_equals_numpy_tangents(name):
         assert np.array_equal(got[:, ~pattern], kept[:, ~pattern])
         assert np.array_equal(out[:, 2 * nv:], before[:, 2 * nv:])
         assert np.array_equal(out[:, :, B:], before[:, :, B:])
+        # a single state runs on one lane (its own compiled instance): the same tangents
+        one = rng.normal(size=(n, 3 * nv, 1))
+        tangent_rhs(tangent_data(plan), kin[:1], vel[:1], v[:1], x[:1], one)
+        assert np.abs(one[:, :2 * nv, 0] - expect[0])[pattern].max() <= ROUND_OFF * scale, kind
 
 
 @pytest.mark.parametrize("name", ["humanoid", "panda"])
@@ -166,8 +187,9 @@ def test_pinocchio_checked_plans_take_the_pruned_route(name):
 @pytest.mark.parametrize("kind", ["rnea", "aba"])
 def test_pruned_route_matches_pinocchio_humanoid(kind):
     """A batch of CHUNK + 3 humanoid states with external wrenches: the first group of states
-    runs the pruned substitutions, the last 3 the unpruned ones (fewer than
-    PRUNED_MIN_STATES); every state equals Pinocchio's derivatives."""
+    runs the pruned substitutions on lanes of states, the last 3 (fewer than
+    PRUNED_MIN_STATES) a state at a time (lu_pruned_columns); every state equals Pinocchio's
+    derivatives."""
     from sparsedyn.problems.derivative_solves import PRUNED_MIN_STATES
     from sparsedyn.problems.plan_derivatives import CHUNK
     from test_derivatives import NAMES, PIN_TOL, pinocchio_derivatives, rel, robot, states

@@ -30,6 +30,7 @@ destinations from AssemblyProgram.bind.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -187,6 +188,14 @@ def _assemble_lanes(idx, q, qd, y, model, xr, dest, w, sc):
                 d = tdir[i, j, k]
                 for s in range(L):
                     r[k, s] += qT[col, s] * d
+        if sc.kin.shape[0] > 0:                  # kept for the caller (assemble_batch)
+            kin = sc.kin[i]
+            for e in range(9):
+                for s in range(L):
+                    kin[e, s] = E[e, s]
+            for k in range(3):
+                for s in range(L):
+                    kin[9 + k, s] = r[k, s]
         # ---- joint velocity S_i qd_i (sparse S)
         for k in range(6):
             for s in range(L):
@@ -340,7 +349,8 @@ class LaneScratch(NamedTuple):
     """Per-lane-group scratch of _assemble_lanes and the pivot checks (sizes per lane): body
     velocities vel (N, 6), the joint transform's E (9) and r (3), tmp (9), vj (6), the check
     scales (n_checks), the lane state indices idx, q and qd as rows qT (nq + nv), the
-    breakdown flags bad and the bodies' gravity vectors grav (N, 3; extra rows' g terms)."""
+    breakdown flags bad, the bodies' gravity vectors grav (N, 3; extra rows' g terms) and, if
+    kept, each body's joint transform kin (N, 12: E row-major, then r; else (0, 12))."""
     vel: np.ndarray
     E: np.ndarray
     r: np.ndarray
@@ -351,23 +361,29 @@ class LaneScratch(NamedTuple):
     qT: np.ndarray
     bad: np.ndarray
     grav: np.ndarray
+    kin: np.ndarray
 
 
 @njit(cache=True)
-def lane_scratch(N, n_qv, n_checks, lanes):
-    """A LaneScratch for N bodies, nq + nv = n_qv, n_checks pivot checks and `lanes` lanes."""
+def lane_scratch(N, n_qv, n_checks, lanes, keep=False):
+    """A LaneScratch for N bodies, nq + nv = n_qv, n_checks pivot checks and `lanes` lanes;
+    keep: it keeps the joint transforms (kin)."""
     return LaneScratch(np.zeros((N, 6, lanes)), np.zeros((9, lanes)), np.zeros((3, lanes)),
                        np.zeros((9, lanes)), np.zeros((6, lanes)), np.zeros((n_checks, lanes)),
                        np.zeros(lanes, dtype=np.int64), np.zeros((n_qv, lanes)),
-                       np.zeros(lanes, dtype=np.bool_), np.zeros((N, 3, lanes)))
+                       np.zeros(lanes, dtype=np.bool_), np.zeros((N, 3, lanes)),
+                       np.zeros((N if keep else 0, 12, lanes)))
 
 
-@njit(cache=True, error_model="numpy")
-def _assemble_range(lo, hi, lanes, q, qd, y, model, xr, dest, values, rhs):
-    nnz, n_rows = values.shape[1], rhs.shape[1]
+@njit(cache=True, error_model="numpy", nogil=True)
+def _assemble_range(lo, hi, lanes, q, qd, y, model, xr, dest, values, rhs, kin, vel):
+    """values, rhs of states lo..hi-1 and, where kin (B, N, 12) and vel (B, N, 6) are not
+    empty, each body's joint transform (E row-major, r) and velocity."""
+    nnz, n_rows, N = values.shape[1], rhs.shape[1], model.parent.shape[0]
     x_dest, t_dest = model.x_dest, xr.t_dest
+    keep = kin.shape[0] > 0
     w = np.zeros((nnz + n_rows, lanes))            # slots: values entries, then nnz + rhs row
-    sc = lane_scratch(model.parent.shape[0], q.shape[1] + qd.shape[1], 0, lanes)
+    sc = lane_scratch(N, q.shape[1] + qd.shape[1], 0, lanes, keep)
     idx = sc.idx
     for first in range(lo, hi, lanes):
         m = _lane_indices(first, hi, idx)
@@ -379,25 +395,47 @@ def _assemble_range(lo, hi, lanes, q, qd, y, model, xr, dest, values, rhs):
                 values[first + s, t_dest[e]] = w[t_dest[e], s]
             for k in range(n_rows):
                 rhs[first + s, k] = w[nnz + k, s]
+            for i in range(N if keep else 0):
+                for k in range(12):
+                    kin[first + s, i, k] = sc.kin[i, k, s]
+                for k in range(6):
+                    vel[first + s, i, k] = sc.vel[i, k, s]
 
 
-def assemble_batch(program, q, qd, y, measured_order, interpret_while_compiling=False):
+def assemble_batch(program, q, qd, y, measured_order, interpret_while_compiling=False,
+                   kinematics=False):
     """(values (B, nnz), rhs (B, n_rows)) of NewtonEulerSystem.assemble, compiled: y (B, m) holds
     the measured blocks' values concatenated in measured_order (AssemblyProgram.bind).
     interpret_while_compiling: for a few states, run the kernel's interpreted twin while it would
-    have to compile (sparsedyn/jit.py)."""
+    have to compile (sparsedyn/jit.py). kinematics: also (kin (B, N, 12), vel (B, N, 6)), the
+    joint transforms iX_lambda(i) (E row-major, then r) and body velocities of the same pass,
+    as kinematics.joint_transforms / body_velocities compute them."""
     q, qd, y = _contiguous(q, qd, y)
-    B = q.shape[0]
-    slots = program.nnz + np.arange(program.n_rows)
-    dest = RhsDestinations(*program.bind(slots, measured_order))
-    xr = ExtraRowArrays(*program.bind_extra(slots))
+    B, N = q.shape[0], program.nbodies
+    model, xr, dest = _bound(program, tuple(measured_order))
     values = np.repeat(program.template[None], B, axis=0)          # constants in place
     rhs = np.empty((B, program.n_rows))
+    kin = np.empty((B if kinematics else 0, N, 12))
+    vel = np.empty((B if kinematics else 0, N, 6))
     run = _assemble_range if not interpret_while_compiling else jit.runnable_now(
         "the assembly and LU kernels", _assemble_range)
-    run(0, B, min(MIN_LANES, B), q, qd, y, AssemblyArrays(*program.model_arrays()), xr, dest,
-        values, rhs)
-    return values, rhs
+    run(0, B, min(MIN_LANES, B), q, qd, y, model, xr, dest, values, rhs, kin, vel)
+    return (values, rhs, kin, vel) if kinematics else (values, rhs)
+
+
+_BOUND = weakref.WeakKeyDictionary()      # AssemblyProgram -> {measured_order: bundles}
+
+
+def _bound(program, measured_order):
+    """The kernel's (AssemblyArrays, ExtraRowArrays, RhsDestinations) of a program for rhs rows
+    in natural order, built once per (program, measured_order)."""
+    cache = _BOUND.setdefault(program, {})
+    if measured_order not in cache:
+        slots = program.nnz + np.arange(program.n_rows)
+        cache[measured_order] = (AssemblyArrays(*program.model_arrays()),
+                                 ExtraRowArrays(*program.bind_extra(slots)),
+                                 RhsDestinations(*program.bind(slots, list(measured_order))))
+    return cache[measured_order]
 
 
 def _contiguous(*arrays):

@@ -121,6 +121,18 @@ def _substitute(kinds, ts, as_, bs, signs, w, R, width):
                 R[ti, j] = R[ai, j] * R[bi, j]
 
 
+@njit(cache=True, inline="always")
+def factor_state(P, values, s, w):
+    """The factorization part of the PreparedProgram P on state s's work vector w (its
+    constants, then D's entries values[s]); False at the first failed pivot check."""
+    for i in range(P.init_slots.shape[0]):
+        w[P.init_slots[i]] = P.init_values[i]
+    for i in range(P.load_entries.shape[0]):
+        w[P.load_entries[i]] = values[s, P.load_entries[i]]
+    return _run_serial(w, P.runs_f, P.t, P.a, P.b, values, s, P.scale_ptr, P.scale_entries,
+                       P.scale_const, P.tol)
+
+
 @njit(cache=True, error_model="numpy", nogil=True)
 def solve_multi_rhs(M, values, rhs, x, broken):
     """x[s] with D(values[s]) x[s] = rhs[s] for rhs (B, n, k); broken[s]: a failed pivot check
@@ -130,12 +142,7 @@ def solve_multi_rhs(M, values, rhs, x, broken):
     w = np.zeros(P.n_slots)
     R = np.empty((n, min(k, BLOCK)))
     for s in range(B):
-        for i in range(P.init_slots.shape[0]):
-            w[P.init_slots[i]] = P.init_values[i]
-        for i in range(P.load_entries.shape[0]):
-            w[P.load_entries[i]] = values[s, P.load_entries[i]]
-        ok = _run_serial(w, P.runs_f, P.t, P.a, P.b, values, s, P.scale_ptr, P.scale_entries,
-                         P.scale_const, P.tol)
+        ok = factor_state(P, values, s, w)
         for j0 in range(0, k, BLOCK):
             if not ok:
                 break

@@ -7,8 +7,11 @@ program order:
     row or a constant; an op that only adds a structural zero (t += s * 0 * f) is dropped;
   - liveness, backwards from the wanted rows: an op whose target is not read later by a kept
     op, nor wanted, is dropped (an overwriting op ends the target's liveness before it).
-Columns with equal structure share one op list (a group). The rows a group touches are loaded
-from the right-hand side where structurally nonzero, else set to 0.
+Columns with equal structure share one op list (a group); or the caller's blocks of columns
+do, each running the ops any of its columns needs (the union of their structures and wanted
+rows: an op another column needs adds an exact zero to this one, or writes a row it leaves
+unread). The rows a group touches are loaded from the right-hand side where structurally
+nonzero, else set to 0.
 """
 from __future__ import annotations
 
@@ -97,24 +100,29 @@ def _kept_ops(M, nz, out_rows):
     return keep, np.unique(np.concatenate(rows))
 
 
-def pruned_program(M: MultiRhsProgram, pattern, out_rows, wanted=None):
+def pruned_program(M: MultiRhsProgram, pattern, out_rows, wanted=None, groups=None):
     """The PrunedProgram of M for right-hand sides with structural nonzeros pattern (n, k) bool
     (rows in the right-hand side's own order) whose solution is wanted at x[out_rows] only, and
-    per column only where wanted (len(out_rows), k) bool (None: everywhere)."""
+    per column only where wanted (len(out_rows), k) bool (None: everywhere); groups: lists of
+    columns sharing one op list (None: the columns of equal structure)."""
     P = M.P
     n, k = pattern.shape
     nz = np.asarray(pattern, dtype=bool)[P.row_perm]
     out_perm = np.argsort(P.col_perm)[np.asarray(out_rows, dtype=np.int64)]
     wanted = np.ones((out_perm.size, k), dtype=bool) if wanted is None else wanted
-    groups = {}
-    for j in range(k):
-        groups.setdefault(nz[:, j].tobytes() + wanted[:, j].tobytes(), []).append(j)
+    if groups is None:
+        same = {}
+        for j in range(k):
+            same.setdefault(nz[:, j].tobytes() + wanted[:, j].tobytes(), []).append(j)
+        groups = list(same.values())
     lists, loads, cols, load_nz, outs = [], [], [], [], []
-    for members in groups.values():
-        outs.append(np.flatnonzero(wanted[:, members[0]]))
-        keep, rows = _kept_ops(M, nz[:, members[0]], out_perm[outs[-1]])
+    for members in groups:
+        members = [int(j) for j in members]
+        reach = nz[:, members].any(axis=1)
+        outs.append(np.flatnonzero(wanted[:, members].any(axis=1)))
+        keep, rows = _kept_ops(M, reach, out_perm[outs[-1]])
         lists.append(keep), loads.append(rows), cols.append(members)
-        load_nz.append(nz[rows, members[0]])
+        load_nz.append(reach[rows])
     keep = np.concatenate(lists + [np.zeros(0, dtype=np.int64)])
     kind, b, a = M.kind[keep], M.b[keep].copy(), M.a[keep].copy()
     scalar_b = np.isin(kind, _SCALAR_B + _SCALAR_AB) & (b >= 0)

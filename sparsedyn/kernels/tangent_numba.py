@@ -2,16 +2,16 @@
 system/tangent.py (its docstring has the equations: Featherstone eq. 2.31 for dX/dq, Nori
 eq. 2, 3a, 3f, 5d) in numba, writing -dr straight into the multi-right-hand-side array of the
 solve. States on the lanes (innermost, as kernels/lu_pruned.py reads them): every spatial
-primitive runs once over LANES states, so it vectorises; per state the arithmetic (its order
-too) is the scalar recursion's.
+primitive runs once over LANES states (one state alone: over one lane); per state the
+arithmetic (its order too) is the scalar recursion's.
 
 Only the directions that move a body are visited: those of the joints on its path to the root
 (the support, `support_ptr` / `support_dirs`); the others leave its velocity and its rows at 0.
 dv is kept per support entry: entry j of body i carries dv_i along support_dirs[j], from the
 parent's entry support_up[j] (-1: a direction of joint i itself).
 
-Preconditions: arrays from TangentData (built by problems/derivative_layout.py), E (B, N, 3, 3)
-and r (B, N, 3) of the joint transforms iX_lambda(i) (kinematics.joint_transforms), body
+Preconditions: arrays from TangentData (built by problems/derivative_layout.py), kin (B, N, 12)
+the joint transforms iX_lambda(i), E row-major then r (kinematics.joint_transforms), body
 velocities (B, N, 6) and the solution x (B, n_cols), all float64 C-contiguous; out (n_rows, k,
 >= B), k >= 2 nv, states last (any strides), zero in its first 2 nv columns outside
 rhs_pattern (the kernel clears the pattern's entries itself).
@@ -45,9 +45,9 @@ class TangentData(NamedTuple):
 
 
 @njit(cache=True, inline="always")
-def _x_motion(E, r, m, out):
+def _x_motion(E, r, m, out, L):
     """out = X m for X = (E, r) (Featherstone eq. 2.24): [E w; E (v - r x w)], per lane."""
-    for l in range(LANES):
+    for l in range(L):
         u0 = m[3, l] - (r[1, l] * m[2, l] - r[2, l] * m[1, l])
         u1 = m[4, l] - (r[2, l] * m[0, l] - r[0, l] * m[2, l])
         u2 = m[5, l] - (r[0, l] * m[1, l] - r[1, l] * m[0, l])
@@ -57,9 +57,9 @@ def _x_motion(E, r, m, out):
 
 
 @njit(cache=True, inline="always")
-def _xt_force(E, r, f, out):
+def _xt_force(E, r, f, out, L):
     """out = X^T f: [E^T n + r x E^T fl; E^T fl] (the transpose of eq. 2.24 on forces)."""
-    for l in range(LANES):
+    for l in range(L):
         for k in range(3):
             out[k, l] = E[0, k, l] * f[0, l] + E[1, k, l] * f[1, l] + E[2, k, l] * f[2, l]
             out[3 + k, l] = E[0, k, l] * f[3, l] + E[1, k, l] * f[4, l] + E[2, k, l] * f[5, l]
@@ -69,9 +69,9 @@ def _xt_force(E, r, f, out):
 
 
 @njit(cache=True, inline="always")
-def _cross_motion(v, m, out, sign):
+def _cross_motion(v, m, out, sign, L):
     """out += sign (v x m) (eq. 2.31), per lane."""
-    for l in range(LANES):
+    for l in range(L):
         out[0, l] += sign * (v[1, l] * m[2, l] - v[2, l] * m[1, l])
         out[1, l] += sign * (v[2, l] * m[0, l] - v[0, l] * m[2, l])
         out[2, l] += sign * (v[0, l] * m[1, l] - v[1, l] * m[0, l])
@@ -84,9 +84,9 @@ def _cross_motion(v, m, out, sign):
 
 
 @njit(cache=True, inline="always")
-def _cross_force(v, f, out, sign):
+def _cross_force(v, f, out, sign, L):
     """out += sign (v x* f) (eq. 2.32), per lane."""
-    for l in range(LANES):
+    for l in range(L):
         out[0, l] += sign * (v[1, l] * f[2, l] - v[2, l] * f[1, l] + v[4, l] * f[5, l]
                              - v[5, l] * f[4, l])
         out[1, l] += sign * (v[2, l] * f[0, l] - v[0, l] * f[2, l] + v[5, l] * f[3, l]
@@ -99,9 +99,9 @@ def _cross_force(v, f, out, sign):
 
 
 @njit(cache=True, inline="always")
-def _inertia_times(I, m, out):
+def _inertia_times(I, m, out, L):
     """out = I m (a 6x6 constant times 6 per lane)."""
-    for l in range(LANES):
+    for l in range(L):
         for k in range(6):
             out[k, l] = (I[k, 0] * m[0, l] + I[k, 1] * m[1, l] + I[k, 2] * m[2, l]
                          + I[k, 3] * m[3, l] + I[k, 4] * m[4, l] + I[k, 5] * m[5, l])
@@ -141,49 +141,60 @@ def _gather(src, s0, nl, i, start, size, dst):
             dst[m, l] = src[s0 + l, i, start + m]
 
 
-@njit(cache=True, nogil=True)
-def tangent_rhs(T, E, r, vel, qd, x, out):
+#: lane counts as tuple lengths, which numba compiles as constants: the lane loops then have a
+#: constant trip count (unrolled), as with LANES itself; a single state on 16 lanes would pay
+#: for 16
+_ONE, _GROUP = (0,), (0,) * LANES
+
+
+def tangent_rhs(T, kin, vel, qd, x, out):
     """out[:, :2 nv, b] = -(dr/dq, dr/dv) for every state b (see the module doc), LANES states
-    at a time, serially."""
-    B, N, nv = qd.shape[0], T.parents.size, qd.shape[1]
-    dv = np.zeros((2, T.support_dirs.size, 6, LANES))
-    Ei9, ri, vi = np.zeros((9, LANES)), np.zeros((3, LANES)), np.zeros((6, LANES))
-    Ei = Ei9.reshape((3, 3, LANES))
-    Sl, qdl = np.zeros((T.S.shape[2], 6, LANES)), np.zeros((T.S.shape[2], LANES))
-    buf = np.zeros((6, 6, LANES))
+    at a time, serially; a single state on one lane."""
+    tangent_lanes(T, kin, vel, qd, x, out, _ONE if qd.shape[0] == 1 else _GROUP)
+
+
+@njit(cache=True, nogil=True)
+def tangent_lanes(T, kin, vel, qd, x, out, lanes):
+    """tangent_rhs on len(lanes) lanes (one compiled instance per lane count)."""
+    B, N, nv, L = qd.shape[0], T.parents.size, qd.shape[1], len(lanes)
+    dv = np.zeros((2, T.support_dirs.size, 6, L))
+    Ei9, ri, vi = np.zeros((9, L)), np.zeros((3, L)), np.zeros((6, L))
+    Ei = Ei9.reshape((3, 3, L))
+    Sl, qdl = np.zeros((T.S.shape[2], 6, L)), np.zeros((T.S.shape[2], L))
+    buf = np.zeros((6, 6, L))
     tmp, tmp2, vJ, Iv, Idv, fi = buf[0], buf[1], buf[2], buf[3], buf[4], buf[5]
     # every input as (B, bodies or 1, entries), gathered per body into (entries, lanes)
-    E9, x3, qd3 = E.reshape((B, N, 9)), x.reshape((B, 1, x.shape[1])), qd.reshape((B, 1, nv))
-    for s0 in range(0, B, LANES):
-        nl = min(LANES, B - s0)
+    x3, qd3 = x.reshape((B, 1, x.shape[1])), qd.reshape((B, 1, nv))
+    for s0 in range(0, B, L):
+        nl = min(L, B - s0)
         _zero_pattern(T, out, nv, s0, nl)
         for i in range(N):
             p, n, v0 = T.parents[i], T.v_size[i], T.v_start[i]
             ra, rf = T.row_a[i], T.row_f[i]
-            _gather(E9, s0, nl, i, 0, 9, Ei9)
-            _gather(r, s0, nl, i, 0, 3, ri)
+            _gather(kin, s0, nl, i, 0, 9, Ei9)
+            _gather(kin, s0, nl, i, 9, 3, ri)
             _gather(vel, s0, nl, i, 0, 6, vi)
             _gather(qd3, s0, nl, 0, v0, n, qdl)
             for k in range(n):
                 for m in range(6):
-                    for l in range(LANES):
+                    for l in range(L):
                         Sl[k, m, l] = T.S[i, m, k]
             vJ[:] = 0.0
             for k in range(n):
                 for m in range(6):
-                    for l in range(LANES):
+                    for l in range(L):
                         vJ[m, l] += T.S[i, m, k] * qdl[k, l]
             # (3a_i): -s x (iX_lambda a_lambda); -dr is written, so the sign flips
             if p < 0:
                 for m in range(6):
-                    for l in range(LANES):
+                    for l in range(L):
                         tmp2[m, l] = T.a0[m]
             else:
                 _gather(x3, s0, nl, 0, T.col_a[p], 6, tmp2)
-            _x_motion(Ei, ri, tmp2, tmp)
+            _x_motion(Ei, ri, tmp2, tmp, L)
             for k in range(n):
                 tmp2[:] = 0.0
-                _cross_motion(Sl[k], tmp, tmp2, 1.0)
+                _cross_motion(Sl[k], tmp, tmp2, 1.0, L)
                 _scatter(out, ra, v0 + k, s0, nl, tmp2, 1.0)
             lo, hi = T.support_ptr[i], T.support_ptr[i + 1]
             if p >= 0:
@@ -191,41 +202,41 @@ def tangent_rhs(T, E, r, vel, qd, x, out):
                 _gather(x3, s0, nl, 0, T.col_f[i], 6, fi)
                 for k in range(n):
                     tmp2[:] = 0.0
-                    _cross_force(Sl[k], fi, tmp2, 1.0)
-                    _xt_force(Ei, ri, tmp2, tmp)
+                    _cross_force(Sl[k], fi, tmp2, 1.0, L)
+                    _xt_force(Ei, ri, tmp2, tmp, L)
                     _scatter(out, T.row_f[p], v0 + k, s0, nl, tmp, -1.0)
                 # eq. (2) carried down the support: dv_i = iX_lambda dv_lambda
                 for j in range(lo, hi):
                     u = T.support_up[j]
                     if u >= 0:
-                        _x_motion(Ei, ri, dv[0, u], dv[0, j])
-                        _x_motion(Ei, ri, dv[1, u], dv[1, j])
+                        _x_motion(Ei, ri, dv[0, u], dv[0, j], L)
+                        _x_motion(Ei, ri, dv[1, u], dv[1, j], L)
             for m in range(6):
-                for l in range(LANES):
+                for l in range(L):
                     tmp2[m, l] = vi[m, l] - vJ[m, l]     # iX_lambda v_lambda (0 at a root)
             for j in range(lo, hi):
                 if T.support_up[j] < 0:
                     k = T.support_dirs[j] - v0
                     dv[0, j] = 0.0
                     if p >= 0:
-                        _cross_motion(Sl[k], tmp2, dv[0, j], -1.0)
+                        _cross_motion(Sl[k], tmp2, dv[0, j], -1.0, L)
                     dv[1, j] = Sl[k]
-            _inertia_times(T.inertias[i], vi, Iv)
+            _inertia_times(T.inertias[i], vi, Iv, L)
             for j in range(lo, hi):
                 d = T.support_dirs[j]
                 for w in range(2):
                     col = d + w * nv
                     tmp[:] = 0.0
                     if p >= 0:                     # c_i = v_i x S_i qd_i (0 at a root)
-                        _cross_motion(dv[w, j], vJ, tmp, 1.0)
+                        _cross_motion(dv[w, j], vJ, tmp, 1.0, L)
                         if w == 1 and T.support_up[j] < 0:
-                            _cross_motion(vi, Sl[d - v0], tmp, 1.0)
+                            _cross_motion(vi, Sl[d - v0], tmp, 1.0, L)
                         _scatter(out, ra, col, s0, nl, tmp, -1.0)
                         tmp[:] = 0.0
                     # nu_i = v_i x* I_i v_i
-                    _cross_force(dv[w, j], Iv, tmp, 1.0)
-                    _inertia_times(T.inertias[i], dv[w, j], Idv)
-                    _cross_force(vi, Idv, tmp, 1.0)
+                    _cross_force(dv[w, j], Iv, tmp, 1.0, L)
+                    _inertia_times(T.inertias[i], dv[w, j], Idv, L)
+                    _cross_force(vi, Idv, tmp, 1.0, L)
                     _scatter(out, rf, col, s0, nl, tmp, -1.0)
 
 

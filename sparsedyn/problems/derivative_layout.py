@@ -1,8 +1,10 @@
 """The layout the compiled derivatives read from a dynamics plan (plan_derivatives.py), built
 once per plan: the measurement columns e_k of the given qdd / tau, the solution's output
-columns, and the tangent kernel's TangentData (kernels/tangent_numba.py)."""
+columns, and the tangent kernel's TangentData (kernels/tangent_numba.py); per call the compiled
+D(q) with the kinematics the tangent kernel reads."""
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -15,6 +17,8 @@ from ..recursive._common import gravity_acceleration
 _TANGENT_DATA = weakref.WeakKeyDictionary()      # plan -> TangentData
 _MEASUREMENT = weakref.WeakKeyDictionary()       # plan -> measurement_columns
 _OUTPUT = weakref.WeakKeyDictionary()            # plan -> output_columns
+_WIDTH = weakref.WeakKeyDictionary()             # plan -> entries of the measured blocks
+_ONE_STATE = threading.local()                   # .buffers: plan -> one state's rhs_buffer
 
 
 def measurement_columns(plan):
@@ -27,6 +31,26 @@ def output_columns(plan):
     """Columns of the solution holding the joint-space output (tau or qdd), in Pinocchio's
     joint layout."""
     return _per_plan(_OUTPUT, plan, _output_columns)
+
+
+def rhs_buffer(plan, width, reuse=False):
+    """The derivatives' right-hand sides (n_rows, 3 nv, width), states last: the first 2 nv
+    columns zero, then the measurement columns e_k. reuse: a single state's (width 1) is
+    allocated once per plan and thread and reused by every call, for the compiled tangent
+    kernel only (it clears and fills its pattern and writes nothing else, so the 2 nv columns
+    stay zero outside it)."""
+    buffers = getattr(_ONE_STATE, "buffers", None)
+    reuse = reuse and width == 1
+    if reuse and buffers is not None and plan in buffers:
+        return buffers[plan]
+    nv = plan.model.nv
+    buffer = np.zeros((plan.system.rows.size, 3 * nv, width))
+    buffer[:, 2 * nv:] = measurement_columns(plan)[:, :, None]
+    if reuse:
+        if buffers is None:
+            buffers = _ONE_STATE.buffers = weakref.WeakKeyDictionary()
+        buffers[plan] = buffer
+    return buffer
 
 
 def _per_plan(cache, plan, build):
@@ -49,15 +73,17 @@ def _output_columns(plan):
                           + [np.zeros(0, dtype=int)])
 
 
-def compiled_values(plan, q):
-    """D's entries (B, nnz) at checked q, as plan.system.values(joint_transforms(model, q)),
-    compiled (kernels/assemble_numba.assemble_batch on the plan's assembly program; the values
-    depend on q alone: v and the given y are passed as zeros)."""
-    order, B = list(plan.system.measured), q.shape[0]
-    width = sum(plan.system.rows[("y_" + k, b)].size for k, b in order)
-    values, _ = assemble_batch(plan.ir.assembly, q, np.zeros((B, plan.model.nv)),
-                               np.zeros((B, width)), order)
-    return values
+def compiled_values(plan, q, v):
+    """(D's entries (B, nnz), the joint transforms kin (B, N, 12), the body velocities vel
+    (B, N, 6)) at checked q, v: plan.system.values(joint_transforms(model, q)) and
+    body_velocities, compiled in one pass (kernels/assemble_numba.assemble_batch on the plan's
+    assembly program; the given y is passed as zeros: D depends on q alone, b is dropped)."""
+    order = list(plan.system.measured)
+    width = _per_plan(_WIDTH, plan, lambda plan: sum(plan.system.rows[("y_" + k, b)].size
+                                                     for k, b in order))
+    values, _, kin, vel = assemble_batch(plan.ir.assembly, q, v, np.zeros((q.shape[0], width)),
+                                         order, kinematics=True)
+    return values, kin, vel
 
 
 def tangent_data(plan):

@@ -14,10 +14,11 @@ per state and its substitution part 3 nv times (Factorization.solve with rhs (B,
 NumPy). Compiled, the substitutions are pruned (kernels/lu_pruned.py, planned once per plan):
 a direction of q or v moves only the rows of its joint's subtree (tangent_numba.rhs_pattern), a
 measurement direction one row, and only the tau (or qdd) rows of dd, the derivatives, are
-computed, of the symmetric d out/dy (M or M^-1) one triangle, mirrored; a plan whose
-factorization checks each state's backward error (it needs all of dd), and groups of fewer
-than PRUNED_MIN_STATES states, take kernels/lu_multi_rhs.py (every row, the right-hand sides
-on the lanes).
+computed, of the symmetric d out/dy (M or M^-1) one triangle, mirrored; groups of fewer than
+PRUNED_MIN_STATES states (one state per call) run them a state at a time
+(kernels/lu_pruned_columns.py); a plan whose factorization checks each state's backward error
+(it needs all of dd) takes kernels/lu_multi_rhs.py (every row, the right-hand sides on the
+lanes).
 """
 from __future__ import annotations
 
@@ -28,12 +29,12 @@ import numpy as np
 from ..kernels.assemble_numba import _assemble_range
 from ..kernels.lu_multi_rhs import solve_multi_rhs
 from ..kernels.lu_pruned import solve_pruned
+from ..kernels.lu_pruned_columns import solve_pruned_columns
 from ..kernels.lu_pruned_plan import kept_mask
-from ..kernels.tangent_numba import tangent_rhs
+from ..kernels.tangent_numba import tangent_lanes, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
 from ..system.tangent import residual_tangents
-from .derivative_layout import (compiled_values, measurement_columns, output_columns,
-                                tangent_data)
+from .derivative_layout import compiled_values, output_columns, rhs_buffer, tangent_data
 from .derivative_solves import solve_outputs
 
 #: states per group of right-hand sides: bounds the (n, 3 nv, chunk) arrays (12 MB each on the
@@ -47,7 +48,8 @@ def derivative_kernels_ready():
     started in the background (sparsedyn/jit.py)."""
     from .. import jit
     return jit.ready("the derivative kernels",
-                     (tangent_rhs, solve_multi_rhs, solve_pruned, kept_mask, _assemble_range))
+                     (tangent_lanes, solve_multi_rhs, solve_pruned, solve_pruned_columns,
+                      kept_mask, _assemble_range))
 
 
 def solve_derivatives(plan, q, v, x, backend, threads=1):
@@ -59,29 +61,26 @@ def solve_derivatives(plan, q, v, x, backend, threads=1):
     PivotBreakdownWarning); singular ones raise SingularModelError naming the batch indices."""
     system, model = plan.system, plan.model
     B, nv = q.shape[0], model.nv
-    E = measurement_columns(plan)
     out_cols = output_columns(plan)
     result = np.empty((3, B, nv, nv))
     status = np.zeros(B, dtype=np.int8)
-    # kinematics once for the batch (NumPy: per-body loops, cheaper on more states); D(q)'s
-    # entries compiled on the compiled route
-    Xup = joint_transforms(model, q)
-    velocities = body_velocities(model, Xup, v)
+    # kinematics once for the batch: NumPy's per-body loops on the reference route, else
+    # compiled in the pass that writes D(q)'s entries
     if backend == "numpy":
+        Xup = joint_transforms(model, q)
+        velocities = body_velocities(model, Xup, v)
         values = system.values(Xup)
     else:
-        values = compiled_values(plan, q)
+        values, kin, velocities = compiled_values(plan, q, v)
         data = tangent_data(plan)
-        E_all = np.ascontiguousarray(np.stack([X.E for X in Xup], axis=1))
-        r_all = np.ascontiguousarray(np.stack([X.r for X in Xup], axis=1))
         v, x = np.ascontiguousarray(v), np.ascontiguousarray(x)
 
     def run(starts):
         """The groups of states starting at `starts` (each thread its own right-hand sides)."""
         # right-hand sides states last (the pruned substitutions' lanes), reused by every group
         # (no solve writes rhs; the compiled tangent clears what it writes, the NumPy one all)
-        buffer = np.zeros((system.rows.size, 3 * nv, min(B, CHUNK)))
-        buffer[:, 2 * nv:] = E[:, :, None]
+        # (the NumPy route writes whole columns: a buffer of its own)
+        buffer = rhs_buffer(plan, min(B, CHUNK), reuse=backend != "numpy")
         rhs = buffer.transpose(2, 0, 1)                              # (state, row, column)
         for lo in starts:
             hi = min(B, lo + CHUNK)
@@ -93,8 +92,7 @@ def solve_derivatives(plan, q, v, x, backend, threads=1):
                     values[lo:hi], np.ascontiguousarray(rhs[:hi - lo]), backend="numpy")
                 dx = dx[:, out_cols]
             else:
-                tangent_rhs(data, E_all[lo:hi], r_all[lo:hi], velocities[lo:hi], v[lo:hi],
-                            x[lo:hi], buffer)
+                tangent_rhs(data, kin[lo:hi], velocities[lo:hi], v[lo:hi], x[lo:hi], buffer)
                 dx, status[lo:hi] = solve_outputs(plan, values[lo:hi], buffer)
             for k in range(3):
                 result[k, lo:hi] = dx[:, :, k * nv:(k + 1) * nv]
