@@ -195,6 +195,7 @@ class ConstrainedPlan(PlanBase):
             if fast is not None:
                 return fast
         model = self.model
+        self.check_threads(threads)                 # a bad value is named on every route
         q, vecs, B, single = state(model, q, v=v, tau=tau)
         tau, v = vecs["tau"], vecs["v"]
         active = self._active(contacts, B)

@@ -23,7 +23,8 @@ def pool(workers):
 def run_ranges(edges, call):
     """call(lo, hi, k) for each range k of consecutive `edges` (non-empty ones only): the first
     on the calling thread, the others on the pool; returns their results in range order and
-    re-raises the first exception."""
+    re-raises the first exception. `call` must not wait on the pool itself (a range that ran
+    run_ranges could wait for a worker that is running it)."""
     edges = [int(e) for e in edges]
     spans = [(edges[k], edges[k + 1], k) for k in range(len(edges) - 1)]
     pending = [(k, pool(len(spans) - 1).submit(call, lo, hi, k))

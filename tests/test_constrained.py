@@ -155,6 +155,9 @@ def test_bad_contacts_and_inputs_are_named():
         plan.solve(q, v, bad)
     with pytest.raises(ValueError, match="v: expected shape"):
         plan.solve(q, v[:-1], v)
+    for backend in (None, "numpy", "numba"):                 # named on every route
+        with pytest.raises(ValueError, match="threads: expected"):
+            plan.solve(q, v, v, threads=0, backend=backend)
 
 
 def test_baumgarte_corrections_equal_pinocchio():

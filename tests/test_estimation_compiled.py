@@ -201,8 +201,9 @@ def test_compiled_route_bad_input():
     readings = _readings(problem, truth)
     with pytest.raises(ValueError, match="backend"):
         plan.solve(truth.q, truth.v, readings, backend="fortran")
-    with pytest.raises(ValueError, match="threads"):
-        plan.solve(truth.q, truth.v, readings, threads=0)
+    for backend in (None, "numpy", "numba"):                 # named on every route
+        with pytest.raises(ValueError, match="threads"):
+            plan.solve(truth.q, truth.v, readings, threads=0, backend=backend)
     with pytest.raises(KeyError, match="l_foot_ft_sensor"):
         plan.solve(truth.q, truth.v, {k: v for k, v in readings.items() if k != "l_foot_ft_sensor"})
     with pytest.raises(ValueError, match="r_foot_ft_sensor"):

@@ -243,6 +243,7 @@ class EstimationPlan(PlanBase):
                 return fast
         if on_singular not in ("map", "nan", "raise"):
             raise ValueError(f"on_singular: expected 'map', 'nan' or 'raise', got {on_singular!r}")
+        self.check_threads(threads)                 # a bad value is named on every route
         auto = backend is None
         backend = self.check_backend(self.auto_backend(len(np.atleast_2d(q))) if auto else backend)
         if backend != "numpy" and self.compiled is None:

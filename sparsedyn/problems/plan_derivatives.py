@@ -22,8 +22,6 @@ lanes).
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from ..kernels.assemble_numba import _assemble_range
@@ -34,6 +32,7 @@ from ..kernels.lu_pruned_plan import kept_mask
 from ..kernels.tangent_numba import tangent_lanes, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
 from ..system.tangent import residual_tangents
+from ..threads import run_ranges
 from .derivative_layout import compiled_values, output_columns, rhs_buffer, tangent_data
 from .derivative_solves import solve_outputs
 
@@ -101,8 +100,8 @@ def solve_derivatives(plan, q, v, x, backend, threads=1):
     threads = 1 if backend == "numpy" else min(threads, starts.size)
     if threads <= 1:
         run(starts)
-    else:
-        with ThreadPoolExecutor(threads) as pool:       # contiguous runs of groups per thread
-            list(pool.map(run, np.array_split(starts, threads)))
+    else:                                               # contiguous runs of groups per thread
+        parts = np.array_split(starts, threads)
+        run_ranges(range(threads + 1), lambda k, _hi, _k: run(parts[k]))
     plan._raise_for_status(status, np.arange(B), {"q": q, "v": v})
     return tuple(result)
