@@ -850,11 +850,11 @@ QUOTES = [
      if not_78() else ("x",) * 4),
     (D, "| Pinocchio `computeDelassusMatrix`, per-state Python loop | {} | {} | {} | {} |",
      lambda: tuple(bench_delassus("pinocchio", B) for B in (1, 64, 1024, 4096))),
-    (D, "| PV-OSIMr, compiled (numba), 1 thread | {} | {} | {} | {} |",
+    (D, "| PV-OSIMr, compiled (C on vectors of 8 states; numba at B = 1), 1 thread | {} | {} | {} | {} |",
      lambda: tuple(bench_delassus("pv-osimr numba 1T", B) for B in (1, 64, 1024, 4096))),
     (D, "| PV-OSIMr, NumPy reference | {} | {} | {} | {} |",
      lambda: tuple(bench_delassus("pv-osimr numpy", B) for B in (1, 64, 1024, 4096))),
-    (D, "| PV-OSIMr, compiled (numba), 2 threads | {} | {} | {} | {} |",
+    (D, "| PV-OSIMr, compiled (C on vectors of 8 states; numba at B = 1), 2 threads | {} | {} | {} | {} |",
      lambda: tuple(bench_delassus("pv-osimr numba 2T", B) for B in (1, 64, 1024, 4096))),
     (TOP, "inverse dynamics {} / {} / {} / {} / {} at N_B = 10 / 30 / 100 / 300 / 1000; forward "
           "dynamics (Nori's Appendix B order) {} / {} / {} / {} / {}, i.e. per-state time ~ N_B^{} "
