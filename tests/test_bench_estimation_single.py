@@ -26,10 +26,12 @@ def test_readme_quotes_the_committed_table_and_its_ratios():
     one = _ratio(rows, "one sample", "sparsedyn plan.solver(), C backend")
     batch = min(_ratio(rows, "batch", c) for c in ("sparsedyn plan.solve, numba, 1 thread",
                                                     "sparsedyn plan.solve, numba, 2 threads"))
-    prose = re.search(r"one sample per call through C is ([0-9.]+)x BERDY.*?a batch is "
-                      r"([0-9.]+)x", readme, re.S)
-    assert prose and (float(prose.group(1)), float(prose.group(2))) == (round(one, 3),
-                                                                         round(batch, 3))
+    prose = re.search(r"one sample per call through C is ([0-9.]+)x BERDY \(the target is\s+"
+                      r"0.02x, (met|not met)\).*?a batch is ([0-9.]+)x \(the target is 0.01x, "
+                      r"(met|not met)", readme, re.S)
+    assert prose and (float(prose.group(1)), float(prose.group(3))) == (one, batch)
+    assert (prose.group(2), prose.group(4)) == tuple("met" if r <= t else "not met"
+                                                     for r, t in ((one, 0.02), (batch, 0.01)))
 
 
 @pytest.mark.slow
