@@ -86,3 +86,17 @@ def test_benchmark_runs_at_reduced_size(tmp_path):
 
 def test_readme_quotes_the_committed_tables():
     readme_quotes(OUT, 1 + len(CONTESTANTS) + 1 + 8)     # both tables: headers and rows
+
+
+def test_readme_quotes_the_thread_gains_and_says_whether_the_target_is_met():
+    """The 2-thread sentence verbatim, and issue #20's >= 1.8x called met or not met as the
+    sentence's numbers for our C and numba rows say."""
+    import re
+    sentence = next(ln for ln in OUT.read_text().splitlines()
+                    if ln.startswith("2 threads against 1"))
+    readme = (ROOT / "README.md").read_text()
+    assert sentence in readme
+    ours = [float(g) for name in ("numba", "C") for g in
+            re.search(rf"; {name} ID ([\d.]+)x / FD ([\d.]+)x", "; " + sentence.split(": ", 1)[1]).groups()]
+    verdict = "is met by ours" if min(ours) >= 1.8 else "is not met by ours"
+    assert f'Issue #20\'s ">= 1.8x" {verdict}' in readme
