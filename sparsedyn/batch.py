@@ -6,18 +6,14 @@ naming the argument (and the joint, for quaternions).
 """
 from __future__ import annotations
 
-import sys
-import threading
 import weakref
 
 import numpy as np
 
-from .threads import run_ranges
-
 
 def as_batch(x, width, name, batch=None, finite=True):
     """Return (array of shape (B, width), was_single). `batch` forces B (broadcasting a single row);
-    finite=False leaves the finiteness check to the caller (state_copies)."""
+    finite=False leaves the finiteness check to the caller (problems/input_copies.py)."""
     try:
         arr = np.asarray(x, dtype=float)
     except (TypeError, ValueError):
@@ -78,7 +74,8 @@ def _check_quaternions(model, q, name):
 
 def state(model, q, checked=True, **vectors):
     """Batch q and the nv-wide vectors given as keywords (None passes through as zeros=False).
-    checked=False leaves the finiteness and quaternion checks to the caller (state_copies).
+    checked=False leaves the finiteness and quaternion checks to the caller
+    (problems/input_copies.state_copies).
 
     Returns (q, dict of batched vectors, B, single)."""
     q, single = check_configuration(model, q) if checked else as_batch(q, model.nq, "q",
@@ -102,83 +99,6 @@ def state(model, q, checked=True, **vectors):
         single = single and s
         out[key] = arr
     return q, out, B, single
-
-
-#: fewest doubles a thread of state_copies copies: below, handing a range to another thread
-#: (tens of microseconds) costs about what copying it does
-COPY_MIN_DOUBLES_PER_THREAD = 1 << 16
-
-
-def state_copies(model, q, blocks, threads=1, **vectors):
-    """state(), with q and the vectors returned as private copies (the caller may change its
-    arrays while they live: views of one block of `blocks`, a CopyBlocks) and checked on the
-    copies in one pass; a failed check raises what state() raises. threads: the most threads
-    that copy ranges of states (an int, or a function of B giving it), COPY_MIN_DOUBLES_PER_THREAD
-    each at least."""
-    q, out, B, single = state(model, q, checked=False, **vectors)
-    keys = [k for k, v in out.items() if v is not None]
-    arrays = [q] + [out[k] for k in keys]                  # float64 (as_batch), maybe views
-    size = sum(a.size for a in arrays)
-    block = blocks.get(size)
-    copies, start = [], 0
-    for a in arrays:
-        copies.append(block[start:start + a.size].reshape(a.shape))
-        start += a.size
-
-    def copy_rows(lo, hi, _k):
-        # a sum is finite only if every entry is (one pass, no temporary); a finite sum that
-        # overflowed runs the checks below, which then pass
-        total = 0.0
-        with np.errstate(over="ignore", invalid="ignore"):
-            for a, view in zip(arrays, copies):
-                view[lo:hi] = a[lo:hi]
-                total += np.sum(view[lo:hi])
-        return total
-
-    threads = threads(B) if callable(threads) else threads
-    parts = max(1, min(int(threads), B, size // COPY_MIN_DOUBLES_PER_THREAD))
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = sum(run_ranges(np.linspace(0, B, parts + 1).astype(int), copy_rows), 0.0) \
-            if B else 0.0
-    q, *copies = copies
-    if not np.isfinite(total):
-        # state()'s checks in state()'s order on the copies (the same values): the first
-        # non-finite argument, or a quaternion of q before a later argument, is named
-        check_configuration(model, q)
-        for key, arr in zip(keys, copies):
-            as_batch(arr, model.nv, key)
-    _check_quaternions(model, q, "q")
-    out.update(zip(keys, copies))
-    return q, out, B, single
-
-
-class CopyBlocks:
-    """Blocks of memory for state_copies, each reused once no copy made in it is referenced: a
-    fresh block per call would be page-faulted in every time (the allocator hands blocks of
-    megabytes back to the system when they are freed; experiments/kernel_design.md, "Input
-    copies of plan.solve"). Holds at most `keep` unreferenced blocks; thread-safe."""
-
-    def __init__(self, keep=4):
-        self.keep = keep
-        self._blocks = []
-        self._lock = threading.Lock()
-
-    def get(self, size):
-        """A float64 block of `size` that nothing else references."""
-        with self._lock:
-            for k in range(len(self._blocks)):
-                block = self._blocks[k]
-                # references: the list, `block` and getrefcount's argument; a copy (a view)
-                # made in it adds one
-                if sys.getrefcount(block) == 3:
-                    if block.size == size:
-                        return block
-                    del self._blocks[k]              # unreferenced, of another size
-                    break
-            block = np.empty(size)
-            if len(self._blocks) < self.keep:
-                self._blocks.append(block)
-            return block
 
 
 def unbatch(x, single):

@@ -16,8 +16,10 @@ PRIOR = {"prior": {"tau": 1e3, "fx": 1e4, "a": 1e2, "f": 1e4, "qdd": 1e2}}
 
 def fused_kernels():
     """The fused assembly + LU kernel of inverse and forward dynamics and exact estimation."""
+    from .kernels.input_copies import copy_checked
     from .problems import compile, forward_dynamics
     compile(forward_dynamics(models.humanoid())).kernel("numba").compile_kernels()
+    copy_checked(np.zeros((2, 3)), np.empty((2, 3)), 0, 2)     # plan.solve's input copies
 
 
 def map_kernels():

@@ -220,11 +220,11 @@ def test_plan_solve_names_bad_inputs_as_the_recursive_functions_do():
 
 
 def test_input_copies_split_over_threads_keep_inputs_and_name_bad_states():
-    """A batch whose copies span several threads' ranges (batch.COPY_MIN_DOUBLES_PER_THREAD
+    """A batch whose copies span several threads' ranges (input_copies.COPY_MIN_DOUBLES_PER_THREAD
     each): the results and the on-demand variables equal one thread's bit for bit after the
     caller overwrote its arrays, and a bad input in the second range is named as sd.rnea names
     it (its batch index, its argument)."""
-    from sparsedyn.batch import COPY_MIN_DOUBLES_PER_THREAD
+    from sparsedyn.problems.input_copies import COPY_MIN_DOUBLES_PER_THREAD
     model, _, _, plan = _setup("humanoid", "id", False)
     rng = np.random.default_rng(27)
     B = 3 * COPY_MIN_DOUBLES_PER_THREAD // (model.nq + 2 * model.nv)     # two ranges at least

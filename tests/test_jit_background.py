@@ -162,7 +162,8 @@ def test_auto_answers_on_numpy_while_numba_compiles(tmp_path):
 
 #: each background compile (sparsedyn.jit_warm) and the kernels the plans' auto checks for it
 WARMED = {
-    "fused_kernels": "assemble_numba._fused_serial, assemble_numba._fused_parallel",
+    "fused_kernels": ("assemble_numba._fused_serial, assemble_numba._fused_parallel, "
+                      "input_copies.copy_checked"),
     "map_kernels": "normal_numba._map_serial, normal_numba._map_parallel",
     "augmented_kernels": "normal_numba._aug_serial, normal_numba._aug_parallel",
     "mass_matrix_kernels": "crba_numba._serial, crba_numba._parallel",
@@ -189,8 +190,8 @@ def test_each_background_compile_caches_every_kernel_auto_checks(tmp_path, warm)
     out = run_fresh(tmp_path, f"""
         from sparsedyn import jit, jit_warm
         from sparsedyn.ir import levels_numba
-        from sparsedyn.kernels import (assemble_numba, crba_numba, lu_multi_rhs, lu_numba,
-                                       lu_pruned, lu_pruned_columns, lu_pruned_plan,
+        from sparsedyn.kernels import (assemble_numba, crba_numba, input_copies, lu_multi_rhs,
+                                       lu_numba, lu_pruned, lu_pruned_columns, lu_pruned_plan,
                                        normal_numba, pv_osimr_numba, tangent_numba)
         from sparsedyn.planner import estimate_numba
         dispatchers = ({WARMED[warm]})

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import backends, opcount
-from ..batch import CopyBlocks, state_copies, unbatch
+from ..batch import unbatch
 from ..errors import (IllPosedError, PlanMismatchError, SingularModelError, check_assembled,
                       nonfinite_error)
 from ..files import atomic_write, read_npz
@@ -44,6 +44,7 @@ from ..spatial import Transform, to_linear_first
 from ..ir.assembly import AssemblyProgram
 from .base import ONLINE_BACKENDS, PlanBase
 from .dynamics import Problem
+from .input_copies import CopyBlocks, state_copies
 from .plan_derivatives import derivative_kernels_ready, solve_derivatives
 
 PLAN_FORMAT = "sparsedyn-plan"
