@@ -94,15 +94,24 @@ COMPILED = {"pv-osimr": "sparsedyn.backends.c_pv_osimr:pv_osimr_compiled",
 BACKENDS = ("numba", "numpy")
 
 
+_READY = set()       # methods whose compiled kernels were found ready (they stay so)
+
+
 def _numba_ready(method):
     """auto's check (sparsedyn/jit.py): True if the method's compiled kernels run without a JIT
     compile now; else their compile starts in the background."""
+    if method in _READY:
+        return True
     if method == "sparse":                 # (numba's import: on use)
         from .kernels.assemble_numba import _assemble_range
         from .kernels.lu_numba import _batch_inner
-        return jit.ready("the assembly and LU kernels", (_assemble_range, _batch_inner))
-    from .kernels.pv_osimr_numba import _run_parallel, _run_serial
-    return jit.ready("the PV-OSIMr Delassus kernel", (_run_serial, _run_parallel))
+        ok = jit.ready("the assembly and LU kernels", (_assemble_range, _batch_inner))
+    else:
+        from .kernels.pv_osimr_numba import _run_parallel, _run_serial
+        ok = jit.ready("the PV-OSIMr Delassus kernel", (_run_serial, _run_parallel))
+    if ok:
+        _READY.add(method)
+    return ok
 
 
 def _compiled(method):
