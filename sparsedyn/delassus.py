@@ -94,6 +94,15 @@ COMPILED = {"pv-osimr": "sparsedyn.backends.c_pv_osimr:pv_osimr_compiled",
 BACKENDS = ("numba", "numpy")
 
 
+def _method(method):
+    """METHODS[method], or ValueError naming the available ones."""
+    try:
+        return METHODS[method]
+    except (KeyError, TypeError):
+        raise ValueError(f"delassus: unknown method {method!r} "
+                         f"(available: {', '.join(sorted(METHODS))})") from None
+
+
 _READY = set()       # methods whose compiled kernels were found ready (they stay so)
 
 
@@ -136,21 +145,16 @@ def _backend(method, backend):
 def delassus(model, q, contacts, method="pv-osimr", backend=None):
     """Delassus matrix J M^-1 J^T (B, m, m) (or (m, m) for a single q) of the contacts at q.
     backend: "numba" (compiled, default where available), "numpy" (reference) or None (auto)."""
-    try:
-        sweeps = METHODS[method]
-    except (KeyError, TypeError):
-        raise ValueError(f"delassus: unknown method {method!r} "
-                         f"(available: {', '.join(sorted(METHODS))})") from None
+    sweeps = _method(method)
     backend = _backend(method, backend)
     if isinstance(model, ClusterModel):
         return _with_loops(model, q, contacts, method, backend)
     rc = _resolve(model, contacts)
     q, single = check_configuration(model, q)
     B = q.shape[0]
-    moving = [k for k, b in enumerate(rc.bodies) if b != WORLD]
-    if not moving or not model.nv or not B:
+    sub, rows = moving_part(model, rc)
+    if sub is None or not B:
         return unbatch(np.zeros((B, rc.m, rc.m)), single)
-    sub = rc if len(moving) == len(rc.bodies) else _subset(rc, moving)
     if backend == "numba":
         D = _compiled(method)(model, q, sub, lambda mo, qq, r: sweeps(mo, qq, joint_transforms(mo, qq), r))
     else:
@@ -159,9 +163,20 @@ def delassus(model, q, contacts, method="pv-osimr", backend=None):
     if sub is rc:
         return unbatch(D, single)
     out = np.zeros((B, rc.m, rc.m))                  # world-welded contacts: zero rows/columns
-    idx = np.concatenate([np.arange(rc.offsets[k], rc.offsets[k + 1]) for k in moving])
-    out[:, idx[:, None], idx[None, :]] = D
+    out[:, rows[:, None], rows[None, :]] = D
     return unbatch(out, single)
+
+
+def moving_part(model, rc):
+    """(the resolved contacts on moving bodies, their rows in Lambda^-1): (rc, None) when every
+    contact moves, (None, None) when none does or the model has no DoF (Lambda^-1 = 0)."""
+    moving = [k for k, b in enumerate(rc.bodies) if b != WORLD]
+    if not moving or not model.nv:
+        return None, None
+    if len(moving) == len(rc.bodies):
+        return rc, None
+    rows = np.concatenate([np.arange(rc.offsets[k], rc.offsets[k + 1]) for k in moving])
+    return _subset(rc, moving), rows
 
 
 def _with_loops(cm, q, contacts, method, backend):
