@@ -41,12 +41,13 @@ import numpy as np
 
 from .batch import check_configuration, unbatch
 from .contacts import Contact, ResolvedContacts, contact_jacobian_sweeps, resolve_contacts
+from .delassus_one_state import OneState
 from .errors import SingularModelError, check_finite
 from . import jit
 from .kinematics import joint_transforms
 from .loops.cluster_model import ClusterModel
 from .model.model import WORLD
-from .opcount import charge
+from .opcount import charge, counting
 from .recursive.crba import crba_sweeps
 from .recursive.efpa import efpa_sweeps
 from .recursive.kjr import kjr_sweeps
@@ -150,6 +151,12 @@ def delassus(model, q, contacts, method="pv-osimr", backend=None):
     if isinstance(model, ClusterModel):
         return _with_loops(model, q, contacts, method, backend)
     rc = _resolve(model, contacts)
+    if (backend == "numba" and method == "pv-osimr" and type(q) is np.ndarray and q.ndim == 1
+            and q.dtype == np.float64 and not counting()):
+        bound = one_state(model, rc)        # one state: the bound kernel, its screens passed
+        value = None if bound is None else bound.unchecked(q)
+        if value is not None:
+            return value
     q, single = check_configuration(model, q)
     B = q.shape[0]
     sub, rows = moving_part(model, rc)
@@ -165,6 +172,23 @@ def delassus(model, q, contacts, method="pv-osimr", backend=None):
     out = np.zeros((B, rc.m, rc.m))                  # world-welded contacts: zero rows/columns
     out[:, rows[:, None], rows[None, :]] = D
     return unbatch(out, single)
+
+
+_ONE_STATE = {}
+
+
+def one_state(model, rc):
+    """The compiled PV-OSIMr bound to (model, rc) for one state per call (delassus_one_state.py),
+    kept with rc (None when Lambda^-1 = 0: no contact moves or no DoF)."""
+    hit = _ONE_STATE.get(id(rc))
+    if hit is not None and hit[0] is rc and hit[1] is model:
+        return hit[2]
+    sub, rows = moving_part(model, rc)
+    bound = None if sub is None else OneState(model, sub, rows, rc.m)
+    if len(_ONE_STATE) >= 256:
+        _ONE_STATE.clear()
+    _ONE_STATE[id(rc)] = (rc, model, bound)          # holds rc and model: their ids stay unique
+    return bound
 
 
 def moving_part(model, rc):

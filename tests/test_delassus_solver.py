@@ -68,8 +68,9 @@ def test_world_welded_contact_rows_are_zero():
 
 
 def test_one_solver_from_two_threads(humanoid):
-    """Each thread solves its own states many times through the same solver: every answer is
-    its state's (Pinocchio's), none is another thread's."""
+    """Each thread solves its own states many times through the same solver and through
+    sd.delassus (one bound kernel): every answer is its state's (Pinocchio's), none is another
+    thread's."""
     model, q, refs = humanoid
     f = sd.delassus_solver(model, CONTACTS, backend="numba")
     f(q[0])                                          # bound before the threads start
@@ -78,10 +79,11 @@ def test_one_solver_from_two_threads(humanoid):
     def work(states):
         start.wait()
         for _ in range(40):
-            for b in states:
-                e = rel_err(f(q[b]), refs[b])
-                if not e <= TOL:
-                    errors.append((b, e))
+            for b in states:             # the solver, and sd.delassus's one-state path
+                for e in (rel_err(f(q[b]), refs[b]), rel_err(sd.delassus(model, q[b], CONTACTS,
+                                                                         backend="numba"), refs[b])):
+                    if not e <= TOL:
+                        errors.append((b, e))
     threads = [threading.Thread(target=work, args=(s,)) for s in ((0, 1, 2), (3, 4, 5))]
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)                      # threads take turns between most bytecodes
