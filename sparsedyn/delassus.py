@@ -151,12 +151,11 @@ def delassus(model, q, contacts, method="pv-osimr", backend=None):
     if isinstance(model, ClusterModel):
         return _with_loops(model, q, contacts, method, backend)
     rc = _resolve(model, contacts)
-    if (backend == "numba" and method == "pv-osimr" and type(q) is np.ndarray and q.ndim == 1
-            and q.dtype == np.float64 and not counting()):
+    if backend == "numba" and method == "pv-osimr" and _one_state_array(q) and not counting():
         bound = one_state(model, rc)        # one state: the bound kernel, its screens passed
-        value = None if bound is None else bound.unchecked(q)
+        value = None if bound is None else bound.unchecked(q if q.ndim == 1 else q[0])
         if value is not None:
-            return value
+            return value if q.ndim == 1 else value[None]
     q, single = check_configuration(model, q)
     B = q.shape[0]
     sub, rows = moving_part(model, rc)
@@ -175,6 +174,12 @@ def delassus(model, q, contacts, method="pv-osimr", backend=None):
 
 
 _ONE_STATE = {}
+
+
+def _one_state_array(q):
+    """q is a float64 array of one state: (nq,) or (1, nq) (its width checked by the screens)."""
+    return (type(q) is np.ndarray and q.dtype == np.float64
+            and (q.ndim == 1 or (q.ndim == 2 and q.shape[0] == 1)))
 
 
 def one_state(model, rc):
@@ -225,8 +230,7 @@ def _resolve(model, contacts):
     contacts = tuple(contacts)
     key = (id(model),) + tuple(map(id, contacts))
     hit = _RESOLVED.get(key)
-    if (hit is not None and hit[0] is model and len(hit[1]) == len(contacts)
-            and all(a is b for a, b in zip(hit[1], contacts))):
+    if hit is not None and hit[0] is model:      # the ids are of objects held here: exact
         return hit[2]
     rc = resolve_contacts(model, contacts)
     if len(_RESOLVED) >= 256:

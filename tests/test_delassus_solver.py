@@ -41,6 +41,8 @@ def test_humanoid_matches_pinocchio_and_delassus(humanoid, backend):
         assert D.shape == (30, 30) and rel_err(D, refs[b]) <= TOL, b
         assert np.array_equal(D, sd.delassus(model, q[b], CONTACTS, backend=backend))
         assert f(q[b], out=out) is out and np.array_equal(out, D)
+        one = sd.delassus(model, q[b:b + 1], CONTACTS, backend=backend)   # a batch of one state
+        assert one.shape == (1, 30, 30) and np.array_equal(one[0], D)
     D = f(list(q[0]))                                   # not an array: sparsedyn.delassus answers
     assert rel_err(D, refs[0]) <= TOL
     assert rel_err(f(np.asfortranarray(q[:2])[1]), refs[1]) <= TOL    # a strided view
@@ -133,6 +135,10 @@ def test_bad_input(humanoid):
     qb[3:7] = [0.0, 0.0, 0.0, 1.0 + 1e-5]
     with pytest.raises(ValueError, match="q: quaternion of joint"):
         f(qb)
+    with pytest.raises(ValueError, match="q: quaternion of joint .* at batch index 0"):
+        sd.delassus(model, qb[None], CONTACTS, backend="numba")
+    with pytest.raises(ValueError, match=r"q: expected shape"):
+        sd.delassus(model, q[None, :-1], CONTACTS, backend="numba")
     for near in (2e-7, 8e-7):      # within batch.QUATERNION_TOL: answered (8e-7: past the screen)
         qb[6] = 1.0 + near
         assert np.array_equal(f(qb), sd.delassus(model, qb, CONTACTS))
