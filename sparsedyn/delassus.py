@@ -30,6 +30,9 @@ algorithm in C on vectors of 8 states for batches of 2 or more once its library 
 per machine, in the background), else sparsedyn/kernels/pv_osimr_numba.py one state at a time;
 both split a batch over NUMBA_NUM_THREADS threads on the idle cores; "sparse": the compiled
 assembly and LU programs).
+One state on numba's "pv-osimr" (a float64 q of shape (nq,) or (1, nq)) runs the per-state kernel
+bound once to (model, contacts) (delassus_one_state.py: cheap input screens, anything flagged
+takes the checked batch path); sparsedyn.delassus_solver(model, contacts) binds it for a loop.
 backend=None picks "numba" when the method has a compiled kernel and numba is importable. Both
 charge the same per-state operation counts (the compiled path charges the reference's).
 """
