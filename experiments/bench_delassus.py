@@ -11,6 +11,12 @@ soles and 3D point contacts at the six fingertips (m = 12 + 18 = 30). Rows:
                            models; a subprocess on the same stored configurations, timing itself:
                            the best of 3 loops over the batch per repetition)
     pv-osimr numba 1T/allT delassus(..., backend="numba") with numba.set_num_threads(1) / all
+                           (B = 1: one state, the per-state kernel bound to the model and contacts,
+                           sparsedyn/delassus_one_state.py)
+    pv-osimr solver numba 1T
+                           sd.delassus_solver(model, contacts) (bound once) called once per state
+                           (a Python loop over the batch, as the pinocchio row): a control loop's
+                           call
     kernel 1T/allT         the compiled kernel alone (backends/c_pv_osimr.run on a cached
                            program: C on vectors of 8 states for B >= 2, numba's per-state kernel
                            at B = 1): what the public call adds on top is Python input checking
@@ -21,7 +27,9 @@ soles and 3D point contacts at the six fingertips (m = 12 + 18 = 30). Rows:
                            (single-threaded kernels)
     <method> numpy         delassus(..., method=<method>, backend="numpy") (batched NumPy)
 Each cell is the best of several repetitions, ours and Pinocchio's interleaved so that load from
-other processes hits both alike; ratio = ours / Pinocchio (< 1: faster); a second table gives the
+other processes hits both alike (for B <= 64 each timed call follows an untimed call of the same
+contestant, as in a control loop: else the row after the C++ peer's subprocess pays for the
+caches it evicted); ratio = ours / Pinocchio (< 1: faster); a second table gives the
 compiled rows' ratios to Pinocchio C++ (issue #20's target: the compiled PV-OSIMr <= 0.5x at
 B = 4096 on 1 thread). Before timing, Pinocchio C++'s and our answers are checked against the
 dense J M^-1 J^T from Pinocchio's Python Jacobians and mass matrix. The machine load (uptime) is
@@ -44,7 +52,7 @@ import numpy as np
 import pinocchio as pin
 
 import sparsedyn.models as sm
-from sparsedyn import wait_for_kernels
+from sparsedyn import delassus_solver, wait_for_kernels
 from sparsedyn.bench import pin_configuration, pin_contact_models
 from sparsedyn.contacts import Contact, resolve_contacts
 from sparsedyn.delassus import METHODS, delassus
@@ -62,6 +70,7 @@ OUT = os.path.join(os.path.dirname(__file__), "out", "bench_delassus.md")
 CHECKED = 16    # states whose answers are checked against the dense J M^-1 J^T
 TOL = 1e-8      # relative to max |ref|
 TARGET = 0.5    # issue #20: compiled PV-OSIMr / Pinocchio C++ per state, B = 4096, 1 thread
+WARM = 64       # batches up to this size: every timed call follows an untimed one (interleaved)
 SelfTimed = namedtuple("SelfTimed", "seconds")  # a contestant that measured its own time
 
 
@@ -79,11 +88,15 @@ def timed(fn):
     return out.seconds if isinstance(out, SelfTimed) else wall
 
 
-def interleaved(fns, reps):
-    """Best time of each function, the functions run round-robin `reps` times."""
+def interleaved(fns, reps, warm=False):
+    """Best time of each function, the functions run round-robin `reps` times; warm: each timed
+    call right after an untimed one of the same function (short calls: the row after the C++
+    peer's subprocess would otherwise pay for the caches that subprocess evicted)."""
     best = [np.inf] * len(fns)
     for _ in range(reps):
         for k, fn in enumerate(fns):
+            if warm:
+                fn()
             best[k] = min(best[k], timed(fn))
     return best
 
@@ -190,6 +203,7 @@ def timings(model, q, pq, pmodel, pdata, cms, cds, contacts, batches, peer):
     """{row: {B: (seconds per state, ratio to Python Pinocchio)}} and the machine's load
     (rows["load"] = (before, after))."""
     program = program_for(model, resolve_contacts(model, contacts))
+    solver = delassus_solver(model, contacts, backend="numba")
     nthreads = numba.config.NUMBA_NUM_THREADS
     load_before = uptime()
 
@@ -200,6 +214,7 @@ def timings(model, q, pq, pmodel, pdata, cms, cds, contacts, batches, peer):
     ours = {"pinocchio C++": peer.call,
             "pv-osimr numba 1T": lambda B: with_threads(1, lambda: delassus(model, q[:B], contacts)),
             f"pv-osimr numba {nthreads}T": lambda B: (lambda: delassus(model, q[:B], contacts)),
+            "pv-osimr solver numba 1T": lambda B: (lambda: [solver(x) for x in q[:B]]),
             "kernel 1T": lambda B: with_threads(1, lambda: run(program, q[:B])),
             f"kernel {nthreads}T": lambda B: (lambda: run(program, q[:B])),
             "kernel per-state 1T": lambda B: (
@@ -214,13 +229,13 @@ def timings(model, q, pq, pmodel, pdata, cms, cds, contacts, batches, peer):
     for B in batches:
         compiled = [k for k in ours if "numpy" not in k]
         reps = 30 if B == 1 else (10 if B <= 1024 else 5)
-        t = interleaved([pin_loop(B)] + [ours[k](B) for k in compiled], reps)
+        t = interleaved([pin_loop(B)] + [ours[k](B) for k in compiled], reps, warm=B <= WARM)
         rows["pinocchio"][B] = (t[0] / B, 1.0)
         for k, tk in zip(compiled, t[1:]):
             rows[k][B] = (tk / B, tk / t[0])
         reps = 10 if B == 1 else (3 if B <= 1024 else 2)
         for k in (k for k in ours if "numpy" in k):  # the NumPy paths, each against its own pin run
-            tp, tk = interleaved([pin_loop(B), ours[k](B)], reps)
+            tp, tk = interleaved([pin_loop(B), ours[k](B)], reps, warm=B <= WARM)
             rows[k][B] = (tk / B, tk / tp)
     rows["load"] = (load_before, uptime())
     return rows
@@ -251,9 +266,10 @@ def write(rows, args, model, m, batches, err, checks):
             for B in batches) + " |")
     kernel = min(rows["kernel 1T"][B][0] for B in batches if B > 1) * 1e6
     lines += ["", f"Reading: the per-state cost of the compiled kernel is {kernel:.1f} us on one core "
-              "(its best batched cell); the public call adds Python input checking "
-              "(check_configuration, dispatch and unboxing of the program), which only B = 1 "
-              "feels. The thread rows need the other core free: "
+              "(its best batched cell). One state (B = 1) runs the per-state numba kernel bound once "
+              "to the model and contacts (sparsedyn/delassus_one_state.py): the public call adds "
+              "its input screens and the dispatch, the solver row (sd.delassus_solver) a little "
+              "less. The thread rows need the other core free: "
               "when another process holds it (load average >= 2 on 2 CPUs) the second thread waits "
               "for a time slice and the threaded rows lose against 1T."]
     cpp = rows["pinocchio C++"]

@@ -8,6 +8,7 @@ takes a state takes a batch (B, nq) or a single (nq,).
 """
 from .contacts import Contact, contact_jacobian
 from .delassus import delassus
+from .delassus_solver import delassus_solver
 from . import models, sensors
 from .estimation import EstimationProblem, compile_estimation, load_estimation_plan
 from .errors import (IllPosedError, ModelError, ModelWarning, NonFiniteError, PlanMismatchError,
@@ -46,7 +47,7 @@ __all__ = [
     "plan_factorization", "Factorization", "PivotBreakdownWarning", "SparseCholesky",
     "EstimationProblem", "compile_estimation", "load_estimation_plan", "estimate_log", "sensors",
     "models", "wait_for_kernels",
-    "Contact", "contact_jacobian", "delassus", "ltl", "ltdl", "constrained_forward_dynamics",
+    "Contact", "contact_jacobian", "delassus", "delassus_solver", "ltl", "ltdl", "constrained_forward_dynamics",
     "RedundantContactsWarning",
     "ClusterModel", "loop_forward_dynamics", "loop_inverse_dynamics", "c_rnea", "c_aba", "c_efpa", "projected_rnea", "projection_fd", "lagrange_fd",
     "yamane_forward_dynamics", "CutJoint", "closed_chain_forward_dynamics",

@@ -30,6 +30,9 @@ algorithm in C on vectors of 8 states for batches of 2 or more once its library 
 per machine, in the background), else sparsedyn/kernels/pv_osimr_numba.py one state at a time;
 both split a batch over NUMBA_NUM_THREADS threads on the idle cores; "sparse": the compiled
 assembly and LU programs).
+One state on numba's "pv-osimr" (a float64 q of shape (nq,) or (1, nq)) runs the per-state kernel
+bound once to (model, contacts) (delassus_one_state.py: cheap input screens, anything flagged
+takes the checked batch path); sparsedyn.delassus_solver(model, contacts) binds it for a loop.
 backend=None picks "numba" when the method has a compiled kernel and numba is importable. Both
 charge the same per-state operation counts (the compiled path charges the reference's).
 """
@@ -41,12 +44,13 @@ import numpy as np
 
 from .batch import check_configuration, unbatch
 from .contacts import Contact, ResolvedContacts, contact_jacobian_sweeps, resolve_contacts
+from .delassus_one_state import OneState
 from .errors import SingularModelError, check_finite
 from . import jit
 from .kinematics import joint_transforms
 from .loops.cluster_model import ClusterModel
 from .model.model import WORLD
-from .opcount import charge
+from .opcount import charge, counting
 from .recursive.crba import crba_sweeps
 from .recursive.efpa import efpa_sweeps
 from .recursive.kjr import kjr_sweeps
@@ -94,15 +98,33 @@ COMPILED = {"pv-osimr": "sparsedyn.backends.c_pv_osimr:pv_osimr_compiled",
 BACKENDS = ("numba", "numpy")
 
 
+def _method(method):
+    """METHODS[method], or ValueError naming the available ones."""
+    try:
+        return METHODS[method]
+    except (KeyError, TypeError):
+        raise ValueError(f"delassus: unknown method {method!r} "
+                         f"(available: {', '.join(sorted(METHODS))})") from None
+
+
+_READY = set()       # methods whose compiled kernels were found ready (they stay so)
+
+
 def _numba_ready(method):
     """auto's check (sparsedyn/jit.py): True if the method's compiled kernels run without a JIT
     compile now; else their compile starts in the background."""
+    if method in _READY:
+        return True
     if method == "sparse":                 # (numba's import: on use)
         from .kernels.assemble_numba import _assemble_range
         from .kernels.lu_numba import _batch_inner
-        return jit.ready("the assembly and LU kernels", (_assemble_range, _batch_inner))
-    from .kernels.pv_osimr_numba import _run_parallel, _run_serial
-    return jit.ready("the PV-OSIMr Delassus kernel", (_run_serial, _run_parallel))
+        ok = jit.ready("the assembly and LU kernels", (_assemble_range, _batch_inner))
+    else:
+        from .kernels.pv_osimr_numba import _run_parallel, _run_serial
+        ok = jit.ready("the PV-OSIMr Delassus kernel", (_run_serial, _run_parallel))
+    if ok:
+        _READY.add(method)
+    return ok
 
 
 def _compiled(method):
@@ -127,21 +149,21 @@ def _backend(method, backend):
 def delassus(model, q, contacts, method="pv-osimr", backend=None):
     """Delassus matrix J M^-1 J^T (B, m, m) (or (m, m) for a single q) of the contacts at q.
     backend: "numba" (compiled, default where available), "numpy" (reference) or None (auto)."""
-    try:
-        sweeps = METHODS[method]
-    except (KeyError, TypeError):
-        raise ValueError(f"delassus: unknown method {method!r} "
-                         f"(available: {', '.join(sorted(METHODS))})") from None
+    sweeps = _method(method)
     backend = _backend(method, backend)
     if isinstance(model, ClusterModel):
         return _with_loops(model, q, contacts, method, backend)
     rc = _resolve(model, contacts)
+    if backend == "numba" and method == "pv-osimr" and _one_state_array(q) and not counting():
+        bound = one_state(model, rc)        # one state: the bound kernel, its screens passed
+        value = None if bound is None else bound.unchecked(q if q.ndim == 1 else q[0])
+        if value is not None:
+            return value if q.ndim == 1 else value[None]
     q, single = check_configuration(model, q)
     B = q.shape[0]
-    moving = [k for k, b in enumerate(rc.bodies) if b != WORLD]
-    if not moving or not model.nv or not B:
+    sub, rows = moving_part(model, rc)
+    if sub is None or not B:
         return unbatch(np.zeros((B, rc.m, rc.m)), single)
-    sub = rc if len(moving) == len(rc.bodies) else _subset(rc, moving)
     if backend == "numba":
         D = _compiled(method)(model, q, sub, lambda mo, qq, r: sweeps(mo, qq, joint_transforms(mo, qq), r))
     else:
@@ -150,9 +172,43 @@ def delassus(model, q, contacts, method="pv-osimr", backend=None):
     if sub is rc:
         return unbatch(D, single)
     out = np.zeros((B, rc.m, rc.m))                  # world-welded contacts: zero rows/columns
-    idx = np.concatenate([np.arange(rc.offsets[k], rc.offsets[k + 1]) for k in moving])
-    out[:, idx[:, None], idx[None, :]] = D
+    out[:, rows[:, None], rows[None, :]] = D
     return unbatch(out, single)
+
+
+_ONE_STATE = {}
+
+
+def _one_state_array(q):
+    """q is a float64 array of one state: (nq,) or (1, nq) (its width checked by the screens)."""
+    return (type(q) is np.ndarray and q.dtype == np.float64
+            and (q.ndim == 1 or (q.ndim == 2 and q.shape[0] == 1)))
+
+
+def one_state(model, rc):
+    """The compiled PV-OSIMr bound to (model, rc) for one state per call (delassus_one_state.py),
+    kept with rc (None when Lambda^-1 = 0: no contact moves or no DoF)."""
+    hit = _ONE_STATE.get(id(rc))
+    if hit is not None and hit[0] is rc and hit[1] is model:
+        return hit[2]
+    sub, rows = moving_part(model, rc)
+    bound = None if sub is None else OneState(model, sub, rows, rc.m)
+    if len(_ONE_STATE) >= 256:
+        _ONE_STATE.clear()
+    _ONE_STATE[id(rc)] = (rc, model, bound)          # holds rc and model: their ids stay unique
+    return bound
+
+
+def moving_part(model, rc):
+    """(the resolved contacts on moving bodies, their rows in Lambda^-1): (rc, None) when every
+    contact moves, (None, None) when none does or the model has no DoF (Lambda^-1 = 0)."""
+    moving = [k for k, b in enumerate(rc.bodies) if b != WORLD]
+    if not moving or not model.nv:
+        return None, None
+    if len(moving) == len(rc.bodies):
+        return rc, None
+    rows = np.concatenate([np.arange(rc.offsets[k], rc.offsets[k + 1]) for k in moving])
+    return _subset(rc, moving), rows
 
 
 def _with_loops(cm, q, contacts, method, backend):
@@ -177,8 +233,7 @@ def _resolve(model, contacts):
     contacts = tuple(contacts)
     key = (id(model),) + tuple(map(id, contacts))
     hit = _RESOLVED.get(key)
-    if (hit is not None and hit[0] is model and len(hit[1]) == len(contacts)
-            and all(a is b for a, b in zip(hit[1], contacts))):
+    if hit is not None and hit[0] is model:      # the ids are of objects held here: exact
         return hit[2]
     rc = resolve_contacts(model, contacts)
     if len(_RESOLVED) >= 256:

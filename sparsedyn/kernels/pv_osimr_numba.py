@@ -18,7 +18,7 @@ A pivot <= program.tol (singular mass matrix) stops that state and reports the b
 from __future__ import annotations
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import get_num_threads, njit, prange, typeof
 
 from ..opcount import counting
 from .parallel import idle_cores, parallel_launch
@@ -447,7 +447,12 @@ _PROGRAMS = {}
 
 
 def program_for(model, rc):
-    """build_program, cached per (model, contact bodies, K_k): the offline part runs once."""
+    """build_program, cached per (model, contact bodies, K_k): the offline part runs once; and
+    per (model, rc) object, which skips building that key (sparsedyn.delassus resolves each
+    contact list once: the same rc object comes back for the same contacts)."""
+    fast = _PROGRAMS.get(("rc", id(model), id(rc)))
+    if fast is not None and fast[0] is model and fast[1] is rc:
+        return fast[2]
     key = (id(model), rc.bodies, b"".join(K.tobytes() for K in rc.K))
     hit = _PROGRAMS.get(key)
     if hit is None or hit[0] is not model:
@@ -455,6 +460,7 @@ def program_for(model, rc):
             _PROGRAMS.clear()
         hit = (model, build_program(model, rc))      # holds the model: its id stays unique
         _PROGRAMS[key] = hit
+    _PROGRAMS[("rc", id(model), id(rc))] = (model, rc, hit[1])   # holds both: ids stay unique
     return hit[1]
 
 
@@ -469,15 +475,40 @@ def run(program, q, parallel=None):
     status = np.empty(B, np.int64)
     threads = get_num_threads()
     if parallel is None:        # and only onto idle cores (kernels/parallel.default_threads)
-        idle = idle_cores()
+        # below 16 states no thread count passes the test: skip reading /proc (~15 us)
+        idle = idle_cores() if B >= 16 and threads > 1 else None
         threads = threads if idle is None else max(1, min(threads, idle))
         parallel = threads > 1 and B >= 8 * threads
     if parallel and B > 1:
         with parallel_launch():
             _run_parallel(program.flat, q, out, status, min(B, threads))
+    elif q.flags.writeable and q.flags.aligned:
+        serial_entry(program)(program.flat, q, out, status)
     else:
         _run_serial(program.flat, q, out, status)
     return out, status
+
+
+_ENTRIES = {}
+
+
+def serial_entry(program):
+    """_run_serial's compiled entry point for the program's argument types (fresh float64 q,
+    out and status arrays: C-contiguous, aligned, writable), looked up once per program: the
+    dispatcher re-types the ~35-field FlatProgram on every call. The dispatcher itself until
+    that overload exists (its first call compiles or loads it)."""
+    hit = _ENTRIES.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    args = (program.flat, np.zeros((1, program.nq)), np.zeros((1, program.m, program.m)),
+            np.zeros(1, np.int64))
+    compiled = _run_serial.overloads.get(tuple(typeof(a) for a in args))
+    if compiled is None:
+        return _run_serial
+    if len(_ENTRIES) >= 256:
+        _ENTRIES.clear()
+    _ENTRIES[id(program)] = (program, compiled.entry_point)   # holds the program: its id stays unique
+    return compiled.entry_point
 
 
 def pv_osimr_compiled(model, q, rc, reference, runner=run):
