@@ -1,6 +1,6 @@
 """plan.solve's private input copies (sparsedyn/problems/input_copies.py): the compiled copy
 checks what NumPy's isfinite says, within the copied rows only, and every kind of input array
-(contiguous, strided, read-only, broadcast) gives the caller's values and names a bad one."""
+(contiguous, strided, read-only, broadcast, unaligned) gives the caller's values and names a bad one."""
 import numpy as np
 import pytest
 
@@ -34,8 +34,11 @@ def test_every_kind_of_input_array_is_copied_and_checked():
     wide[:, ::2] = v                                       # a strided view holds v
     frozen = a.copy()
     frozen.flags.writeable = False
+    raw = bytearray(8 * v.size + 1)                        # float64 at an odd address
+    unaligned = np.frombuffer(raw, dtype=np.float64, count=v.size, offset=1).reshape(v.shape)
+    unaligned[...] = v
     kinds = {"contiguous": (v, a), "strided": (wide[:, ::2], frozen),
-             "broadcast": (np.broadcast_to(v[2], (B, model.nv)), a)}
+             "broadcast": (np.broadcast_to(v[2], (B, model.nv)), a), "unaligned": (unaligned, a)}
     for name, (vv, aa) in kinds.items():
         qc, vecs, n, single = state_copies(model, q, CopyBlocks(), threads=2, v=vv, qdd=aa)
         assert n == B and not single, name

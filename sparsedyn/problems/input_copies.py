@@ -46,10 +46,11 @@ def state_copies(model, q, blocks, threads=1, **vectors):
         copies.append(block[start:start + a.size].reshape(a.shape))
         start += a.size
     # the compiled pass where it runs without a JIT compile (its compile starts in the
-    # background with the fused kernel's) and the source is what it was compiled for
+    # background with the fused kernel's) and the source is of the one array type it was
+    # compiled for (another would compile now)
     compiled = jit.ready("the fused ID/FD kernel", (copy_checked,))
     rows = [copy_checked if compiled and a.flags.c_contiguous and a.flags.writeable
-            else _numpy_rows for a in arrays]
+            and a.flags.aligned else _numpy_rows for a in arrays]
 
     def copy_range(lo, hi, _k):
         return all([copy(a, view, lo, hi) for copy, a, view in zip(rows, arrays, copies)])
