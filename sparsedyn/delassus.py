@@ -46,6 +46,7 @@ from .batch import check_configuration, unbatch
 from .contacts import Contact, ResolvedContacts, contact_jacobian_sweeps, resolve_contacts
 from .delassus_one_state import OneState
 from .errors import SingularModelError, check_finite
+from .identity_cache import IdentityCache
 from . import jit
 from .kinematics import joint_transforms
 from .loops.cluster_model import ClusterModel
@@ -176,7 +177,7 @@ def delassus(model, q, contacts, method="pv-osimr", backend=None):
     return unbatch(out, single)
 
 
-_ONE_STATE = {}
+_ONE_STATE = IdentityCache()
 
 
 def _one_state_array(q):
@@ -188,15 +189,12 @@ def _one_state_array(q):
 def one_state(model, rc):
     """The compiled PV-OSIMr bound to (model, rc) for one state per call (delassus_one_state.py),
     kept with rc (None when Lambda^-1 = 0: no contact moves or no DoF)."""
-    hit = _ONE_STATE.get(id(rc))
-    if hit is not None and hit[0] is rc and hit[1] is model:
-        return hit[2]
-    sub, rows = moving_part(model, rc)
-    bound = None if sub is None else OneState(model, sub, rows, rc.m)
-    if len(_ONE_STATE) >= 256:
-        _ONE_STATE.clear()
-    _ONE_STATE[id(rc)] = (rc, model, bound)          # holds rc and model: their ids stay unique
-    return bound
+    hit = _ONE_STATE.get((model, rc))
+    if hit is None:
+        sub, rows = moving_part(model, rc)
+        hit = _ONE_STATE.put((model, rc), (None if sub is None else
+                                           OneState(model, sub, rows, rc.m),))
+    return hit[0]
 
 
 def moving_part(model, rc):
@@ -222,7 +220,7 @@ def _with_loops(cm, q, contacts, method, backend):
     return unbatch(check_finite(D, "delassus (method 'sparse', kinematic loops)", {"q": q}, "Lambda^-1"), single)
 
 
-_RESOLVED = {}
+_RESOLVED = IdentityCache()
 
 
 def _resolve(model, contacts):
@@ -230,16 +228,9 @@ def _resolve(model, contacts):
     and re-resolving costs more than the compiled kernel for small batches."""
     if isinstance(contacts, Contact):
         contacts = [contacts]
-    contacts = tuple(contacts)
-    key = (id(model),) + tuple(map(id, contacts))
-    hit = _RESOLVED.get(key)
-    if hit is not None and hit[0] is model:      # the ids are of objects held here: exact
-        return hit[2]
-    rc = resolve_contacts(model, contacts)
-    if len(_RESOLVED) >= 256:
-        _RESOLVED.clear()
-    _RESOLVED[key] = (model, contacts, rc)       # holds the objects: their ids stay unique
-    return rc
+    objects = (model,) + tuple(contacts)
+    rc = _RESOLVED.get(objects)
+    return rc if rc is not None else _RESOLVED.put(objects, resolve_contacts(model, objects[1:]))
 
 
 def _subset(rc, keep):

@@ -21,6 +21,7 @@ import threading
 import numpy as np
 from numba import get_num_threads
 
+from ..identity_cache import IdentityCache
 from ..kernels import pv_osimr_numba
 from ..kernels.parallel import MIN_STATES_PER_THREAD, idle_cores
 from .c_pv_osimr_source import ARRAYS, DIMS, kernel_source, work_doubles
@@ -32,7 +33,7 @@ MIN_BATCH = 2
 _P = ctypes.c_void_p
 _lock, _local = threading.Lock(), threading.local()
 _lib = {}
-_ARGS = {}
+_ARGS = IdentityCache()
 
 
 def library(block=True):
@@ -60,18 +61,16 @@ def library(block=True):
 
 def _args(program):
     """(addresses of the program's arrays, dims, work doubles), kept with the program."""
-    hit = _ARGS.get(id(program))
-    if hit is None or hit[0] is not program:
+    hit = _ARGS.get((program,))
+    if hit is None:
         P = program.flat
         addr = np.array([getattr(P, a).ctypes.data for a in ARRAYS], dtype=np.uint64)
         dims = np.array([P.jtype.size, P.nslots, P.npairs, P.w_slot.size, P.ee_slot.size,
                          P.kc_dst.size, P.blk_k1.size, program.nq, program.m], dtype=np.int64)
         assert len(dims) == len(DIMS)
-        hit = (program, addr, dims, work_doubles(*dims[[0, 1, 2, 3, 7, 8]]))
-        if len(_ARGS) >= 256:
-            _ARGS.clear()
-        _ARGS[id(program)] = hit             # holds the program: its arrays stay alive
-    return hit[1:]
+        # the entry holds the program: the arrays whose addresses it keeps stay alive
+        hit = _ARGS.put((program,), (addr, dims, work_doubles(*dims[[0, 1, 2, 3, 7, 8]])))
+    return hit
 
 
 def _work(n, k):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads, njit, prange, typeof
 
+from ..identity_cache import IdentityCache
 from ..opcount import counting
 from .parallel import idle_cores, parallel_launch
 from .pv_osimr_program import JOINT_CODES, build_program
@@ -444,15 +445,16 @@ def _run_serial(P, q, out, status):
 
 
 _PROGRAMS = {}
+_BY_RC = IdentityCache()      # program_for's per-(model, rc) shortcut
 
 
 def program_for(model, rc):
     """build_program, cached per (model, contact bodies, K_k): the offline part runs once; and
     per (model, rc) object, which skips building that key (sparsedyn.delassus resolves each
     contact list once: the same rc object comes back for the same contacts)."""
-    fast = _PROGRAMS.get(("rc", id(model), id(rc)))
-    if fast is not None and fast[0] is model and fast[1] is rc:
-        return fast[2]
+    fast = _BY_RC.get((model, rc))
+    if fast is not None:
+        return fast
     key = (id(model), rc.bodies, b"".join(K.tobytes() for K in rc.K))
     hit = _PROGRAMS.get(key)
     if hit is None or hit[0] is not model:
@@ -460,8 +462,7 @@ def program_for(model, rc):
             _PROGRAMS.clear()
         hit = (model, build_program(model, rc))      # holds the model: its id stays unique
         _PROGRAMS[key] = hit
-    _PROGRAMS[("rc", id(model), id(rc))] = (model, rc, hit[1])   # holds both: ids stay unique
-    return hit[1]
+    return _BY_RC.put((model, rc), hit[1])
 
 
 def run(program, q, parallel=None):
@@ -489,7 +490,7 @@ def run(program, q, parallel=None):
     return out, status
 
 
-_ENTRIES = {}
+_ENTRIES = IdentityCache()
 
 
 def serial_entry(program):
@@ -497,18 +498,15 @@ def serial_entry(program):
     out and status arrays: C-contiguous, aligned, writable), looked up once per program: the
     dispatcher re-types the ~35-field FlatProgram on every call. The dispatcher itself until
     that overload exists (its first call compiles or loads it)."""
-    hit = _ENTRIES.get(id(program))
-    if hit is not None and hit[0] is program:
-        return hit[1]
+    hit = _ENTRIES.get((program,))
+    if hit is not None:
+        return hit
     args = (program.flat, np.zeros((1, program.nq)), np.zeros((1, program.m, program.m)),
             np.zeros(1, np.int64))
     compiled = _run_serial.overloads.get(tuple(typeof(a) for a in args))
     if compiled is None:
         return _run_serial
-    if len(_ENTRIES) >= 256:
-        _ENTRIES.clear()
-    _ENTRIES[id(program)] = (program, compiled.entry_point)   # holds the program: its id stays unique
-    return compiled.entry_point
+    return _ENTRIES.put((program,), compiled.entry_point)
 
 
 def pv_osimr_compiled(model, q, rc, reference, runner=run):
