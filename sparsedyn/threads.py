@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from .kernels.parallel import ParallelRegion
+
 _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
 
 
@@ -27,12 +29,13 @@ def run_ranges(edges, call):
     run_ranges could wait for a worker that is running it)."""
     edges = [int(e) for e in edges]
     spans = [(edges[k], edges[k + 1], k) for k in range(len(edges) - 1)]
-    pending = [(k, pool(len(spans) - 1).submit(call, lo, hi, k))
-               for lo, hi, k in spans[1:] if hi > lo]
     results = [None] * len(spans)
-    lo, hi, _ = spans[0]
-    if hi > lo:
-        results[0] = call(lo, hi, 0)
-    for k, done in pending:
-        results[k] = done.result()
+    with ParallelRegion():          # in flight: idle_cores counts the pool's threads busy
+        pending = [(k, pool(len(spans) - 1).submit(call, lo, hi, k))
+                   for lo, hi, k in spans[1:] if hi > lo]
+        lo, hi, _ = spans[0]
+        if hi > lo:
+            results[0] = call(lo, hi, 0)
+        for k, done in pending:
+            results[k] = done.result()
     return results

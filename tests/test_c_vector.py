@@ -12,7 +12,7 @@ import pytest
 from oracles import pin_model, rel_err, robot_urdf, singular_rod_model, to_pin_q
 
 import sparsedyn as sd
-from sparsedyn.backends.c_source import BAD_QUATERNION, RESOLVE
+from sparsedyn.backends import BAD_QUATERNION, RESOLVE
 from sparsedyn.backends.c_vector import LANES
 from sparsedyn.models import HUMANOID_URDF
 

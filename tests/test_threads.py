@@ -112,19 +112,17 @@ def test_delassus_from_eight_threads(model):
 def test_parallel_launches_are_serialised_where_the_threading_layer_is_not_threadsafe(monkeypatch):
     """numba's workqueue layer aborts on concurrent launches: there (and before the layer is
     known) the guard is a lock; omp and tbb launch freely."""
-    import contextlib
-
     import numba
 
     from sparsedyn.kernels.parallel import parallel_launch
     for layer, locked in (("workqueue", True), ("omp", False), ("tbb", False)):
         monkeypatch.setattr(numba, "threading_layer", lambda layer=layer: layer)
-        assert isinstance(parallel_launch(), contextlib.nullcontext) is not locked
+        assert (parallel_launch().lock is not None) is locked
 
     def unknown():
         raise ValueError("Threading layer is not initialized.")
     monkeypatch.setattr(numba, "threading_layer", unknown)
-    assert not isinstance(parallel_launch(), contextlib.nullcontext)
+    assert parallel_launch().lock is not None
 
 
 def test_a_default_call_never_waits_for_a_busy_core(monkeypatch):
@@ -156,3 +154,43 @@ def test_a_default_call_never_waits_for_a_busy_core(monkeypatch):
     ref = plan.solve(q, v, qdd=a, backend="numba", threads=1)["tau"]
     assert np.array_equal(plan.solve(q, v, qdd=a, backend="numba")["tau"], ref)
     assert seen and seen[-1][0] == 128
+
+
+def test_our_own_spinning_workers_count_as_idle(monkeypatch):
+    """OpenMP's workers spin for a while after a region ends and the kernel counts them as
+    running: right after a region of ours (none in flight), this process's running threads
+    count as idle cores; not later, not while a region is in flight, and not another
+    process's threads. A real region leaves a plausible count."""
+    import threading
+
+    from sparsedyn.kernels import parallel
+    monkeypatch.setattr(parallel, "WORKERS_SPIN_SECONDS", 60.0)  # a slow machine's asserts
+    with parallel.ParallelRegion():
+        pass
+    monkeypatch.setattr(parallel, "runnable", lambda: (2, 2))    # the caller and one more
+    monkeypatch.setattr(parallel, "own_running_threads", lambda: 1)
+    assert parallel.idle_cores() == 2                             # our worker, spinning
+    assert parallel.default_threads(4096, 2) == 2
+    monkeypatch.setattr(parallel, "own_running_threads", lambda: 0)
+    assert parallel.idle_cores() == 1                             # another process's thread
+    monkeypatch.setattr(parallel, "own_running_threads", lambda: 1)
+    monkeypatch.setattr(parallel, "_last_end", parallel._last_end - 120.0)
+    assert parallel.idle_cores() == 1                             # long after: busy
+    entered, leave = threading.Event(), threading.Event()
+
+    def region():
+        with parallel.ParallelRegion():
+            entered.set()
+            leave.wait()
+    other = threading.Thread(target=region)
+    other.start()
+    entered.wait()
+    try:
+        assert parallel.idle_cores() == 1                         # a region in flight: busy
+    finally:
+        leave.set()
+        other.join()
+    assert parallel.idle_cores() == 2                             # it just ended
+    monkeypatch.undo()
+    import os
+    assert 0 <= parallel.own_running_threads() < len(os.listdir("/proc/self/task"))

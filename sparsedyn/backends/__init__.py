@@ -13,14 +13,18 @@ and broken flags the states a caller must re-solve (a failed pivot check, a non-
 or a failed backward-error check), with the same meaning in every backend. A kernel is safe to
 run from several threads at once (its work memory is per call or per thread).
 
-The NumPy route of a plan (NumPy assembly, then the LU program by kernels/lu_numpy) is the
-reference every backend is tested against; it is not a fused backend.
+A kernel may also copy its inputs as it reads them (one pass over their memory instead of a copy
+before the solve): where kernel.copies_inputs(B, full) is True, run(..., copies=(qc, qdc, yc))
+takes q, qd and y unchecked, writes them into the C-contiguous arrays copies (of their shapes),
+and returns broken as uint8 codes: RESOLVE, INPUT_NOT_FINITE (q, qd or y holds NaN or inf) and,
+where the kernel checks quaternions (C's), BAD_QUATERNION (a quaternion of q off unit norm).
 """
 from __future__ import annotations
 
 import importlib
 
 from ..errors import SparsedynError
+from ..ir.fused import BAD_QUATERNION, INPUT_NOT_FINITE, RESOLVE  # noqa: F401  (broken's codes)
 
 #: backend name -> module implementing the protocol
 BACKENDS = {"numba": "sparsedyn.backends.numba_fused", "c": "sparsedyn.backends.generated_c"}

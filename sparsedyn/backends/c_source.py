@@ -37,8 +37,7 @@ from ..ir.assembly import ROT_ANGLE, ROT_QUAT
 from .c_fold import Locals, fadd, fmul, fneg, fsub, fsum, lit
 from .c_vector import Dialect
 
-#: return-code bits of a generated solve
-RESOLVE, BAD_QUATERNION = 1, 2
+from . import BAD_QUATERNION            # a return-code bit of a generated solve
 #: the statement forms of one state (c_vector.Dialect)
 SCALAR = Dialect(1)
 

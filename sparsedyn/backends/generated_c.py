@@ -22,6 +22,7 @@ import threading
 import numpy as np
 
 from ..files import atomic_write
+from ..kernels.parallel import ParallelRegion
 from ..threads import run_ranges
 from .c_plan_lanes import fits, lanes_source, lanes_work
 from .c_source import unit_source
@@ -40,6 +41,9 @@ EXPORT_FLAGS = "-O2 -std=c99 -ffp-contract=off -fno-tree-slp-vectorize"
 #: and runs them as fast (straight-line code leaves -O2 little more to do)
 CFLAGS_LONG = ("-O1",) + CFLAGS[1:]
 PREFIX = "sd"
+#: what the vector units are compiled with where the compiler has OpenMP (openmp_flags): their
+#: _threads entry then splits a batch over an OpenMP team
+OPENMP_FLAGS = ("-fopenmp",)
 
 
 def compiler():
@@ -117,6 +121,38 @@ def build(source, flags=CFLAGS):
     return lib
 
 
+@functools.lru_cache(maxsize=8)
+def _openmp(cc):
+    """Does `cc` compile and link an OpenMP unit? A probe once per compiler, its answer kept in
+    the cache (a compiler run costs ~0.1 s; auto asks on a process's first call)."""
+    if cc is None:
+        return False
+    stat = os.stat(cc)
+    key = hashlib.sha256(f"{cc}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    answer = os.path.join(cache_dir(), f"openmp_{key}.txt")
+    if os.path.exists(answer):
+        with open(answer) as fh:
+            return fh.read().strip() == "1"
+    folder = tempfile.mkdtemp(dir=cache_dir())
+    try:
+        src = os.path.join(folder, "probe.c")
+        with open(src, "w") as fh:
+            fh.write("#include <omp.h>\nint probe(void) { return omp_get_max_threads(); }\n")
+        proc = subprocess.run([cc, *CFLAGS, *OPENMP_FLAGS, "-o", os.path.join(folder, "p.so"),
+                               src], capture_output=True, text=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    with atomic_write(answer, "w") as fh:
+        fh.write("1" if proc.returncode == 0 else "0")
+    return proc.returncode == 0
+
+
+def openmp_flags():
+    """OPENMP_FLAGS where the compiler has OpenMP, else () (the units then split batches over
+    the package's Python pool: split_run)."""
+    return OPENMP_FLAGS if _openmp(compiler()) else ()
+
+
 _P = ctypes.c_void_p
 
 
@@ -151,29 +187,43 @@ class CKernel:
                 self._sources[kind] = unit_source(self.ir, PREFIX, kinds=(kind,))[0]
         return self._sources[kind]
 
+    @staticmethod
+    def _flags(kind):
+        return CFLAGS + openmp_flags() if kind.endswith("_lanes") else CFLAGS
+
     def ready(self, kind):
         """Is the library of this kind of call loaded or compiled already (no compiler run)?"""
-        return kind in self._libs or os.path.exists(library_path(self.source(kind)))
+        return kind in self._libs or os.path.exists(library_path(self.source(kind),
+                                                                 self._flags(kind)))
 
     def library(self, kind):
-        """The ctypes library of one kind of call (compiled, or loaded from the cache)."""
+        """(ctypes library, batch function, threads function or None) of one kind of call
+        (compiled, or loaded from the cache); the threads function is a vector unit's
+        _threads entry where it was compiled with OpenMP."""
         with self._build_lock:
             if kind not in self._libs:
-                lib = ctypes.CDLL(build(self.source(kind)))
+                lib = ctypes.CDLL(build(self.source(kind), self._flags(kind)))
                 lanes = kind.endswith("_lanes")
                 batch = getattr(lib, f"{PREFIX}_{kind}" if lanes else f"{PREFIX}_{kind}_batch")
-                batch.argtypes = [ctypes.c_long] + [_P] * (6 if kind.startswith("outputs") else 7)
+                pointers = [_P] * ((6 if kind.startswith("outputs") else 7) + (3 if lanes else 0))
+                batch.argtypes = [ctypes.c_long] + pointers
                 batch.restype = None
-                self._libs[kind] = lib, batch
+                team = None
+                if lanes and getattr(lib, f"{PREFIX}_{kind}_openmp")():
+                    team = getattr(lib, f"{PREFIX}_{kind}_threads")
+                    team.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_long] + pointers
+                    team.restype = None
+                self._libs[kind] = lib, batch, team
             return self._libs[kind]
 
-    def _work(self, kind, k):
-        """This thread's k work arrays of a kind of call (kept between calls; 64-byte aligned
-        for vectors)."""
+    def _work(self, kind, k, n=None):
+        """This thread's k work arrays of a kind of call, n doubles each at least (default:
+        the kind's; kept between calls; 64-byte aligned for vectors)."""
         pools = self._local.__dict__.setdefault("pools", {})
-        if kind not in pools or len(pools[kind]) < k:
+        if n is None:
             n = (lanes_work(self.ir, kind[:-6], LANES) if kind.endswith("_lanes")
                  else self.work_doubles)
+        if kind not in pools or len(pools[kind]) < k or pools[kind][0].size < n:
             pools[kind] = [aligned(n) for _ in range(k)]
         return pools[kind]
 
@@ -183,9 +233,11 @@ class CKernel:
         not start a compiler ask ready() of it)."""
         return ("full" if full else "outputs") + ("_lanes" if self.vector and B >= LANES else "")
 
-    def run(self, q, qd, y, full=False, threads=1, vector=None):
+    def run(self, q, qd, y, full=False, threads=1, vector=None, copies=None):
         """FusedSolver.run; vector: on LANES states at a time or one state at a time (default:
-        batch_kind)."""
+        batch_kind). copies: (qc, qdc, yc), C-contiguous arrays of the inputs' shapes that the
+        vector unit fills with copies of q, qd and y as it reads them; broken then holds codes
+        (c_plan_lanes.INPUT_NOT_FINITE for a state whose inputs are not all finite)."""
         q, qd, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, qd, y))
         B, n = q.shape[0], self.sizes["n"]
         out = np.empty((B, self.sizes["n_out"]))
@@ -195,11 +247,40 @@ class CKernel:
             raise ValueError("vector: this program runs one state at a time (c_plan_lanes.fits)")
         kind = (self.batch_kind(B, full) if vector is None
                 else ("full" if full else "outputs") + ("_lanes" if vector else ""))
-        split_run(B, threads, lambda k: self._work(kind, k),
-                  lambda lo, hi, work: self._call(kind, lo, hi, q, qd, y, out, x, broken, work))
-        return out, x, broken.astype(bool)
+        if copies is not None and not kind.endswith("_lanes"):
+            raise ValueError("copies: only the vector unit copies its inputs (B >= LANES)")
+        team = self.library(kind)[2] if kind.endswith("_lanes") else None
+        if team is not None and B:
+            self._team_call(team, kind, B, threads, q, qd, y, out, x, broken, copies)
+        else:
+            split_run(B, threads, lambda k: self._work(kind, k),
+                      lambda lo, hi, work: self._call(kind, lo, hi, q, qd, y, out, x, broken,
+                                                      work, copies))
+        return out, x, (broken if copies is not None else broken.astype(bool))
 
-    def _call(self, kind, lo, hi, q, qd, y, out, x, broken, work):
+    def copies_inputs(self, B, full=False):
+        """Does run(..., copies=...) copy the inputs of B states (the vector unit's batches)?"""
+        return self.batch_kind(B, full).endswith("_lanes")
+
+    def _team_call(self, team, kind, B, threads, q, qd, y, out, x, broken, copies):
+        """One call of the unit's OpenMP entry: split_run's ranges (whole lane groups, at
+        least C_MIN_STATES_PER_THREAD states each) on an OpenMP team, each thread on its
+        stretch of one work array of this thread's."""
+        teams = max(1, min(int(threads), B // C_MIN_STATES_PER_THREAD))
+        stride = -(-lanes_work(self.ir, kind[:-6], LANES) // 8) * 8      # 64-byte boundaries
+        work = self._work(kind + "_team", 1, teams * stride)[0]
+        args = [B, teams, stride, q.ctypes.data, qd.ctypes.data, y.ctypes.data, out.ctypes.data]
+        if x is not None:
+            args.append(x.ctypes.data)
+        args += [broken.ctypes.data, work.ctypes.data]
+        args += [None] * 3 if copies is None else [c.ctypes.data for c in copies]
+        if teams > 1:
+            with ParallelRegion():
+                team(*args)
+        else:
+            team(*args)
+
+    def _call(self, kind, lo, hi, q, qd, y, out, x, broken, work, copies=None):
         if hi <= lo:
             return
         s = self.sizes
@@ -209,6 +290,9 @@ class CKernel:
         if x is not None:
             args.append(ptr(x, s["n"]))
         args += [broken.ctypes.data + lo, work.ctypes.data]
+        if kind.endswith("_lanes"):
+            args += ([None] * 3 if copies is None else
+                     [ptr(c, w) for c, w in zip(copies, (s["nq"], s["nv"], s["n_y"]))])
         self.library(kind)[1](*args)
 
 
@@ -240,8 +324,8 @@ def prepare(ir):
     return CKernel(ir)
 
 
-def run(kernel, q, qd, y, full=False, threads=1):
-    return kernel.run(q, qd, y, full=full, threads=threads)
+def run(kernel, q, qd, y, full=False, threads=1, copies=None):
+    return kernel.run(q, qd, y, full=full, threads=threads, copies=copies)
 
 
 def single_state(kernel, kind="outputs"):

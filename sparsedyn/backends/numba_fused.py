@@ -17,5 +17,5 @@ def prepare(ir, lanes=None):
     return FusedSolver(ir, lanes=lanes)
 
 
-def run(kernel, q, qd, y, full=False, threads=1):
-    return kernel.run(q, qd, y, full=full, threads=threads)
+def run(kernel, q, qd, y, full=False, threads=1, copies=None):
+    return kernel.run(q, qd, y, full=full, threads=threads, copies=copies)

@@ -23,6 +23,10 @@ from .instructions import READS_A, READS_B, RECIP, SET
 from .layout import live_ops, reuse_slots, sweep_layout
 from .lu_program import opcode_runs, pivot_checks
 
+#: bits of a backend's per-state codes (sparsedyn.backends' protocol): re-solve the state, a
+#: non-unit quaternion in q, a non-finite input (q, qd or y; a run that copies its inputs)
+RESOLVE, BAD_QUATERNION, INPUT_NOT_FINITE = 1, 2, 4
+
 
 #: The per-body constants of an AssemblyProgram as a kernel reads them (see its docstring): the
 #: joint transform data (JointTransformArrays' fields, the same arrays), S and I as sparse lists,

@@ -36,10 +36,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from ..ir.fused import (AssemblyArrays, ExtraRowArrays, ProgramArrays, ResidualArrays,
-                        RhsDestinations)
+from ..ir.fused import (INPUT_NOT_FINITE, AssemblyArrays, ExtraRowArrays, ProgramArrays,
+                        ResidualArrays, RhsDestinations)
 from ..ir.assembly import ROT_ANGLE, ROT_QUAT
 from .. import jit
+from .input_copies import copy_checked
 from .lu_numba import lane_scales, lane_split, run_lanes
 from .parallel import parallel_launch
 from .work_memory import WorkArrays
@@ -451,9 +452,10 @@ def _fused_range(lo, hi, w, q, qd, y, model, xr, dest, prog, rc, slots, res):
     bundles of a FusedKernel, res the FusedOutputs."""
     init_slots, init_values, sol_slot, out_slot, col_perm, tol = slots
     runs, t, a, b, chk_ptr, chk_entries, chk_const, consts = prog
-    out, x, broken = res
+    out, x, broken, qc, qdc, yc, not_finite = res
     n = col_perm.shape[0]
     full = x.shape[0] > 0
+    copying = qc.shape[0] > 0
     lanes = w.shape[1]
     sc = lane_scratch(model.parent.shape[0], q.shape[1] + qd.shape[1], chk_const.shape[0], lanes)
     scale, idx, bad = sc.scale, sc.idx, sc.bad
@@ -470,6 +472,11 @@ def _fused_range(lo, hi, w, q, qd, y, model, xr, dest, prog, rc, slots, res):
     norms = np.zeros((4, lanes))
     for first in range(lo, hi, lanes):
         m = _lane_indices(first, hi, idx)
+        if copying:     # the group's inputs, copied and checked while the assembly reads them
+            for s in range(m):
+                not_finite[first + s] = not (copy_checked(q, qc, first + s, first + s + 1)
+                                             & copy_checked(qd, qdc, first + s, first + s + 1)
+                                             & copy_checked(y, yc, first + s, first + s + 1))
         # the constants read before the program (the rest: its SETs), then the assembly
         for k in range(init_slots.shape[0]):
             v0 = init_values[k]
@@ -620,10 +627,15 @@ class FusedKernel(NamedTuple):
 
 class FusedOutputs(NamedTuple):
     """What the fused kernel writes per state: the outputs (B, n_out), the whole solution (B, n)
-    or (0, n), and the states to re-solve (B,)."""
+    or (0, n), the states to re-solve (B,); copies of q, qd and y as it reads them (their
+    shapes, or no rows: no copies) and the states whose inputs are not all finite (B,)."""
     out: np.ndarray
     x: np.ndarray
     broken: np.ndarray
+    qc: np.ndarray
+    qdc: np.ndarray
+    yc: np.ndarray
+    not_finite: np.ndarray
 
 
 class FusedSolver:
@@ -666,17 +678,27 @@ class FusedSolver:
         self.run(q, qd, y, threads=1)
         self.run(q, qd, y, threads=2)
 
-    def run(self, q, qd, y, full=False, threads=1):
+    def copies_inputs(self, B, full=False):
+        """run(..., copies=...) copies the inputs of any batch (the backends' protocol)."""
+        return True
+
+    def run(self, q, qd, y, full=False, threads=1, copies=None):
         """(out (B, n_out), x (B, n) or None, broken (B,) bool) for checked, batched q, qd and the
         measured values y (B, m). threads: 1 runs the serial kernel, k > 1 splits the batch into
         k ranges run by numba's thread pool (at most NUMBA_NUM_THREADS at once). Without full,
-        the finiteness check covers the outputs (the other unknowns are not computed)."""
+        the finiteness check covers the outputs (the other unknowns are not computed).
+        copies: (qc, qdc, yc), C-contiguous float64 arrays of the inputs' shapes the kernel
+        copies q, qd and y into as it reads them (q then unchecked: broken holds the protocol's
+        codes, INPUT_NOT_FINITE for a state with NaN or inf inputs; quaternions unchecked)."""
         q, qd, y = _contiguous(q, qd, y)
         B, n = q.shape[0], self.ir.program.n
         sch, kern = self.kernel(full)
+        none = np.empty((0, 0))
+        qc, qdc, yc = (none, none, none) if copies is None else copies
         res = FusedOutputs(np.empty((B, sch.out_slot.size)),
                            np.empty((B, n)) if full else np.empty((0, n)),
-                           np.zeros(B, dtype=np.bool_))
+                           np.zeros(B, dtype=np.bool_), qc, qdc, yc,
+                           np.zeros(B if copies is not None else 0, dtype=np.bool_))
         lanes, groups = lane_split(B, self.lanes(sch), threads)
         args = (B, self._work.get(groups, sch.n_slots, lanes), q, qd, y, *kern, res)
         if groups > 1:
@@ -684,4 +706,7 @@ class FusedSolver:
                 _fused_parallel(*args)
         else:
             _fused_serial(*args)
-        return res.out, (res.x if full else None), res.broken
+        if copies is None:
+            return res.out, (res.x if full else None), res.broken
+        codes = res.broken.astype(np.uint8) | (res.not_finite.astype(np.uint8) * INPUT_NOT_FINITE)
+        return res.out, (res.x if full else None), codes

@@ -1,10 +1,13 @@
 """A plan's private copies of its inputs, checked in the same pass.
 
 plan.solve computes the joint-space output now and the other variables on first access, from
-the inputs of the call: the caller may have reused its arrays in the meantime, so the plan
-copies them first (into memory of its own, reused once no result refers to it) and checks the
-copies for NaN and inf in that pass (kernels/input_copies.py: one read of the memory instead of
-a copy and a sum), split over the call's threads.
+the inputs of the call: the caller may have reused its arrays in the meantime, so the plan keeps
+copies of them (in memory of its own, reused once no result refers to it). A compiled kernel
+that can writes them as it reads its inputs and flags the states that are not finite (the
+backends' copies_inputs: plan._kernel_copies, then raise_for_inputs); otherwise state_copies
+copies them before the solve and checks them for NaN and inf in that pass (kernels/
+input_copies.py: one read of the memory instead of a copy and a sum), split over the call's
+threads.
 """
 from __future__ import annotations
 
@@ -39,12 +42,7 @@ def state_copies(model, q, blocks, threads=1, **vectors):
     q, out, B, single = state(model, q, checked=False, **vectors)
     keys = [k for k, v in out.items() if v is not None]
     arrays = [q] + [out[k] for k in keys]                  # float64 (as_batch), maybe views
-    size = sum(a.size for a in arrays)
-    block = blocks.get(size)
-    copies, start = [], 0
-    for a in arrays:
-        copies.append(block[start:start + a.size].reshape(a.shape))
-        start += a.size
+    copies = copy_views(blocks, arrays)
     # the compiled pass where it runs without a JIT compile (its compile starts in the
     # background with the fused kernel's) and the source is of the one array type it was
     # compiled for (another would compile now)
@@ -56,18 +54,36 @@ def state_copies(model, q, blocks, threads=1, **vectors):
         return all([copy(a, view, lo, hi) for copy, a, view in zip(rows, arrays, copies)])
 
     threads = threads(B) if callable(threads) else threads
+    size = sum(a.size for a in arrays)
     parts = max(1, min(int(threads), B, size // COPY_MIN_DOUBLES_PER_THREAD))
     finite = all(run_ranges(np.linspace(0, B, parts + 1).astype(int), copy_range)) if B else True
-    q, *copies = copies
+    raise_for_inputs(model, copies[0], dict(zip(keys, copies[1:])), finite=finite)
+    out.update(zip(keys, copies[1:]))
+    return copies[0], out, B, single
+
+
+def copy_views(blocks, arrays):
+    """Views of one block of `blocks` (a CopyBlocks) shaped as `arrays`, one after the other:
+    where their copies go."""
+    block = blocks.get(sum(a.size for a in arrays))
+    views, start = [], 0
+    for a in arrays:
+        views.append(block[start:start + a.size].reshape(a.shape))
+        start += a.size
+    return views
+
+
+def raise_for_inputs(model, q, vectors, finite=False, quaternions=True):
+    """state()'s checks on copies of its inputs, in state()'s order, when the copying pass found
+    a non-finite value (finite False): the first non-finite argument, or a quaternion of q
+    before a later argument, is named; then q's quaternions (quaternions True). vectors: {name:
+    (B, nv) copy}."""
     if not finite:
-        # state()'s checks in state()'s order on the copies (the same values): the first
-        # non-finite argument, or a quaternion of q before a later argument, is named
         check_configuration(model, q)
-        for key, arr in zip(keys, copies):
+        for key, arr in vectors.items():
             as_batch(arr, model.nv, key)
-    _check_quaternions(model, q, "q")
-    out.update(zip(keys, copies))
-    return q, out, B, single
+    if quaternions:
+        _check_quaternions(model, q, "q")
 
 
 class CopyBlocks:

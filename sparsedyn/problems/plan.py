@@ -30,7 +30,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import backends, opcount
-from ..batch import unbatch
+from ..backends import BAD_QUATERNION, INPUT_NOT_FINITE
+from ..batch import state, unbatch
 from ..errors import (IllPosedError, PlanMismatchError, SingularModelError, check_assembled,
                       nonfinite_error)
 from ..files import atomic_write, read_npz
@@ -44,7 +45,7 @@ from ..spatial import Transform, to_linear_first
 from ..ir.assembly import AssemblyProgram
 from .base import ONLINE_BACKENDS, PlanBase
 from .dynamics import Problem
-from .input_copies import CopyBlocks, state_copies
+from .input_copies import CopyBlocks, copy_views, raise_for_inputs, state_copies
 from .plan_derivatives import derivative_kernels_ready, solve_derivatives
 
 PLAN_FORMAT = "sparsedyn-plan"
@@ -197,38 +198,51 @@ class Plan(PlanBase):
         full = self._check_outputs(outputs) or bool(derivatives)
         threads_given = threads
         self.check_threads(threads)                 # a bad value is named on every route
-        # private copies, checked in one pass: the on-demand pass below must see the inputs of
-        # this call even if the caller reuses its arrays in the meantime
-        compiled = backend != "numpy"
-        q, vecs, B, single = state_copies(
-            model, q, self._copy_blocks, v=v, **{problem.given: given[problem.given]},
-            threads=(lambda B: self.threads_for(threads_given, B)) if compiled else 1)
-        y = vecs[problem.given]
-        fx = None
-        if problem.fx_bodies:
-            fx = external_forces(model, self._check_f_ext(f_ext), B)[:, list(problem.fx_bodies)]
-        elif f_ext:
-            raise ValueError(f"f_ext: this plan of {problem.name} was compiled without external "
-                             f"wrenches; compile {problem.name}(model, f_ext=[links]) instead")
-        if B == 0 or self.system.shape[0] == 0:
-            # no states, or no movable joints (only fixed ones): empty results of the usual shapes
-            zero = np.zeros((3, B, model.nv, model.nv)) if derivatives else None
-            return Result(self, np.zeros((B, self.system.shape[1])), single, derivatives=zero)
-        requested, backend = backend, self._fused_backend(backend, B, full)
+        requested = backend
+        # private copies of the inputs, checked: the on-demand pass below must see the inputs of
+        # this call even if the caller reuses its arrays in the meantime. A compiled kernel that
+        # can copies and checks them as it reads them (one pass over their memory:
+        # _kernel_copies); else one pass copies and checks them before the solve
+        copying = self._kernel_copies(model, q, v, given, f_ext, backend, full)
+        if copying is not None:
+            arrays, backend, B, single = copying
+            threads = self.threads_for(threads_given, B)
+            q, v, y = copies = copy_views(self._copy_blocks, arrays)
+            fx = None
+            joint, x = self._solve_compiled(*arrays, fx, full, threads, backend,
+                                            copies=(copies, {"v": v, problem.given: y}))
+        else:
+            q, vecs, B, single = state_copies(
+                model, q, self._copy_blocks, v=v, **{problem.given: given[problem.given]},
+                threads=(lambda B: self.threads_for(threads_given, B))
+                if backend != "numpy" else 1)
+            v, y = vecs["v"], vecs[problem.given]
+            fx = None
+            if problem.fx_bodies:
+                fx = external_forces(model, self._check_f_ext(f_ext), B)[:, list(problem.fx_bodies)]
+            elif f_ext:
+                raise ValueError(f"f_ext: this plan of {problem.name} was compiled without "
+                                 f"external wrenches; compile {problem.name}(model, "
+                                 f"f_ext=[links]) instead")
+            if B == 0 or self.system.shape[0] == 0:
+                # no states, or no movable joints (only fixed ones): empty results of the usual
+                # shapes
+                zero = np.zeros((3, B, model.nv, model.nv)) if derivatives else None
+                return Result(self, np.zeros((B, self.system.shape[1])), single, derivatives=zero)
+            backend = self._fused_backend(backend, B, full)
         # auto: the tangent kernels only once they run without a JIT compile (else NumPy, their
         # compile started in the background)
         d_backend = "numba" if requested != "auto" or not derivatives \
             or derivative_kernels_ready() else "numpy"
         if backend == "numpy":
-            x = self._solve_numpy(q, vecs["v"], y, fx)
+            x = self._solve_numpy(q, v, y, fx)
             # (auto picks NumPy for d* on few states; the derivatives' kernels still pay there)
-            dx = (solve_derivatives(self, q, vecs["v"], x,
-                                    "numpy" if requested == "numpy" else d_backend)
+            dx = (solve_derivatives(self, q, v, x, "numpy" if requested == "numpy" else d_backend)
                   if derivatives else None)
             return Result(self, x, single, derivatives=dx)
-        threads = self.threads_for(threads_given, B)
-        v = vecs["v"]
-        joint, x = self._solve_compiled(q, v, y, fx, full, threads, backend)
+        if copying is None:
+            threads = self.threads_for(threads_given, B)
+            joint, x = self._solve_compiled(q, v, y, fx, full, threads, backend)
         if derivatives:
             return Result(self, x, single, joint_space={problem.outputs[0]: joint},
                           derivatives=solve_derivatives(self, q, v, x, d_backend, threads))
@@ -239,6 +253,28 @@ class Plan(PlanBase):
             return self._solve_compiled(q, v, y, fx, True, threads, full_backend, quiet=True)[1]
         return Result(self, x, single, joint_space={problem.outputs[0]: joint},
                       vector=None if x is not None else vector)
+
+    def _kernel_copies(self, model, q, v, given, f_ext, backend, full):
+        """(inputs as C-contiguous float64 arrays [q, v, given], backend, B, single) where the
+        compiled kernel copies and checks the inputs as it reads them (the backends' protocol:
+        kernel.copies_inputs): a batch of a plan without external wrenches, on C (its vector
+        unit: LANES states or more) or on numba (inputs of the one array type its kernel is
+        compiled for: C-contiguous, aligned, writeable); else None."""
+        problem = self.problem
+        if backend == "numpy" or problem.fx_bodies or f_ext or not self.system.shape[0]:
+            return None
+        q, vecs, B, single = state(model, q, checked=False, v=v,
+                                   **{problem.given: given[problem.given]})
+        if B == 0:
+            return None
+        route = self._fused_backend(backend, B, full)
+        arrays = [np.ascontiguousarray(a) for a in (q, vecs["v"], vecs[problem.given])]
+        if route == "numba":
+            if not all(a.flags.writeable and a.flags.aligned for a in arrays):
+                return None
+        elif route != "c" or not self.kernel("c").copies_inputs(B, full):
+            return None
+        return arrays, route, B, single
 
     def _one_state(self, q, v, qdd, tau, f_ext, outputs, backend, threads):
         """The Result of one state on the C backend's single-state function (StateSolver, one
@@ -430,18 +466,30 @@ class Plan(PlanBase):
         return export_c(self.ir, directory, name, what=what, overwrite=overwrite,
                         given=f"{self.problem.given}, {self.model.nv} in sparsedyn's joint order")
 
-    def _solve_compiled(self, q, v, y, fx, full, threads, backend="numba", quiet=False):
+    def _solve_compiled(self, q, v, y, fx, full, threads, backend="numba", quiet=False,
+                        copies=None):
         """(joint-space output (B, nv), whole solution (B, n) or None). States whose static pivot
         fails, whose solution fails the accuracy check (Factorization.checks_accuracy) or is not
         finite are re-solved with partial pivoting (Factorization.pivoted_solve):
-        PivotBreakdownWarning; SingularModelError, NonFiniteError naming the batch indices."""
+        PivotBreakdownWarning; SingularModelError, NonFiniteError naming the batch indices.
+        copies: ([qc, vc, yc], {name: vector copy}) where C's vector unit copies unchecked
+        inputs as it reads them: a non-finite input or a non-unit quaternion then raises what
+        state() raises (input_copies.raise_for_inputs), and the rest reads the copies."""
         B = q.shape[0]
         if backend == "numpy":          # "auto" while numba compiles (_fused_backend)
             x = self._solve_numpy(q, v, y, fx)
             return x[:, self.ir.out_columns], x
         ys = y if fx is None else np.concatenate((y, fx.reshape(B, -1)), axis=1)
+        kw = {} if copies is None else {"copies": copies[0]}
         joint, x, broken = backends.backend(backend).run(self.kernel(backend), q, v, ys,
-                                                         full=full, threads=threads)
+                                                         full=full, threads=threads, **kw)
+        if copies is not None:
+            # C checks q's quaternions in the kernel, numba leaves them to this check
+            raise_for_inputs(self.model, copies[0][0], copies[1],
+                             finite=not (broken & INPUT_NOT_FINITE).any(),
+                             quaternions=backend != "c" or bool((broken & BAD_QUATERNION).any()))
+            broken = broken != 0        # a quaternion within state()'s tolerance: re-solved
+            q, v, y = copies[0]
         if broken.any():
             from ..errors import PivotBreakdownWarning
             from ..planner.factorization import ROW_BACKWARD_TOL
