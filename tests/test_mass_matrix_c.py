@@ -126,3 +126,22 @@ def test_c_sincos_every_octant_and_beyond_its_range():
     f = plan.solver()
     for b in (0, LANES + 2, LANES + 5):
         assert rel_err(f(q[b]), ref[b]) < TOL
+
+
+@pytest.mark.parametrize("openmp", [True, False])
+def test_c_batches_split_over_two_threads(openmp, monkeypatch, tmp_path):
+    """B = 300: two ranges of whole lane groups, on an OpenMP team in one call (or, where the
+    compiler has no OpenMP, on the package's Python pool): the same bits as one thread, M
+    against Pinocchio."""
+    from sparsedyn.backends import c_mass_matrix_kernel
+    model, pmodel, conv = _robot("humanoid")
+    plan = sd.compile(sd.mass_matrix(model))
+    if not openmp:
+        monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
+        monkeypatch.setattr(c_mass_matrix_kernel, "openmp_flags", lambda: ())
+    q = model.random_configuration(np.random.default_rng(13), batch=300)
+    one = plan.solve(q, backend="c", threads=1, packed=True)
+    assert (plan.c_kernel._libs["lanes"][2] is not None) is openmp   # the OpenMP entry
+    assert np.array_equal(plan.solve(q, backend="c", threads=2, packed=True), one)
+    M = plan.solve(q[::29], backend="c")
+    assert rel_err(M, pin_M(model, pmodel, conv, q[::29])) < TOL

@@ -13,7 +13,8 @@ import numpy as np
 
 from .c_mass_matrix_unit import mass_matrix_source
 from .c_vector import LANES
-from .generated_c import aligned, build, library_path, split_run
+from .generated_c import (CFLAGS, aligned, build, library_path, openmp_flags, split_run,
+                          team_run)
 
 KINDS = {"one": 1, "lanes": LANES}
 _P = ctypes.c_void_p
@@ -34,10 +35,14 @@ class CMassMatrix:
             self._src[kind] = mass_matrix_source(self.program, "sdmm", KINDS[kind])
         return self._src[kind]
 
+    @staticmethod
+    def _flags(kind):
+        return CFLAGS + openmp_flags() if kind == "lanes" else CFLAGS
+
     def ready(self, kind="lanes"):
         """Is this library loaded or in the cache (no compiler run)?"""
-        if kind not in self._built and (kind in self._libs
-                                        or os.path.exists(library_path(self.source(kind)[0]))):
+        if kind not in self._built and (kind in self._libs or os.path.exists(
+                library_path(self.source(kind)[0], self._flags(kind)))):
             self._built.add(kind)         # (a cache cleared later: library() builds it again)
         return kind in self._built
 
@@ -45,12 +50,16 @@ class CMassMatrix:
         """(batch function, work doubles) of a library, compiled or loaded on first use."""
         with self._lock:
             if kind not in self._libs:
-                lib = ctypes.CDLL(build(self.source(kind)[0]))
+                lib = ctypes.CDLL(build(self.source(kind)[0], self._flags(kind)))
                 fn = lib.sdmm_batch
-                fn.argtypes = [ctypes.c_long, _P, _P, ctypes.c_long, ctypes.c_long, _P, _P, _P,
-                               _P]
-                fn.restype = None
-                self._libs[kind] = fn, lib
+                args = [ctypes.c_long, _P, _P, ctypes.c_long, ctypes.c_long, _P, _P, _P, _P]
+                fn.argtypes, fn.restype = args, None
+                team = None
+                if kind == "lanes" and lib.sdmm_batch_openmp():
+                    team = lib.sdmm_batch_threads
+                    team.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_long] + args[1:]
+                    team.restype = None
+                self._libs[kind] = fn, lib, team
             return self._libs[kind][0], self.source(kind)[1]
 
     def one_state_dense(self):
@@ -62,12 +71,14 @@ class CMassMatrix:
         fn.argtypes, fn.restype = [_P] * 3, ctypes.c_int
         return fn, self.source("one")[1]
 
-    def _work(self, kind, k):
-        """This thread's k work arrays of a library (kept between calls), 64-byte aligned, as
-        (array, address) pairs (an array's .ctypes costs microseconds: once)."""
+    def _work(self, kind, k, n=None):
+        """This thread's k work arrays of a library (kept between calls), n doubles each at
+        least (default: the library's), 64-byte aligned, as (array, address) pairs (an array's
+        .ctypes costs microseconds: once)."""
         pools = self._local.__dict__.setdefault("pools", {})
-        n = -(-self.source(kind)[1] // 8) * 8
-        if kind not in pools or len(pools[kind]) < k:
+        if n is None:
+            n = -(-self.source(kind)[1] // 8) * 8
+        if kind not in pools or len(pools[kind]) < k or pools[kind][0][0].size < n:
             pools[kind] = [(a, a.ctypes.data) for a in (aligned(n) for _ in range(k))]
         return pools[kind]
 
@@ -88,6 +99,13 @@ class CMassMatrix:
         fn, _ = self.library(kind)
         G, pdest, psrc = self.gather_args(gather)
         pq, pout, pstatus = q.ctypes.data, out.ctypes.data, status.ctypes.data
+
+        team = self._libs[kind][2]
+        if B and team is not None:       # one call: the ranges on an OpenMP team (c_team)
+            team_run(team, B, threads, self.source(kind)[1],
+                     lambda n: self._work(kind + "_team", 1, n)[0][1],
+                     lambda work: (pq, pout, width, G, pdest, psrc, pstatus, work))
+            return out, status
 
         def call(lo, hi, work):
             fn(hi - lo, pq + 8 * lo * nq, pout + 8 * lo * width, width, G, pdest, psrc,

@@ -9,6 +9,8 @@ innermost, as kernels/crba_numba's lanes; the same statements on `vd` instead of
         per state b: out[b * width + dest[c]] = M's packed nonzeros[src[c]], c < G, (slot
         n_pairs: a zero; ir/mass_matrix.py's gathers), status[b] 0 good, 1 not finite (q, a
         fold's precondition or M: c_mass_matrix), +2 (lanes 1) a non-unit quaternion of q
+    void P_batch_threads(B, threads, work_stride, <P_batch's arguments>), int P_batch_openmp()
+        (lanes > 1) the batch on an OpenMP team (c_team)
 
 work: the returned number of doubles, caller-owned, 64-byte aligned for vectors; no globals, no
 allocation: calls on different work arrays may run concurrently.
@@ -25,6 +27,7 @@ from .c_mass_matrix import crba_statements
 from .c_sincos import sincos_source
 from .c_fold import lit
 from .c_source import BAD_QUATERNION, _chunked
+from .c_team import TEAM_HEADER, Param, team_function
 from .c_vector import vector_header
 
 _LOCALS = ["  double sn, cs, qx, qy, qz, qw, R0, R1, R2, R3, R4, R5, R6, R7, R8;",
@@ -107,8 +110,13 @@ def mass_matrix_source(program, prefix, lanes=1):
                          "    for (c = 0; c < G; c++)",
                          "      for (s = 0; s < m; s++)",
                          "        out[(b + s) * width + dest[c]] = pk[src[c]][s];",
-                         "  }", "}"]
-        head = [vector_header(lanes)]
+                         "  }", "}", ""]
+        body += team_function(f"{prefix}_batch", f"{prefix}_batch", [
+            Param("const double *", "q", nq), Param("double *", "out", "width"),
+            Param("long", "width"), Param("long", "G"), Param("const long *", "dest"),
+            Param("const long *", "src"), Param("long *", "status", 1),
+            Param("double *", "work", "work")], lanes)
+        head = [TEAM_HEADER, vector_header(lanes)]
     src = "\n".join(["#include <math.h>", ""] + head + [sincos_source(lanes)] + helpers + [""]
                     + body) + "\n"
     return src, lanes * ((nq if lanes > 1 else 0) + n_out + 1 + st.n_slots), st.flops

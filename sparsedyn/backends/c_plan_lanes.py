@@ -10,7 +10,7 @@ so each lane's arithmetic is the numba kernel's. Interface (prefix P, kind "outp
         and y are copied as they are read, broken[b] then + INPUT_NOT_FINITE (4) for a state
         whose q, qd or y holds NaN or inf
     void P_kind_lanes_threads(B, threads, work_stride, <P_kind_lanes's arguments>)
-        the batch in `threads` ranges on an OpenMP team (_threads_function)
+        the batch in `threads` ranges on an OpenMP team (c_team)
     int P_kind_lanes_openmp(void)
         1 where the unit was compiled with OpenMP
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from . import INPUT_NOT_FINITE
 from .c_sincos import sincos_source
+from .c_team import TEAM_HEADER, Param, team_function
 from .c_source import Layout, solve_function, vector_unit_fits
 from .c_vector import Dialect, vector_header
 
@@ -123,39 +124,20 @@ def lanes_source(ir, prefix, kind, lanes):
             body.append(f"      z[{k % 4}] += {name}[{c}] - {name}[{c}];")
             k += 1
     body += ["      z[0] = (z[0] + z[1]) + (z[2] + z[3]);",
-             f"      for (s = 0; s < m; s++) if (z[0][s] != 0.0) broken[b + s] |= {INPUT_NOT_FINITE};",
-             "    }"]
+             "      for (s = 0; s < m; s++)",
+             f"        if (z[0][s] != 0.0) broken[b + s] |= {INPUT_NOT_FINITE};", "    }"]
     for name, dst, width in (("ov", "out", n_out), ("xv", "x", n_x)):
         if width:
             body += ["    for (s = 0; s < m; s++)",
                      f"      for (c = 0; c < {width}; c++) {dst}[(b + s) * {width} + c] = "
                      f"{name}[c][s];"]
     body += ["  }", "  if (qc) SD_STREAM_FENCE();", "}", ""]
-    body += _threads_function(prefix, kind, lanes, nq, nv, n_y, n_out, n_x)
-    return "\n".join(["#include <math.h>", "#ifdef _OPENMP", "#include <omp.h>", "#endif", "",
-                      vector_header(lanes), STREAM_COPY, sincos_source(lanes),
-                      *tables, one, "", *body]) + "\n"
-
-
-def _threads_function(prefix, kind, lanes, nq, nv, n_y, n_out, n_x):
-    """P_kind_lanes_threads(B, threads, work_stride, <P_kind_lanes's arguments>): B states split
-    into `threads` ranges of whole lane groups, run by an OpenMP team (thread t on work + t
-    work_stride), where the unit was compiled with OpenMP (P_kind_lanes_openmp() is 1), else one
-    range on the calling thread. An OpenMP team's threads wait spinning a moment between calls,
-    so a call hands its ranges over in microseconds (a Python pool's hand-off costs ~0.1 ms)."""
-    f = f"{prefix}_{kind}_lanes"
-    xarg, xpass = (" double *x,", " x + lo * {n_x},".format(n_x=n_x)) if n_x else ("", "")
-    return [f"int {f}_openmp(void)", "{", "#ifdef _OPENMP", "  return 1;", "#else", "  return 0;",
-            "#endif", "}", "",
-            f"void {f}_threads(long B, int threads, long work_stride, const double *q, "
-            f"const double *qd, const double *y, double *out,{xarg} unsigned char *broken, "
-            f"double *work, double *qc, double *qdc, double *yc)", "{",
-            "#ifdef _OPENMP", "  #pragma omp parallel num_threads(threads)", "  {",
-            "    long t = omp_get_thread_num(), T = omp_get_num_threads();",
-            "#else", "  {", "    long t = 0, T = 1;", "    (void)threads;", "#endif",
-            f"    long per = (((B + {lanes - 1}) / {lanes}) + T - 1) / T * {lanes};",
-            "    long lo = t * per < B ? t * per : B, hi = lo + per < B ? lo + per : B;",
-            f"    if (lo < hi) {f}(hi - lo, q + lo * {nq}, qd + lo * {nv}, y + lo * {n_y}, "
-            f"out + lo * {n_out},{xpass} broken + lo, work + t * work_stride, "
-            f"qc ? qc + lo * {nq} : 0, qdc ? qdc + lo * {nv} : 0, yc ? yc + lo * {n_y} : 0);",
-            "  }", "}"]
+    params = [Param("const double *", "q", nq), Param("const double *", "qd", nv),
+              Param("const double *", "y", n_y), Param("double *", "out", n_out)]
+    params += [Param("double *", "x", n_x)] if full else []
+    params += [Param("unsigned char *", "broken", 1), Param("double *", "work", "work")]
+    params += [Param("double *", name, width, nullable=True)
+               for name, width in (("qc", nq), ("qdc", nv), ("yc", n_y))]
+    body += team_function(f"{prefix}_{kind}_lanes", f"{prefix}_{kind}_lanes", params, lanes)
+    return "\n".join(["#include <math.h>", TEAM_HEADER, vector_header(lanes), STREAM_COPY,
+                      sincos_source(lanes), *tables, one, "", *body]) + "\n"

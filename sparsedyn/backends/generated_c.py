@@ -10,6 +10,7 @@ without Python (export_c).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -175,6 +176,7 @@ class CKernel:
         self.vector = fits(ir)
         self._sources = {}
         self._libs = {}
+        self._doubles = {}
         self._build_lock = threading.Lock()
         self._local = threading.local()
 
@@ -221,8 +223,7 @@ class CKernel:
         the kind's; kept between calls; 64-byte aligned for vectors)."""
         pools = self._local.__dict__.setdefault("pools", {})
         if n is None:
-            n = (lanes_work(self.ir, kind[:-6], LANES) if kind.endswith("_lanes")
-                 else self.work_doubles)
+            n = self._lanes_doubles(kind) if kind.endswith("_lanes") else self.work_doubles
         if kind not in pools or len(pools[kind]) < k or pools[kind][0].size < n:
             pools[kind] = [aligned(n) for _ in range(k)]
         return pools[kind]
@@ -237,7 +238,7 @@ class CKernel:
         """FusedSolver.run; vector: on LANES states at a time or one state at a time (default:
         batch_kind). copies: (qc, qdc, yc), C-contiguous arrays of the inputs' shapes that the
         vector unit fills with copies of q, qd and y as it reads them; broken then holds codes
-        (c_plan_lanes.INPUT_NOT_FINITE for a state whose inputs are not all finite)."""
+        (INPUT_NOT_FINITE for a state whose inputs are not all finite: the backends' protocol)."""
         q, qd, y = (np.ascontiguousarray(a, dtype=np.float64) for a in (q, qd, y))
         B, n = q.shape[0], self.sizes["n"]
         out = np.empty((B, self.sizes["n_out"]))
@@ -258,27 +259,25 @@ class CKernel:
                                                       work, copies))
         return out, x, (broken if copies is not None else broken.astype(bool))
 
+    def _lanes_doubles(self, kind):
+        """Doubles of one work array of a vector unit's kind of call (lanes_work, once)."""
+        if kind not in self._doubles:
+            self._doubles[kind] = lanes_work(self.ir, kind[:-6], LANES)
+        return self._doubles[kind]
+
     def copies_inputs(self, B, full=False):
         """Does run(..., copies=...) copy the inputs of B states (the vector unit's batches)?"""
         return self.batch_kind(B, full).endswith("_lanes")
 
     def _team_call(self, team, kind, B, threads, q, qd, y, out, x, broken, copies):
-        """One call of the unit's OpenMP entry: split_run's ranges (whole lane groups, at
-        least C_MIN_STATES_PER_THREAD states each) on an OpenMP team, each thread on its
-        stretch of one work array of this thread's."""
-        teams = max(1, min(int(threads), B // C_MIN_STATES_PER_THREAD))
-        stride = -(-lanes_work(self.ir, kind[:-6], LANES) // 8) * 8      # 64-byte boundaries
-        work = self._work(kind + "_team", 1, teams * stride)[0]
-        args = [B, teams, stride, q.ctypes.data, qd.ctypes.data, y.ctypes.data, out.ctypes.data]
-        if x is not None:
-            args.append(x.ctypes.data)
-        args += [broken.ctypes.data, work.ctypes.data]
-        args += [None] * 3 if copies is None else [c.ctypes.data for c in copies]
-        if teams > 1:
-            with ParallelRegion():
-                team(*args)
-        else:
-            team(*args)
+        """One call of the unit's OpenMP entry (team_run)."""
+        def args(work):
+            a = [q.ctypes.data, qd.ctypes.data, y.ctypes.data, out.ctypes.data]
+            a += [] if x is None else [x.ctypes.data]
+            a += [broken.ctypes.data, work]
+            return a + ([None] * 3 if copies is None else [c.ctypes.data for c in copies])
+        team_run(team, B, threads, self._lanes_doubles(kind),
+                 lambda n: self._work(kind + "_team", 1, n)[0].ctypes.data, args)
 
     def _call(self, kind, lo, hi, q, qd, y, out, x, broken, work, copies=None):
         if hi <= lo:
@@ -318,6 +317,18 @@ def split_run(B, threads, work_arrays, call, min_states=C_MIN_STATES_PER_THREAD)
         edges = np.round(edges / LANES).astype(int) * LANES
         edges[-1] = B
     run_ranges(edges, lambda lo, hi, k: call(lo, hi, work[k]))
+
+
+def team_run(team, B, threads, work_doubles, work_address, args):
+    """team(B, teams, stride, *args(work)): a unit's OpenMP entry (c_team) on split_run's ranges
+    (whole lane groups, C_MIN_STATES_PER_THREAD states each at least), thread t on the
+    stretch t of one work array (work_address(n): the address of n doubles, 64-byte aligned,
+    of the calling thread's), `stride` = work_doubles rounded up to 64-byte boundaries."""
+    teams = max(1, min(int(threads), B // C_MIN_STATES_PER_THREAD))
+    stride = -(-work_doubles // 8) * 8
+    arguments = args(work_address(teams * stride))
+    with ParallelRegion() if teams > 1 else contextlib.nullcontext():
+        team(B, teams, stride, *arguments)
 
 
 def prepare(ir):

@@ -485,9 +485,11 @@ class Plan(PlanBase):
                                                          full=full, threads=threads, **kw)
         if copies is not None:
             # C checks q's quaternions in the kernel, numba leaves them to this check
+            flagged = broken.any()
             raise_for_inputs(self.model, copies[0][0], copies[1],
-                             finite=not (broken & INPUT_NOT_FINITE).any(),
-                             quaternions=backend != "c" or bool((broken & BAD_QUATERNION).any()))
+                             finite=not (flagged and (broken & INPUT_NOT_FINITE).any()),
+                             quaternions=backend != "c"
+                             or bool(flagged and (broken & BAD_QUATERNION).any()))
             broken = broken != 0        # a quaternion within state()'s tolerance: re-solved
             q, v, y = copies[0]
         if broken.any():
