@@ -242,8 +242,9 @@ def test_auto_lazy_output_never_builds_a_library_the_caller_did_not_ask_for(monk
 
 
 def test_one_state_on_c_keeps_every_check_and_answer():
-    """plan.solve with one state on C (the single-state function, no per-call NumPy checks)
-    equals Pinocchio and the batched path; a non-unit quaternion, NaN and a wrong size raise
+    """plan.solve with one state on C (the single-state function, no per-call NumPy checks),
+    1-D or a batch of one, equals Pinocchio and the batched path; a non-unit quaternion, NaN
+    and a wrong size raise
     the general path's errors naming the argument; f_ext, the lazy full solution and calls
     from several threads give the same answers."""
     model, pm = _robot("humanoid")
@@ -271,6 +272,17 @@ def test_one_state_on_c_keeps_every_check_and_answer():
         plan.solve(q[0], nan_v, qdd=a[0])
     with pytest.raises(ValueError, match="qdd: expected shape"):
         plan.solve(q[0], v[0], qdd=a[0][:-1])
+    # a batch of one, (1, n) arrays: the same function, results with their batch axis
+    calls = []
+    real = plan._local.state_solver.unchecked
+    plan._local.state_solver.unchecked = lambda *args: calls.append(1) or real(*args)
+    row = plan.solve(q[2:3], v[2:3], qdd=a[2:3], f_ext={"l_sole": w[2]})
+    assert calls and row["tau"].shape == (1, model.nv)
+    assert rel_err(row["tau"][0], batched["tau"][2]) <= 1e-12
+    assert rel_err(row["a", "l_sole"][0], batched["a", "l_sole"][2]) <= 1e-12
+    del plan._local.state_solver.unchecked
+    with pytest.raises(ValueError, match="v: non-finite value"):
+        plan.solve(q[:1], nan_v[None], qdd=a[:1])
     alone = [plan.solve(q[b], v[b], qdd=a[b])["tau"] for b in range(6)]
     seen = {}
 

@@ -278,8 +278,9 @@ class Plan(PlanBase):
 
     def _one_state(self, q, v, qdd, tau, f_ext, outputs, backend, threads):
         """The Result of one state on the C backend's single-state function (StateSolver, one
-        per thread), or None where the general path runs: not exactly 1-D float64 arrays of
-        the model's sizes, wrenches other than (6,), outputs, threads other than 1, another
+        per thread), or None where the general path runs: not exactly float64 arrays of the
+        model's sizes, 1-D or all (1, size) C-contiguous (a batch of one: results keep their
+        batch axis), wrenches other than (6,), outputs, threads other than 1, another
         backend, "auto" before its C library is built, counting operations. The checks are
         the kernel's: a state it flags (a non-unit quaternion, a result that is not finite, a
         failed pivot or accuracy check) returns None, and the general path raises the typed
@@ -289,9 +290,13 @@ class Plan(PlanBase):
         other = tau if problem.given == "qdd" else qdd
         if outputs is not None or other is not None or threads not in (None, 1):
             return None
+        single = type(q) is np.ndarray and q.ndim == 1
         for arr, size in ((q, model.nq), (v, model.nv), (given, model.nv)):
-            if type(arr) is not np.ndarray or arr.shape != (size,) or arr.dtype != np.float64:
+            if (type(arr) is not np.ndarray or arr.shape != ((size,) if single else (1, size))
+                    or arr.dtype != np.float64 or not arr.flags.c_contiguous):
                 return None
+        if not single:
+            q, v, given = q[0], v[0], given[0]
         if f_ext is not None and (type(f_ext) is not dict or not problem.fx_bodies or any(
                 np.shape(w) != (6,) for w in f_ext.values())):
             return None
@@ -320,7 +325,7 @@ class Plan(PlanBase):
                 fx = external_forces(model, self._check_f_ext(wrenches), 1)[:, list(problem.fx_bodies)]
             full_backend = self._fused_backend(requested, 1, True)
             return self._solve_compiled(q1, v1, y1, fx, True, 1, full_backend, quiet=True)[1]
-        return Result(self, None, True, joint_space={problem.outputs[0]: joint[None]},
+        return Result(self, None, single, joint_space={problem.outputs[0]: joint[None]},
                       vector=vector)
 
     @property
