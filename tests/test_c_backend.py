@@ -276,8 +276,10 @@ def test_one_state_on_c_keeps_every_check_and_answer():
     calls = []
     real = plan._local.state_solver.unchecked
     plan._local.state_solver.unchecked = lambda *args: calls.append(1) or real(*args)
-    row = plan.solve(q[2:3], v[2:3], qdd=a[2:3], f_ext={"l_sole": w[2]})
+    row = plan.solve(q[2:3], v[2:3], qdd=a[2:3], f_ext={"l_sole": w[2]}, threads=2)
     assert calls and row["tau"].shape == (1, model.nv)
+    with pytest.raises(ValueError, match="threads: expected an integer"):
+        plan.solve(q[2:3], v[2:3], qdd=a[2:3], threads=0)
     assert rel_err(row["tau"][0], batched["tau"][2]) <= 1e-12
     assert rel_err(row["a", "l_sole"][0], batched["a", "l_sole"][2]) <= 1e-12
     del plan._local.state_solver.unchecked

@@ -280,7 +280,7 @@ class Plan(PlanBase):
         """The Result of one state on the C backend's single-state function (StateSolver, one
         per thread), or None where the general path runs: not exactly float64 arrays of the
         model's sizes, 1-D or all (1, size) C-contiguous (a batch of one: results keep their
-        batch axis), wrenches other than (6,), outputs, threads other than 1, another
+        batch axis), wrenches other than (6,), outputs, an invalid `threads`, another
         backend, "auto" before its C library is built, counting operations. The checks are
         the kernel's: a state it flags (a non-unit quaternion, a result that is not finite, a
         failed pivot or accuracy check) returns None, and the general path raises the typed
@@ -288,8 +288,13 @@ class Plan(PlanBase):
         problem, model = self.problem, self.model
         given = qdd if problem.given == "qdd" else tau
         other = tau if problem.given == "qdd" else qdd
-        if outputs is not None or other is not None or threads not in (None, 1):
+        if outputs is not None or other is not None:
             return None
+        if threads is not None:
+            try:
+                self.check_threads(threads)       # one state runs on one thread whatever the count
+            except ValueError:
+                return None                       # the general path names it
         single = type(q) is np.ndarray and q.ndim == 1
         for arr, size in ((q, model.nq), (v, model.nv), (given, model.nv)):
             if (type(arr) is not np.ndarray or arr.shape != ((size,) if single else (1, size))
