@@ -277,14 +277,20 @@ def test_lanes_every_joint_kind(root):
     check_lanes(*every_joint_case(root, 16, max(LANE_BATCHES)))
 
 
-def test_lanes_threads_split_the_batch():
-    """Two threads (ranges of at least MIN_STATES_PER_THREAD states) give each state's answer."""
+def test_lanes_threads_split_the_batch(monkeypatch):
+    """Two threads (ranges of at least MIN_STATES_PER_THREAD states) give each state's answer,
+    on an OpenMP team (where the compiler has OpenMP) and on the Python pool the same bits."""
+    from sparsedyn.backends.generated_c import openmp_flags
     contacts = [Contact("l_sole"), Contact(TIPS[1], "3d")]
     model, q, refs = urdf_case("humanoid", contacts, 2 * MIN_STATES_PER_THREAD + 5, 9)
-    out, status = c_pv_osimr.run_lanes(program_for(model, resolve_contacts(model, contacts)), q,
-                                       threads=2)
+    program = program_for(model, resolve_contacts(model, contacts))
+    out, status = c_pv_osimr.run_lanes(program, q, threads=2)
     assert np.all(status == -1)
     assert max(rel_err(out[b], refs[b]) for b in range(len(q))) <= TOL
+    assert (c_pv_osimr._lib["team"] is not None) is bool(openmp_flags())
+    monkeypatch.setitem(c_pv_osimr._lib, "team", None)          # the Python pool's ranges
+    pool_out, pool_status = c_pv_osimr.run_lanes(program, q, threads=2)
+    assert np.array_equal(pool_out, out) and np.array_equal(pool_status, status)
 
 
 def elbow_point_mass():

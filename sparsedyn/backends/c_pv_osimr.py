@@ -25,7 +25,8 @@ from ..identity_cache import IdentityCache
 from ..kernels import pv_osimr_numba
 from ..kernels.parallel import MIN_STATES_PER_THREAD, idle_cores
 from .c_pv_osimr_source import ARRAYS, DIMS, kernel_source, work_doubles
-from .generated_c import aligned, build, library_path, split_run, unavailable
+from .generated_c import (CFLAGS, aligned, build, library_path, openmp_flags, split_run,
+                          team_run, unavailable)
 
 #: the fewest states run on vectors: a group of LANES costs about what 2 states cost numba's
 #: per-state kernel (experiments/kernel_design.md, "The PV-OSIMr kernel on vectors of states")
@@ -46,16 +47,22 @@ def library(block=True):
         if unavailable() is not None:
             return None
         src = kernel_source()
+        flags = CFLAGS + openmp_flags()
         if not block and not _lib.get("building"):
             _lib["building"] = True
-            threading.Thread(target=build, args=(src,), daemon=True).start()
-        if not block and not os.path.exists(library_path(src)):
+            threading.Thread(target=build, args=(src, flags), daemon=True).start()
+        if not block and not os.path.exists(library_path(src, flags)):
             return None
-        lib = ctypes.CDLL(build(src))
+        lib = ctypes.CDLL(build(src, flags))
         fn = lib.sd_pvo_lanes
         fn.argtypes = [ctypes.c_long] + [_P] * 6 + [ctypes.c_double]
         fn.restype = None
-        _lib["fn"], _lib["lib"] = fn, lib
+        team = None
+        if lib.sd_pvo_lanes_openmp():
+            team = lib.sd_pvo_lanes_threads
+            team.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_long] + fn.argtypes[1:]
+            team.restype = None
+        _lib["fn"], _lib["lib"], _lib["team"] = fn, lib, team
         return fn
 
 
@@ -91,11 +98,17 @@ def run_lanes(program, q, threads=1):
     addr, dims, n = _args(program)
     pq, pout, pst = q.ctypes.data, out.ctypes.data, status.ctypes.data
 
+    # a thread's range costs ~5 us per state: MIN_STATES_PER_THREAD of them repay a hand-off
+    if B and _lib["team"] is not None:      # one call: the ranges on an OpenMP team (c_team)
+        team_run(_lib["team"], B, threads, n, lambda size: _work(size, 1)[0].ctypes.data,
+                 lambda work: (pq, pout, pst, work, addr.ctypes.data, dims.ctypes.data,
+                               program.flat.tol), min_states=MIN_STATES_PER_THREAD)
+        return out, status
+
     def call(lo, hi, work):
         if hi > lo:
             fn(hi - lo, pq + 8 * lo * nq, pout + 8 * lo * m * m, pst + 8 * lo, work.ctypes.data,
                addr.ctypes.data, dims.ctypes.data, program.flat.tol)
-    # a thread's range costs ~5 us per state: MIN_STATES_PER_THREAD of them repay a hand-off
     split_run(B, threads, lambda k: _work(n, k), call, min_states=MIN_STATES_PER_THREAD)
     return out, status
 

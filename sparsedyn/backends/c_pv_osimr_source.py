@@ -13,12 +13,15 @@ arrives as a table of addresses, so the library compiles once per machine. Inter
         articulated pivot is <= tol (the state's other outputs are then meaningless);
         arrays: ARRAYS' addresses in order; dims: DIMS; work: work_doubles(...) doubles,
         64-byte aligned. A partial group's idle lanes repeat its first state.
+    void sd_pvo_lanes_threads(B, threads, work_stride, <sd_pvo_lanes's arguments>),
+    int sd_pvo_lanes_openmp(void): the batch on an OpenMP team (c_team)
 """
 from __future__ import annotations
 
 from .c_pv_osimr_backward import BACKWARD
 from .c_pv_osimr_forward import FORWARD
 from .c_sincos import sincos_source
+from .c_team import TEAM_HEADER, Param, team_function
 from .c_vector import LANES, vector_header
 
 #: FlatProgram fields passed by address, in the order the C reads them
@@ -111,6 +114,11 @@ static vl pivot(const Prog *P, long n, long i, const vd *IA, vd *U, vd *D, vd *D
 def kernel_source(lanes=LANES):
     """The C source (the module doc) on vectors of `lanes` >= 2 states (c_sincos's vector form)."""
     unpack = "".join(f"  P.{a} = x[{k}];\n" for k, a in enumerate(ARRAYS))
-    return "\n".join(["#include <math.h>", f"#define LN {lanes}", vector_header(lanes),
-                      sincos_source(lanes), _KERNEL % {"fields": _FIELDS}, BACKWARD,
-                      FORWARD % {"unpack": unpack}])
+    team = team_function("sd_pvo_lanes", "sd_pvo_lanes", [
+        Param("const double *", "q", "dims[7]"), Param("double *", "out", "dims[8] * dims[8]"),
+        Param("long *", "status", 1), Param("double *", "work", "work"),
+        Param("const void *const *", "arr"), Param("const long *", "dims"),
+        Param("double", "tol")], lanes)
+    return "\n".join(["#include <math.h>", TEAM_HEADER, f"#define LN {lanes}",
+                      vector_header(lanes), sincos_source(lanes), _KERNEL % {"fields": _FIELDS},
+                      BACKWARD, FORWARD % {"unpack": unpack}, *team])

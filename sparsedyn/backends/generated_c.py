@@ -319,12 +319,13 @@ def split_run(B, threads, work_arrays, call, min_states=C_MIN_STATES_PER_THREAD)
     run_ranges(edges, lambda lo, hi, k: call(lo, hi, work[k]))
 
 
-def team_run(team, B, threads, work_doubles, work_address, args):
+def team_run(team, B, threads, work_doubles, work_address, args,
+             min_states=C_MIN_STATES_PER_THREAD):
     """team(B, teams, stride, *args(work)): a unit's OpenMP entry (c_team) on split_run's ranges
-    (whole lane groups, C_MIN_STATES_PER_THREAD states each at least), thread t on the
-    stretch t of one work array (work_address(n): the address of n doubles, 64-byte aligned,
-    of the calling thread's), `stride` = work_doubles rounded up to 64-byte boundaries."""
-    teams = max(1, min(int(threads), B // C_MIN_STATES_PER_THREAD))
+    (whole lane groups, min_states states each at least), thread t on the stretch t of one
+    work array (work_address(n): the address of n doubles, 64-byte aligned, of the calling
+    thread's), `stride` = work_doubles rounded up to 64-byte boundaries."""
+    teams = max(1, min(int(threads), B // min_states))
     stride = -(-work_doubles // 8) * 8
     arguments = args(work_address(teams * stride))
     with ParallelRegion() if teams > 1 else contextlib.nullcontext():
