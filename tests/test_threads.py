@@ -83,6 +83,20 @@ def test_dynamics_plan_from_eight_threads(model, problem, threads):
     _check_bitwise(call, inputs)
 
 
+@pytest.mark.parametrize("backend", ["c", "numba"])
+def test_kernels_copying_inputs_from_eight_threads(model, backend):
+    """Without external wrenches the kernels copy plan.solve's inputs as they read them (C on
+    an OpenMP team): eight threads, each call split over two threads, the joint-space output
+    and an on-demand variable (from the copies) equal the serial calls' bits."""
+    plan = sd.compile(sd.forward_dynamics(model))
+    inputs = _states(model, 8, 2 * 128 + 17, seed=4)
+
+    def call(q, v, tau):
+        res = plan.solve(q, v, tau=tau, threads=2, backend=backend)
+        return res["qdd"], res["f", "l_sole"]
+    _check_bitwise(call, inputs)
+
+
 @pytest.mark.parametrize("method", ["exact", "map"])
 def test_estimation_plan_from_eight_threads(model, method):
     sensors = [S.JointAccelerations(), S.ForceTorque("l_foot_ft_sensor"),
