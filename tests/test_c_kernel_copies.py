@@ -151,3 +151,25 @@ def test_bad_inputs_raise_what_the_copy_then_solve_route_raises(kind):
     q2[21, 3:7] *= 0.9
     assert "quaternion of joint 'root_joint' is not unit-norm at batch index 21" in bad(qb=q2)
     assert "quaternion of joint 'root_joint'" in bad(qb=q2, vb=v1)   # q's check before v's
+
+
+def test_openmp_probe_is_kept_and_survives_a_cache_it_cannot_write(monkeypatch, tmp_path):
+    """The probe's answer is written to the cache once and read back by the next process; a
+    cache it cannot write to still gets the probe's answer (asked again next time)."""
+    monkeypatch.setenv("SPARSEDYN_CACHE_DIR", str(tmp_path))
+    cc = generated_c.compiler()
+    generated_c._openmp.cache_clear()
+    first = generated_c._openmp(cc)
+    kept = list((tmp_path / "c").glob("openmp_*.txt"))
+    assert len(kept) == 1 and kept[0].read_text() == ("1" if first else "0")
+    generated_c._openmp.cache_clear()
+    kept[0].write_text("0")                        # read back, not probed again
+    assert generated_c._openmp(cc) is False
+    kept[0].unlink()
+    generated_c._openmp.cache_clear()
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only cache")
+    monkeypatch.setattr(generated_c, "atomic_write", refuse)
+    assert generated_c._openmp(cc) is first
+    generated_c._openmp.cache_clear()              # the next caller asks the real cache again

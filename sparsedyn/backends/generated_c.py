@@ -134,18 +134,21 @@ def _openmp(cc):
     if os.path.exists(answer):
         with open(answer) as fh:
             return fh.read().strip() == "1"
-    folder = tempfile.mkdtemp(dir=cache_dir())
+    folder = tempfile.mkdtemp()
     try:
         src = os.path.join(folder, "probe.c")
         with open(src, "w") as fh:
             fh.write("#include <omp.h>\nint probe(void) { return omp_get_max_threads(); }\n")
-        proc = subprocess.run([cc, *CFLAGS, *OPENMP_FLAGS, "-o", os.path.join(folder, "p.so"),
-                               src], capture_output=True, text=True)
+        works = subprocess.run([cc, *CFLAGS, *OPENMP_FLAGS, "-o", os.path.join(folder, "p.so"),
+                                src], capture_output=True, text=True).returncode == 0
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    with atomic_write(answer, "w") as fh:
-        fh.write("1" if proc.returncode == 0 else "0")
-    return proc.returncode == 0
+    try:
+        with atomic_write(answer, "w") as fh:
+            fh.write("1" if works else "0")
+    except OSError:                     # a cache we cannot write to: asked again next process
+        pass
+    return works
 
 
 def openmp_flags():
