@@ -3,6 +3,7 @@ C, NumPy copies and reductions of large arrays): started once, grown on demand, 
 caller (starting a pool per call cost ~300 us)."""
 from __future__ import annotations
 
+import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,9 +31,10 @@ def run_ranges(edges, call):
     edges = [int(e) for e in edges]
     spans = [(edges[k], edges[k + 1], k) for k in range(len(edges) - 1)]
     results = [None] * len(spans)
-    with ParallelRegion():          # in flight: idle_cores counts the pool's threads busy
-        pending = [(k, pool(len(spans) - 1).submit(call, lo, hi, k))
-                   for lo, hi, k in spans[1:] if hi > lo]
+    others = [(lo, hi, k) for lo, hi, k in spans[1:] if hi > lo]
+    # a region while the pool's threads work (idle_cores counts them busy); none for one range
+    with ParallelRegion() if others else contextlib.nullcontext():
+        pending = [(k, pool(len(spans) - 1).submit(call, lo, hi, k)) for lo, hi, k in others]
         lo, hi, _ = spans[0]
         if hi > lo:
             results[0] = call(lo, hi, 0)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .c_mass_matrix_unit import mass_matrix_source
 from .c_vector import LANES
-from .generated_c import (CFLAGS, aligned, build, library_path, openmp_flags, split_run,
+from .generated_c import (CFLAGS, aligned, build, library_path, split_run, team_flags,
                           team_run)
 
 KINDS = {"one": 1, "lanes": LANES}
@@ -37,7 +37,7 @@ class CMassMatrix:
 
     @staticmethod
     def _flags(kind):
-        return CFLAGS + openmp_flags() if kind == "lanes" else CFLAGS
+        return team_flags() if kind == "lanes" else CFLAGS
 
     def ready(self, kind="lanes"):
         """Is this library loaded or in the cache (no compiler run)?"""

@@ -25,8 +25,8 @@ from ..identity_cache import IdentityCache
 from ..kernels import pv_osimr_numba
 from ..kernels.parallel import MIN_STATES_PER_THREAD, idle_cores
 from .c_pv_osimr_source import ARRAYS, DIMS, kernel_source, work_doubles
-from .generated_c import (CFLAGS, aligned, build, library_path, openmp_flags, split_run,
-                          team_run, unavailable)
+from .generated_c import (aligned, build, library_path, split_run, team_flags, team_run,
+                          unavailable)
 
 #: the fewest states run on vectors: a group of LANES costs about what 2 states cost numba's
 #: per-state kernel (experiments/kernel_design.md, "The PV-OSIMr kernel on vectors of states")
@@ -47,7 +47,7 @@ def library(block=True):
         if unavailable() is not None:
             return None
         src = kernel_source()
-        flags = CFLAGS + openmp_flags()
+        flags = team_flags()
         if not block and not _lib.get("building"):
             _lib["building"] = True
             threading.Thread(target=build, args=(src, flags), daemon=True).start()

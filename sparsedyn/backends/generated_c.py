@@ -157,6 +157,12 @@ def openmp_flags():
     return OPENMP_FLAGS if _openmp(compiler()) else ()
 
 
+def team_flags():
+    """What a unit with a team function (c_team) is compiled with: CFLAGS, and OpenMP where
+    the compiler has it."""
+    return CFLAGS + openmp_flags()
+
+
 _P = ctypes.c_void_p
 
 
@@ -194,7 +200,7 @@ class CKernel:
 
     @staticmethod
     def _flags(kind):
-        return CFLAGS + openmp_flags() if kind.endswith("_lanes") else CFLAGS
+        return team_flags() if kind.endswith("_lanes") else CFLAGS
 
     def ready(self, kind):
         """Is the library of this kind of call loaded or compiled already (no compiler run)?"""

@@ -39,7 +39,11 @@ def state_copies(model, q, blocks, threads=1, **vectors):
     `blocks`, a CopyBlocks) checked for NaN, inf and unit quaternions; a failed check raises what
     state() raises. threads: the most threads that copy ranges of states (an int, or a function
     of B giving it), COPY_MIN_DOUBLES_PER_THREAD each at least."""
-    q, out, B, single = state(model, q, checked=False, **vectors)
+    return copy_state(model, *state(model, q, checked=False, **vectors), blocks, threads)
+
+
+def copy_state(model, q, out, B, single, blocks, threads=1):
+    """state_copies on what batch.state(..., checked=False) returned."""
     keys = [k for k, v in out.items() if v is not None]
     arrays = [q] + [out[k] for k in keys]                  # float64 (as_batch), maybe views
     copies = copy_views(blocks, arrays)

@@ -45,7 +45,7 @@ from ..spatial import Transform, to_linear_first
 from ..ir.assembly import AssemblyProgram
 from .base import ONLINE_BACKENDS, PlanBase
 from .dynamics import Problem
-from .input_copies import CopyBlocks, copy_views, raise_for_inputs, state_copies
+from .input_copies import CopyBlocks, copy_state, copy_views, raise_for_inputs
 from .plan_derivatives import derivative_kernels_ready, solve_derivatives
 
 PLAN_FORMAT = "sparsedyn-plan"
@@ -203,7 +203,8 @@ class Plan(PlanBase):
         # this call even if the caller reuses its arrays in the meantime. A compiled kernel that
         # can copies and checks them as it reads them (one pass over their memory:
         # _kernel_copies); else one pass copies and checks them before the solve
-        copying = self._kernel_copies(model, q, v, given, f_ext, backend, full)
+        batch = state(model, q, checked=False, v=v, **{problem.given: given[problem.given]})
+        copying = self._kernel_copies(batch, f_ext, backend, full)
         if copying is not None:
             arrays, backend, B, single = copying
             threads = self.threads_for(threads_given, B)
@@ -212,8 +213,8 @@ class Plan(PlanBase):
             joint, x = self._solve_compiled(*arrays, fx, full, threads, backend,
                                             copies=(copies, {"v": v, problem.given: y}))
         else:
-            q, vecs, B, single = state_copies(
-                model, q, self._copy_blocks, v=v, **{problem.given: given[problem.given]},
+            q, vecs, B, single = copy_state(
+                model, *batch, self._copy_blocks,
                 threads=(lambda B: self.threads_for(threads_given, B))
                 if backend != "numpy" else 1)
             v, y = vecs["v"], vecs[problem.given]
@@ -254,17 +255,16 @@ class Plan(PlanBase):
         return Result(self, x, single, joint_space={problem.outputs[0]: joint},
                       vector=None if x is not None else vector)
 
-    def _kernel_copies(self, model, q, v, given, f_ext, backend, full):
+    def _kernel_copies(self, batch, f_ext, backend, full):
         """(inputs as C-contiguous float64 arrays [q, v, given], backend, B, single) where the
         compiled kernel copies and checks the inputs as it reads them (the backends' protocol:
-        kernel.copies_inputs): a batch of a plan without external wrenches, on C (its vector
-        unit: LANES states or more) or on numba (inputs of the one array type its kernel is
-        compiled for: C-contiguous, aligned, writeable); else None."""
+        kernel.copies_inputs): a batch (batch.state's, unchecked) of a plan without external
+        wrenches, on C (its vector unit: LANES states or more) or on numba (inputs of the one
+        array type its kernel is compiled for: C-contiguous, aligned, writeable); else None."""
         problem = self.problem
         if backend == "numpy" or problem.fx_bodies or f_ext or not self.system.shape[0]:
             return None
-        q, vecs, B, single = state(model, q, checked=False, v=v,
-                                   **{problem.given: given[problem.given]})
+        q, vecs, B, single = batch
         if B == 0:
             return None
         route = self._fused_backend(backend, B, full)
