@@ -153,7 +153,7 @@ def test_compiled_tangent_rhs_equals_numpy_tangents(name):
         pattern = rhs_pattern(tangent_data(plan), n, nv)
         kin = np.ascontiguousarray(np.stack([np.concatenate((X.E.reshape(B, 9), X.r), 1)
                                              for X in Xup], 1))
-        out = rng.normal(size=(n, 3 * nv, B + 2))          # junk: the kernel clears its pattern
+        out = rng.normal(size=(n, 3 * nv, B + 2))          # junk: the kernel overwrites its pattern
         before = out.copy()
         tangent_rhs(tangent_data(plan), kin, vel, v, x, out)
         got = out[:, :2 * nv, :B].transpose(2, 0, 1)
@@ -172,16 +172,17 @@ def test_compiled_tangent_rhs_equals_numpy_tangents(name):
 @pytest.mark.parametrize("name", ["humanoid", "panda"])
 def test_pinocchio_checked_plans_take_the_pruned_route(name):
     """The plans test_derivatives_match_pinocchio checks on the compiled route (humanoid and
-    panda, with and without f_ext links) run the pruned substitutions, not the unpruned
-    fallback."""
+    panda, with and without f_ext links) run the pruned substitutions (on the inverse dynamics
+    they derive through), not the unpruned fallback."""
     from sparsedyn.problems.derivative_solves import pruned_derivative_program
     floating = name == "humanoid"
     model = sd.load_urdf(HUMANOID_URDF if floating else robot_urdf(name), floating_base=floating)
     links = {model.link_names[-1]: np.zeros(6)}
     for kind in ("forward_dynamics", "inverse_dynamics"):
         for f_ext in (None, links):
-            Q, triangle = pruned_derivative_program(derivative_plan(model, kind, f_ext))
-            assert Q is not None and triangle in ("lower", "upper")
+            base = derivative_plan(model, kind, f_ext).derivative_plans()[0]
+            Q = pruned_derivative_program(base)
+            assert Q is not None and Q.group_cols.size == 2 * model.nv
 
 
 @pytest.mark.parametrize("kind", ["rnea", "aba"])
@@ -205,14 +206,19 @@ def test_pruned_route_matches_pinocchio_humanoid(kind):
         assert worst <= PIN_TOL, (what, worst)
 
 
-def test_pruned_fd_substitutions_cost_less_than_the_minv_identity():
-    """README's reason for not forming dqdd/d(q, v) as -M^-1 dtau/d(q, v): the pruned forward-
-    dynamics substitutions ((operation, column) pairs per state, one triangle of M^-1) cost
-    less than the identity's dense nv x nv by nv x 2 nv product alone."""
+def test_forward_derivatives_substitute_through_inverse_dynamics():
+    """README's reason for deriving forward dynamics through inverse dynamics: on the humanoid
+    the inverse-dynamics substitutions of the 2 nv tangent directions keep fewer than half the
+    (operation, column) pairs per state that forward dynamics' own D keeps for the same
+    directions (its LU couples every body to the whole tree)."""
+    from sparsedyn.problems.derivative_layout import output_columns
     from sparsedyn.problems.derivative_solves import pruned_derivative_program
     model = sd.models.humanoid()
-    plan = sd.compile(sd.forward_dynamics(model))
-    Q, _ = pruned_derivative_program(plan)
-    pairs = int((np.diff(Q.group_ptr) * np.diff(Q.op_ptr)).sum())
-    nv = model.nv
-    assert 0 < pairs < nv * nv * 2 * nv
+    pairs = (lambda Q: int((np.diff(Q.group_ptr) * np.diff(Q.op_ptr)).sum()))
+    inverse = sd.compile(sd.inverse_dynamics(model))
+    forward = sd.compile(sd.forward_dynamics(model))
+    M = multi_rhs_program(forward.factorization.program)
+    own = pruned_program(M, rhs_pattern(tangent_data(forward), forward.system.rows.size,
+                                        model.nv), output_columns(forward))
+    through = pruned_derivative_program(inverse)
+    assert 0 < pairs(through) < pairs(own) / 2

@@ -8,13 +8,16 @@ arithmetic (its order too) is the scalar recursion's.
 Only the directions that move a body are visited: those of the joints on its path to the root
 (the support, `support_ptr` / `support_dirs`); the others leave its velocity and its rows at 0.
 dv is kept per support entry: entry j of body i carries dv_i along support_dirs[j], from the
-parent's entry support_up[j] (-1: a direction of joint i itself).
+parent's entry support_up[j] (-1: a direction of joint i itself). A root joint's q directions
+move no velocity (v_root = S qd: eq. 2 has no parent term), so no body's v along them: of their
+columns only the root's (3a) rows are nonzero (-s x a_0, gravity; q_moves[j] False) and the
+kernel visits nothing else for them.
 
 Preconditions: arrays from TangentData (built by problems/derivative_layout.py), kin (B, N, 12)
 the joint transforms iX_lambda(i), E row-major then r (kinematics.joint_transforms), body
 velocities (B, N, 6) and the solution x (B, n_cols), all float64 C-contiguous; out (n_rows, k,
 >= B), k >= 2 nv, states last (any strides), zero in its first 2 nv columns outside
-rhs_pattern (the kernel clears the pattern's entries itself).
+rhs_pattern (the kernel writes each of the pattern's entries once, nothing else).
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ class TangentData(NamedTuple):
     support_ptr: np.ndarray   # (N + 1,) CSR over bodies of the directions that move them
     support_dirs: np.ndarray  # the v columns of the joints on the path root .. i
     support_up: np.ndarray    # per entry: the parent's entry of the same direction, or -1
+    q_moves: np.ndarray       # per entry: its q direction moves v_i (False: a root joint's)
 
 
 @njit(cache=True, inline="always")
@@ -108,29 +112,11 @@ def _inertia_times(I, m, out, L):
 
 
 @njit(cache=True, inline="always")
-def _scatter(out, row, col, s0, nl, vec, sign):
-    """out[row:row + 6, col, s0 + l] += sign vec[:, l] for the group's nl states."""
+def _store(out, row, col, s0, nl, vec, sign):
+    """out[row:row + 6, col, s0 + l] = sign vec[:, l] for the group's nl states."""
     for m in range(6):
         for l in range(nl):
-            out[row + m, col, s0 + l] += sign * vec[m, l]
-
-
-@njit(cache=True)
-def _zero_pattern(T, out, nv, s0, nl):
-    """out[rows, cols, s0:s0 + nl] = 0 on rhs_pattern's entries (the only ones the kernel adds
-    to)."""
-    for i in range(T.parents.size):
-        p, v0 = T.parents[i], T.v_start[i]
-        for j in range(T.support_ptr[i], T.support_ptr[i + 1]):
-            d = T.support_dirs[j]
-            for m in range(6):
-                for l in range(s0, s0 + nl):
-                    out[T.row_a[i] + m, d, l] = out[T.row_a[i] + m, nv + d, l] = 0.0
-                    out[T.row_f[i] + m, d, l] = out[T.row_f[i] + m, nv + d, l] = 0.0
-        for k in range(T.v_size[i] if p >= 0 else 0):
-            for m in range(6):
-                for l in range(s0, s0 + nl):
-                    out[T.row_f[p] + m, v0 + k, l] = out[T.row_f[p] + m, nv + v0 + k, l] = 0.0
+            out[row + m, col, s0 + l] = sign * vec[m, l]
 
 
 @njit(cache=True, inline="always")
@@ -163,11 +149,11 @@ def tangent_lanes(T, kin, vel, qd, x, out, lanes):
     Sl, qdl = np.zeros((T.S.shape[2], 6, L)), np.zeros((T.S.shape[2], L))
     buf = np.zeros((6, 6, L))
     tmp, tmp2, vJ, Iv, Idv, fi = buf[0], buf[1], buf[2], buf[3], buf[4], buf[5]
+    own_a = np.zeros((T.S.shape[2], 6, L))      # (3a_i)'s term of each own direction of q
     # every input as (B, bodies or 1, entries), gathered per body into (entries, lanes)
     x3, qd3 = x.reshape((B, 1, x.shape[1])), qd.reshape((B, 1, nv))
     for s0 in range(0, B, L):
         nl = min(L, B - s0)
-        _zero_pattern(T, out, nv, s0, nl)
         for i in range(N):
             p, n, v0 = T.parents[i], T.v_size[i], T.v_start[i]
             ra, rf = T.row_a[i], T.row_f[i]
@@ -192,10 +178,11 @@ def tangent_lanes(T, kin, vel, qd, x, out, lanes):
             else:
                 _gather(x3, s0, nl, 0, T.col_a[p], 6, tmp2)
             _x_motion(Ei, ri, tmp2, tmp, L)
-            for k in range(n):
-                tmp2[:] = 0.0
-                _cross_motion(Sl[k], tmp, tmp2, 1.0, L)
-                _scatter(out, ra, v0 + k, s0, nl, tmp2, 1.0)
+            for k in range(n):                 # stored with c_i's term below (at a root: now)
+                own_a[k] = 0.0
+                _cross_motion(Sl[k], tmp, own_a[k], 1.0, L)
+                if p < 0:
+                    _store(out, ra, v0 + k, s0, nl, own_a[k], 1.0)
             lo, hi = T.support_ptr[i], T.support_ptr[i + 1]
             if p >= 0:
                 # (5d): iX_lambda^T (s x* f_i) in the parent's (3f) rows
@@ -204,12 +191,13 @@ def tangent_lanes(T, kin, vel, qd, x, out, lanes):
                     tmp2[:] = 0.0
                     _cross_force(Sl[k], fi, tmp2, 1.0, L)
                     _xt_force(Ei, ri, tmp2, tmp, L)
-                    _scatter(out, T.row_f[p], v0 + k, s0, nl, tmp, -1.0)
+                    _store(out, T.row_f[p], v0 + k, s0, nl, tmp, -1.0)
                 # eq. (2) carried down the support: dv_i = iX_lambda dv_lambda
                 for j in range(lo, hi):
                     u = T.support_up[j]
                     if u >= 0:
-                        _x_motion(Ei, ri, dv[0, u], dv[0, j], L)
+                        if T.q_moves[j]:
+                            _x_motion(Ei, ri, dv[0, u], dv[0, j], L)
                         _x_motion(Ei, ri, dv[1, u], dv[1, j], L)
             for m in range(6):
                 for l in range(L):
@@ -224,33 +212,46 @@ def tangent_lanes(T, kin, vel, qd, x, out, lanes):
             _inertia_times(T.inertias[i], vi, Iv, L)
             for j in range(lo, hi):
                 d = T.support_dirs[j]
-                for w in range(2):
+                for w in range(0 if T.q_moves[j] else 1, 2):
                     col = d + w * nv
                     tmp[:] = 0.0
                     if p >= 0:                     # c_i = v_i x S_i qd_i (0 at a root)
                         _cross_motion(dv[w, j], vJ, tmp, 1.0, L)
                         if w == 1 and T.support_up[j] < 0:
                             _cross_motion(vi, Sl[d - v0], tmp, 1.0, L)
-                        _scatter(out, ra, col, s0, nl, tmp, -1.0)
+                        if w == 0 and T.support_up[j] < 0:     # with the own (3a_i) term
+                            for m in range(6):
+                                for l in range(L):
+                                    tmp[m, l] = own_a[d - v0, m, l] - tmp[m, l]
+                            _store(out, ra, col, s0, nl, tmp, 1.0)
+                        else:
+                            _store(out, ra, col, s0, nl, tmp, -1.0)
                         tmp[:] = 0.0
                     # nu_i = v_i x* I_i v_i
                     _cross_force(dv[w, j], Iv, tmp, 1.0, L)
                     _inertia_times(T.inertias[i], dv[w, j], Idv, L)
                     _cross_force(vi, Idv, tmp, 1.0, L)
-                    _scatter(out, rf, col, s0, nl, tmp, -1.0)
+                    _store(out, rf, col, s0, nl, tmp, -1.0)
 
 
 def rhs_pattern(T, n_rows, nv):
-    """(n_rows, 2 nv) bool: rows tangent_rhs may write (_zero_pattern clears them) in the column
-    of each direction of q (first nv) and of v (next nv), both the union: (3a_i) and (3f_i) of
-    every body the direction moves (its support holds it), and the parent's (3f) of the
-    joint's own directions (5d)."""
-    pattern = np.zeros((n_rows, nv), dtype=np.bool_)
+    """(n_rows, 2 nv) bool: the entries tangent_rhs writes (each exactly once; it writes
+    nothing else), in the column of each direction of q (first nv) and of v (next nv): (3f_i)
+    of every body the direction moves (its support holds it), (3a_i) of those where c_i moves
+    (not at a root) and in the q columns of joint i's own directions (the -s x iX a term), and
+    the parent's (3f) in the q columns of the joint's own directions (5d); a root joint's q
+    directions move no velocity, so only the root's (3a) rows."""
+    pattern = np.zeros((n_rows, 2 * nv), dtype=np.bool_)
     for i in range(T.parents.size):
-        dirs = T.support_dirs[T.support_ptr[i]:T.support_ptr[i + 1]]
-        for row in (T.row_a[i], T.row_f[i]):
-            pattern[row:row + 6, dirs] = True
-        if T.parents[i] >= 0:
-            own = T.v_start[i] + np.arange(T.v_size[i])
-            pattern[T.row_f[T.parents[i]]:T.row_f[T.parents[i]] + 6, own] = True
-    return np.concatenate((pattern, pattern), axis=1)
+        entries = slice(T.support_ptr[i], T.support_ptr[i + 1])
+        dirs, moves = T.support_dirs[entries], T.q_moves[entries]
+        own = T.support_up[entries] < 0
+        ra, rf, p = T.row_a[i], T.row_f[i], T.parents[i]
+        pattern[ra:ra + 6, dirs[own | moves]] = True
+        pattern[rf:rf + 6, dirs[moves]] = True
+        pattern[rf:rf + 6, nv + dirs] = True
+        if p >= 0:
+            pattern[ra:ra + 6, nv + dirs] = True
+            own_dirs = T.v_start[i] + np.arange(T.v_size[i])
+            pattern[T.row_f[p]:T.row_f[p] + 6, own_dirs] = True
+    return pattern

@@ -1,7 +1,7 @@
-"""The layout the compiled derivatives read from a dynamics plan (plan_derivatives.py), built
-once per plan: the measurement columns e_k of the given qdd / tau, the solution's output
-columns, and the tangent kernel's TangentData (kernels/tangent_numba.py); per call the compiled
-D(q) with the kinematics the tangent kernel reads."""
+"""The layout the derivatives read from a dynamics plan (plan_derivatives.py), built once per
+plan: the measurement columns e_k of the given qdd / tau (the reference route's), the solution's
+output columns, and the tangent kernel's TangentData (kernels/tangent_numba.py); per call the
+compiled D(q) with the kinematics the tangent kernel reads."""
 from __future__ import annotations
 
 import threading
@@ -34,18 +34,15 @@ def output_columns(plan):
 
 
 def rhs_buffer(plan, width, reuse=False):
-    """The derivatives' right-hand sides (n_rows, 3 nv, width), states last: the first 2 nv
-    columns zero, then the measurement columns e_k. reuse: a single state's (width 1) is
-    allocated once per plan and thread and reused by every call, for the compiled tangent
-    kernel only (it clears and fills its pattern and writes nothing else, so the 2 nv columns
-    stay zero outside it)."""
+    """The compiled derivatives' right-hand sides (n_rows, 2 nv, width), states last, zero.
+    reuse: a single state's (width 1) is allocated once per plan and thread and reused by every
+    call (the tangent kernel writes its pattern and nothing else, so the columns stay zero
+    outside it)."""
     buffers = getattr(_ONE_STATE, "buffers", None)
     reuse = reuse and width == 1
     if reuse and buffers is not None and plan in buffers:
         return buffers[plan]
-    nv = plan.model.nv
-    buffer = np.zeros((plan.system.rows.size, 3 * nv, width))
-    buffer[:, 2 * nv:] = measurement_columns(plan)[:, :, None]
+    buffer = np.zeros((plan.system.rows.size, 2 * plan.model.nv, width))
     if reuse:
         if buffers is None:
             buffers = _ONE_STATE.buffers = weakref.WeakKeyDictionary()
@@ -96,6 +93,9 @@ def tangent_data(plan):
             S[i, :, :joint.nv] = joint.S
         support = [np.concatenate([np.arange(model.nv)[model.v_slice(j)] for j in model.support(i)])
                    for i in range(N)]
+        joint_of = np.empty(model.nv, dtype=np.int64)                     # direction -> joint
+        for i in range(N):
+            joint_of[model.v_slice(i)] = i
         # each support entry's entry in the parent's support (same direction), -1 if own
         up = [np.array([-1 if j == WORLD or d not in support[j] else
                         sum(len(x) for x in support[:j]) + int(np.flatnonzero(support[j] == d)[0])
@@ -113,5 +113,8 @@ def tangent_data(plan):
             row_a=first(system.rows, "ne_a"), row_f=first(system.rows, "ne_f"),
             support_ptr=np.cumsum([0] + [len(d) for d in support]).astype(np.int64),
             support_dirs=np.concatenate(support + [np.zeros(0, dtype=np.int64)]).astype(np.int64),
-            support_up=np.concatenate(up + [np.zeros(0, dtype=np.int64)]).astype(np.int64))
+            support_up=np.concatenate(up + [np.zeros(0, dtype=np.int64)]).astype(np.int64),
+            q_moves=np.concatenate([np.zeros(0, dtype=bool)] + [
+                np.array([model.parents[joint_of[d]] != WORLD for d in dirs], dtype=bool)
+                for dirs in support]))
     return _TANGENT_DATA[plan]

@@ -1,12 +1,11 @@
-"""The 3 nv substitutions of the derivatives (plan_derivatives.py) with one numeric
-factorization per state: pruned to each right-hand side's reach and the output rows where the
-plan allows, with the states on the lanes (kernels/lu_pruned.py) in groups large enough, else a
+"""The 2 nv substitutions of the derivatives (plan_derivatives.py: the q and v directions
+through an inverse-dynamics plan) with one numeric factorization per state: pruned to each
+right-hand side's reach and the output rows where the plan allows, with the states on the lanes (kernels/lu_pruned.py) in groups large enough, else a
 state at a time with blocks of columns on the lanes (kernels/lu_pruned_columns.py); where the
 plan does not allow pruning, all rows with the right-hand sides on the lanes
 (kernels/lu_multi_rhs.py); states any of them flags go through Factorization.solve_status."""
 from __future__ import annotations
 
-import functools
 import weakref
 
 import numpy as np
@@ -16,7 +15,7 @@ from ..kernels.lu_pruned import solve_pruned
 from ..kernels.lu_pruned_columns import solve_pruned_columns
 from ..kernels.lu_pruned_plan import pruned_program
 from ..kernels.tangent_numba import rhs_pattern
-from .derivative_layout import measurement_columns, output_columns, tangent_data
+from .derivative_layout import output_columns, tangent_data
 
 #: fewer states than this in a group take the pruned substitutions a state at a time
 #: (lu_pruned_columns: each kept op decoded once per block of columns); the lanes of states
@@ -28,7 +27,7 @@ PRUNED_MIN_STATES = 8
 BLOCK_COLUMNS = 16
 
 _MULTI_RHS = weakref.WeakKeyDictionary()         # Factorization -> MultiRhsProgram or None
-_PRUNED = weakref.WeakKeyDictionary()   # plan -> {blocks: (PrunedProgram, triangle)}
+_PRUNED = weakref.WeakKeyDictionary()   # plan -> {blocks: PrunedProgram or None}
 
 
 def solve_many(factorization, values, rhs):
@@ -60,71 +59,41 @@ def solve_many(factorization, values, rhs):
 
 
 def pruned_derivative_program(plan, blocks=False):
-    """(the plan's lu_pruned.PrunedProgram for its 3 nv derivative right-hand sides, the
-    triangle of d out/dy it computes: "lower" or "upper"), or (None, None) where the
-    factorization needs the whole solution (its row-wise backward-error check) or has no
-    multi-right-hand-side program. Structure: tangent_numba.rhs_pattern and the measurement
-    columns; wanted: the output rows, in the y block one triangle of the symmetric M (ID) or
-    M^-1 (FD), the one with fewer kept ops (solve_outputs mirrors it). blocks: the program of
-    lu_pruned_columns instead (same triangle): blocks of BLOCK_COLUMNS columns, each direction
-    of q next to the same direction of v (one structure), then the measurement directions."""
+    """The plan's lu_pruned.PrunedProgram for its 2 nv tangent right-hand sides (the q then
+    the v directions), or None where the factorization needs the whole solution (its row-wise
+    backward-error check) or has no multi-right-hand-side program. Structure:
+    tangent_numba.rhs_pattern; wanted: the output rows. blocks: the program of
+    lu_pruned_columns instead: blocks of BLOCK_COLUMNS columns, each direction of q next to the
+    same direction of v (one structure)."""
     cache = _PRUNED.setdefault(plan, {})
     if blocks not in cache:
         F, nv = plan.factorization, plan.model.nv
         M = None if F.program.symmetric or F.checks_accuracy else multi_rhs_program(F.program)
-        cache[blocks] = (None, None)
+        cache[blocks] = None
         if M is not None:
-            pattern = np.concatenate((rhs_pattern(tangent_data(plan), plan.system.rows.size, nv),
-                                      measurement_columns(plan) != 0), axis=1)
-            i, j = np.indices((nv, nv))
-            wanted = {name: np.concatenate((np.ones((nv, 2 * nv), dtype=bool), tri), 1)
-                      for name, tri in (("lower", i >= j), ("upper", i <= j))}
+            pattern = rhs_pattern(tangent_data(plan), plan.system.rows.size, nv)
+            groups = None
             if blocks:
-                name = pruned_derivative_program(plan)[1]
-                qv, y = np.arange(2 * nv).reshape(2, nv).T.ravel(), np.arange(2 * nv, 3 * nv)
-                groups = [cols[c:c + BLOCK_COLUMNS] for cols in (qv, y)
-                          for c in range(0, cols.size, BLOCK_COLUMNS)]
-                cache[blocks] = (pruned_program(M, pattern, output_columns(plan),
-                                                wanted[name], groups), name)
-            else:
-                options = []
-                for name in ("lower", "upper"):
-                    Q = pruned_program(M, pattern, output_columns(plan), wanted[name])
-                    work = (np.diff(Q.group_ptr) * np.diff(Q.op_ptr)).sum()
-                    options.append((work, name, Q))
-                _, name, Q = min(options, key=lambda o: o[0])
-                cache[blocks] = (Q, name)
+                qv = np.arange(2 * nv).reshape(2, nv).T.ravel()
+                groups = [qv[c:c + BLOCK_COLUMNS] for c in range(0, qv.size, BLOCK_COLUMNS)]
+            cache[blocks] = pruned_program(M, pattern, output_columns(plan), None, groups)
     return cache[blocks]
 
 
-def _mirror(block, triangle):
-    """(B, nv, nv) symmetric from its `triangle` ("lower" or "upper"), in place."""
-    i, j = _above_diagonal(block.shape[1])
-    if triangle == "lower":
-        block[:, i, j] = block[:, j, i]
-    else:
-        block[:, j, i] = block[:, i, j]
-
-
-@functools.lru_cache(maxsize=None)
-def _above_diagonal(nv):
-    return np.triu_indices(nv, 1)
-
-
-def solve_outputs(plan, values, rhs):
-    """(out, status): out (B, nv, k) the output rows of D(values[s])^-1 rhs[:, :, s] for rhs
-    (n, k, >= B), states last, zero outside pruned_derivative_program's pattern: the pruned
+def solve_outputs(plan, values, rhs, out=None):
+    """(out, status): out (B, nv, 2 nv; given or new) the output rows of D(values[s])^-1 rhs[:, :, s] for rhs
+    (n, 2 nv, >= B), states last, zero outside pruned_derivative_program's pattern: the pruned
     substitutions where planned (lanes of states from PRUNED_MIN_STATES states on, else blocks
-    of columns; the y block's other triangle mirrored), states they flag re-solved in full by
-    Factorization.solve_status (as solve_many)."""
+    of columns), states they flag re-solved in full by Factorization.solve_status (as
+    solve_many)."""
     few = values.shape[0] < PRUNED_MIN_STATES
-    (Q, triangle), out_cols = pruned_derivative_program(plan, few), output_columns(plan)
+    Q, out_cols = pruned_derivative_program(plan, few), output_columns(plan)
     B = values.shape[0]
     full = (lambda states: np.ascontiguousarray(rhs[:, :, states].transpose(2, 0, 1)))
     if Q is None:
         x, status = solve_many(plan.factorization, values, full(np.arange(B)))
         return x[:, out_cols], status
-    out = np.empty((B, out_cols.size, rhs.shape[1]))
+    out = np.empty((B, out_cols.size, rhs.shape[1])) if out is None else out
     broken = np.zeros(B, dtype=np.bool_)
     (solve_pruned_columns if few else solve_pruned)(Q, np.ascontiguousarray(values), rhs, out,
                                                     broken)
@@ -134,5 +103,4 @@ def solve_outputs(plan, values, rhs):
         x, status[redo] = plan.factorization.solve_status(values[redo], full(redo),
                                                           backend="numba")
         out[redo] = x[:, out_cols]
-    _mirror(out[:, :, 2 * out_cols.size:], triangle)
     return out, status

@@ -44,8 +44,9 @@ from ..recursive.aba import structural_singularity_error
 from ..spatial import Transform, to_linear_first
 from ..ir.assembly import AssemblyProgram
 from .base import ONLINE_BACKENDS, PlanBase
-from .dynamics import Problem
+from .dynamics import Problem, inverse_dynamics
 from .input_copies import CopyBlocks, copy_state, copy_views, raise_for_inputs
+from .mass_matrix import mass_matrix
 from .plan_derivatives import derivative_kernels_ready, solve_derivatives
 
 PLAN_FORMAT = "sparsedyn-plan"
@@ -116,6 +117,7 @@ class Plan(PlanBase):
         self._local = threading.local()      # each thread's single-state solver (_one_state)
         self._copy_blocks = CopyBlocks()     # memory of solve's private input copies
         self._single_c = False               # "auto" runs single states on C (its library is built)
+        self._derivative_plans = None        # derivative_plans(), planned on first use
 
     # ------------------------------------------------------------------ offline facts
 
@@ -147,6 +149,19 @@ class Plan(PlanBase):
                 self.system.assemble(q, qd, measured)
             self._assembly_ops = ops
         return self._assembly_ops
+
+    def derivative_plans(self):
+        """(the inverse-dynamics plan whose substitutions give the compiled derivatives' dtau/dq
+        and dtau/dv: this plan, or for forward dynamics the inverse dynamics of its model with
+        the same external-wrench links; the model's mass-matrix plan), planned on first use
+        (problems/plan_derivatives.py)."""
+        with self._lock:
+            if getattr(self, "_derivative_plans", None) is None:
+                problem = self.problem
+                base = self if problem.given == "qdd" else compile(
+                    inverse_dynamics(self.model, f_ext=list(problem.fx_links) or False))
+                self._derivative_plans = (base, compile(mass_matrix(self.model)))
+        return self._derivative_plans
 
     # ------------------------------------------------------------------ online
 

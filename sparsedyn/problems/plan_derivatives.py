@@ -1,30 +1,42 @@
-"""The derivatives of a dynamics plan's joint-space output through the plan's own factorization
-(issue #22): for inverse dynamics (dtau/dq, dtau/dv, dtau/dqdd), for forward dynamics
-(dqdd/dq, dqdd/dv, dqdd/dtau), derivatives with respect to q in Pinocchio's tangent space.
+"""The derivatives of a dynamics plan's joint-space output through plans of the model (issue
+#22): for inverse dynamics (dtau/dq, dtau/dv, dtau/dqdd), for forward dynamics (dqdd/dq, dqdd/dv,
+dqdd/dtau), derivatives with respect to q in Pinocchio's tangent space.
 
 The solution d* of D(q) d + b(q, v, y) = 0 (seed 001, eq. 3 with the measurement rows of eq. 8
 or 15) moves as
 
     dd/dq_k = -D^-1 (dD/dq_k d* + db/dq_k),   dd/dv_k = -D^-1 db/dv_k,   dd/dy_k = D^-1 e_k
 
-(e_k: the measurement row of y_k, where the residual is d_block - y). The 3 nv right-hand sides
-(the first 2 nv: system/tangent.py in NumPy, the reference route, or its compiled twin
-kernels/tangent_numba.py) share one numeric factorization: the plan's static pivot LU runs once
-per state and its substitution part 3 nv times (Factorization.solve with rhs (B, n, k) in
-NumPy). Compiled, the substitutions are pruned (kernels/lu_pruned.py, planned once per plan):
-a direction of q or v moves only the rows of its joint's subtree (tangent_numba.rhs_pattern), a
-measurement direction one row, and only the tau (or qdd) rows of dd, the derivatives, are
-computed, of the symmetric d out/dy (M or M^-1) one triangle, mirrored; groups of fewer than
-PRUNED_MIN_STATES states (one state per call) run them a state at a time
+(e_k: the measurement row of y_k, where the residual is d_block - y). The reference route
+(backend "numpy") solves exactly that on the plan's own D: the 3 nv right-hand sides (the first
+2 nv from system/tangent.py) share one numeric factorization per state (Factorization.solve).
+
+The compiled route solves the q and v directions on inverse dynamics' D, whose
+substitutions reach far less of D than forward dynamics' (each direction's subtree and its
+path to the root), and the rest through the mass-matrix plan (CRBA and Featherstone's L^T L):
+
+    inverse dynamics:  dtau/dq, dtau/dv from the 2 nv right-hand sides,  dtau/dqdd = M
+    forward dynamics:  dqdd/dq = -M^-1 dtau/dq,  dqdd/dv = -M^-1 dtau/dv,  dqdd/dtau = M^-1
+
+with dtau/dq and dtau/dv those of inverse dynamics at qdd* (its solution is d*: the same
+variables; Carpentier and Mansard 2018 derive the forward case the same way). The tangent
+right-hand sides are kernels/tangent_numba.py's; the substitutions are pruned
+(kernels/lu_pruned.py, planned once per plan): a direction moves only the rows of its joint's
+subtree (tangent_numba.rhs_pattern) and only the tau rows of dd are computed; groups of fewer
+than PRUNED_MIN_STATES states (one state per call) run them a state at a time
 (kernels/lu_pruned_columns.py); a plan whose factorization checks each state's backward error
 (it needs all of dd) takes kernels/lu_multi_rhs.py (every row, the right-hand sides on the
-lanes).
+lanes); M^-1 is applied by kernels/ltl_derivatives.py.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
+from ..kernels import crba_numba
 from ..kernels.assemble_numba import _assemble_range
+from ..kernels.ltl_derivatives import forward_from_inverse
 from ..kernels.lu_multi_rhs import solve_multi_rhs
 from ..kernels.lu_pruned import solve_pruned
 from ..kernels.lu_pruned_columns import solve_pruned_columns
@@ -33,10 +45,11 @@ from ..kernels.tangent_numba import tangent_lanes, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
 from ..system.tangent import residual_tangents
 from ..threads import run_ranges
-from .derivative_layout import compiled_values, output_columns, rhs_buffer, tangent_data
+from .derivative_layout import (compiled_values, measurement_columns, output_columns,
+                                rhs_buffer, tangent_data)
 from .derivative_solves import solve_outputs
 
-#: states per group of right-hand sides: bounds the (n, 3 nv, chunk) arrays (12 MB each on the
+#: states per group of right-hand sides: bounds the (n, 2 nv, chunk) arrays (8 MB each on the
 #: humanoid)
 CHUNK = 16
 
@@ -48,60 +61,116 @@ def derivative_kernels_ready():
     from .. import jit
     return jit.ready("the derivative kernels",
                      (tangent_lanes, solve_multi_rhs, solve_pruned, solve_pruned_columns,
-                      kept_mask, _assemble_range))
+                      kept_mask, _assemble_range, forward_from_inverse, crba_numba._serial,
+                      crba_numba._parallel))
 
 
 def solve_derivatives(plan, q, v, x, backend, threads=1):
     """(d out/dq, d out/dv, d out/dy), each (B, nv, nv), for batched checked q (B, nq), v (B, nv)
-    and the problem's solution x (B, n_cols) at them; backend: "numpy" (the tangent right-hand
-    sides and the LU in NumPy: the reference) or "numba" (both compiled; the groups of CHUNK
-    states split over `threads` threads, the kernels release the GIL).
+    and the problem's solution x (B, n_cols) at them; backend: "numpy" (the plan's own D, the
+    tangent right-hand sides and the LU in NumPy: the reference) or "numba" (compiled, through
+    plan.derivative_plans(); the groups of CHUNK states split over `threads` threads, the
+    kernels release the GIL).
     A state whose static pivot fails is re-solved with partial pivoting (Factorization.solve:
     PivotBreakdownWarning); singular ones raise SingularModelError naming the batch indices."""
+    if backend == "numpy":
+        return _reference(plan, q, v, x)
+    model, nv, B = plan.model, plan.model.nv, q.shape[0]
+    base, mass = plan.derivative_plans()
+    forward = base is not plan
+    if forward:                                  # d* in inverse dynamics' column layout
+        x = x[:, _twin_columns(plan, base)]
+    result = np.empty((3, B, nv, nv))
+    status = np.zeros(B, dtype=np.int8)
+    # D(q), the kinematics and velocities compiled in the pass that writes D's entries; M or
+    # its factor from the mass-matrix plan (both raise on a singular or non-finite state)
+    values, kin, velocities = compiled_values(base, q, v)
+    data = tangent_data(base)
+    v, x = np.ascontiguousarray(v), np.ascontiguousarray(x)
+    if forward:
+        L = mass.factor(q, threads=threads, backend="numba")
+        lam, last = _dof_tree(model)
+    else:
+        result[2] = mass.solve(q, threads=threads, backend="numba")
+
+    def run(starts):
+        """The groups of states starting at `starts` (each thread its own right-hand sides)."""
+        # right-hand sides states last (the pruned substitutions' lanes), reused by every group
+        # (no solve writes rhs; the compiled tangent overwrites its pattern, nothing else)
+        buffer = rhs_buffer(base, min(B, CHUNK), reuse=True)
+        dtau = np.empty((min(B, CHUNK), nv, 2 * nv))
+        for lo in starts:
+            hi = min(B, lo + CHUNK)
+            tangent_rhs(data, kin[lo:hi], velocities[lo:hi], v[lo:hi], x[lo:hi], buffer)
+            dx, status[lo:hi] = solve_outputs(base, values[lo:hi], buffer, dtau[:hi - lo])
+            if forward:
+                forward_from_inverse(lam, last, L[lo:hi], dx, result[0, lo:hi],
+                                     result[1, lo:hi], result[2, lo:hi])
+            else:
+                result[0, lo:hi], result[1, lo:hi] = dx[:, :, :nv], dx[:, :, nv:]
+
+    _split(run, B, threads)
+    base._raise_for_status(status, np.arange(B), {"q": q, "v": v})
+    return tuple(result)
+
+
+def _reference(plan, q, v, x):
+    """solve_derivatives on the plan's own D in NumPy (the 3 nv right-hand sides of the module
+    doc, system/tangent.py's tangents, Factorization.solve_status)."""
     system, model = plan.system, plan.model
     B, nv = q.shape[0], model.nv
     out_cols = output_columns(plan)
     result = np.empty((3, B, nv, nv))
     status = np.zeros(B, dtype=np.int8)
-    # kinematics once for the batch: NumPy's per-body loops on the reference route, else
-    # compiled in the pass that writes D(q)'s entries
-    if backend == "numpy":
-        Xup = joint_transforms(model, q)
-        velocities = body_velocities(model, Xup, v)
-        values = system.values(Xup)
-    else:
-        values, kin, velocities = compiled_values(plan, q, v)
-        data = tangent_data(plan)
-        v, x = np.ascontiguousarray(v), np.ascontiguousarray(x)
-
-    def run(starts):
-        """The groups of states starting at `starts` (each thread its own right-hand sides)."""
-        # right-hand sides states last (the pruned substitutions' lanes), reused by every group
-        # (no solve writes rhs; the compiled tangent clears what it writes, the NumPy one all)
-        # (the NumPy route writes whole columns: a buffer of its own)
-        buffer = rhs_buffer(plan, min(B, CHUNK), reuse=backend != "numpy")
-        rhs = buffer.transpose(2, 0, 1)                              # (state, row, column)
-        for lo in starts:
-            hi = min(B, lo + CHUNK)
-            if backend == "numpy":
-                dr_q, dr_v = residual_tangents(system, [X[lo:hi] for X in Xup],
-                                               velocities[lo:hi], v[lo:hi], x[lo:hi])
-                rhs[:hi - lo, :, :nv], rhs[:hi - lo, :, nv:2 * nv] = -dr_q, -dr_v
-                dx, status[lo:hi] = plan.factorization.solve_status(
-                    values[lo:hi], np.ascontiguousarray(rhs[:hi - lo]), backend="numpy")
-                dx = dx[:, out_cols]
-            else:
-                tangent_rhs(data, kin[lo:hi], velocities[lo:hi], v[lo:hi], x[lo:hi], buffer)
-                dx, status[lo:hi] = solve_outputs(plan, values[lo:hi], buffer)
-            for k in range(3):
-                result[k, lo:hi] = dx[:, :, k * nv:(k + 1) * nv]
-
-    starts = np.arange(0, B, CHUNK)
-    threads = 1 if backend == "numpy" else min(threads, starts.size)
-    if threads <= 1:
-        run(starts)
-    else:                                               # contiguous runs of groups per thread
-        parts = np.array_split(starts, threads)
-        run_ranges(range(threads + 1), lambda k, _hi, _k: run(parts[k]))
+    Xup = joint_transforms(model, q)
+    velocities = body_velocities(model, Xup, v)
+    values = system.values(Xup)
+    rhs = np.zeros((min(B, CHUNK), system.rows.size, 3 * nv))
+    rhs[:, :, 2 * nv:] = measurement_columns(plan)
+    for lo in range(0, B, CHUNK):
+        hi = min(B, lo + CHUNK)
+        dr_q, dr_v = residual_tangents(system, [X[lo:hi] for X in Xup], velocities[lo:hi],
+                                       v[lo:hi], x[lo:hi])
+        rhs[:hi - lo, :, :nv], rhs[:hi - lo, :, nv:2 * nv] = -dr_q, -dr_v
+        dx, status[lo:hi] = plan.factorization.solve_status(values[lo:hi], rhs[:hi - lo],
+                                                            backend="numpy")
+        dx = dx[:, out_cols]
+        for k in range(3):
+            result[k, lo:hi] = dx[:, :, k * nv:(k + 1) * nv]
     plan._raise_for_status(status, np.arange(B), {"q": q, "v": v})
     return tuple(result)
+
+
+def _split(run, B, threads):
+    """run(starts) over the groups of CHUNK states, contiguous runs of groups per thread."""
+    starts = np.arange(0, B, CHUNK)
+    threads = min(threads, starts.size)
+    if threads <= 1:
+        run(starts)
+    else:
+        parts = np.array_split(starts, threads)
+        run_ranges(range(threads + 1), lambda k, _hi, _k: run(parts[k]))
+
+
+_TWIN_COLUMNS = weakref.WeakKeyDictionary()       # forward plan -> its columns in base's order
+_DOF_TREE = weakref.WeakKeyDictionary()           # model -> (expanded parents, subtree ends)
+
+
+def _twin_columns(plan, base):
+    if plan not in _TWIN_COLUMNS:
+        _TWIN_COLUMNS[plan] = plan.system.columns.permutation(
+            [(b.kind, b.body) for b in base.system.columns.blocks])
+    return _TWIN_COLUMNS[plan]
+
+
+def _dof_tree(model):
+    """(lambda, last): the expanded parents over DoFs (int64, -1 at a root DoF) and each DoF's
+    largest-numbered descendant (itself for a leaf), as kernels/ltl_derivatives.py reads them."""
+    if model not in _DOF_TREE:
+        lam = np.asarray(model.expanded_parents(), dtype=np.int64)
+        last = np.arange(lam.size, dtype=np.int64)
+        for i in range(lam.size - 1, -1, -1):        # lambda(k) < k: children first
+            if lam[i] >= 0:
+                last[lam[i]] = max(last[lam[i]], last[i])
+        _DOF_TREE[model] = (lam, last)
+    return _DOF_TREE[model]
