@@ -127,6 +127,21 @@ def load_average(when):
     return load
 
 
+def cpu_vectors():
+    """The widest double-precision vectors the CPU has ("AVX-512", "AVX2", "SSE2" or the
+    machine's name): what -march=native gives the C units and Pinocchio's Eigen, which ratios
+    between machines depend on."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            flags = next((ln.split(":", 1)[1].split() for ln in fh if ln.startswith("flags")), [])
+    except OSError:
+        flags = []
+    for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("sse2", "SSE2")):
+        if flag in flags:
+            return name
+    return platform.machine()
+
+
 def start(argv, doc, out_name, single_states):
     """The peer benchmarks' command line (--batch, --single-states, --rounds, --out) and start:
     (args, B, S states per call one at a time, thread counts numba allows, load average)."""

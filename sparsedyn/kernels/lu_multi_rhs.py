@@ -1,5 +1,6 @@
 """Many right-hand sides per state through one LU program (sparsedyn.ir), right-hand sides on
-the lanes: the derivatives of the dynamics solve 3 nv of them with one factorization.
+the lanes: the derivatives of the dynamics solve 2 nv of them with one factorization where the
+plan does not allow pruning them (kernels/lu_pruned.py).
 
 lu_numba runs a program on lanes of states, one right-hand side after the other; here, per
 state, the factorization part runs once on the state's work vector (lu_numba._run_serial, with

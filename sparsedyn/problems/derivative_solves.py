@@ -22,8 +22,7 @@ from .derivative_layout import output_columns, tangent_data
 #: (lu_pruned) decode each kept op once per group of one or two columns
 PRUNED_MIN_STATES = 8
 #: columns per block of lu_pruned_columns: each op is decoded once per block (most of the cost
-#: on narrow blocks), while the block's union of structures grows with it (humanoid: 2.1x (ID)
-#: / 1.4x (FD) the single columns' ops at 16, 4.9x / 4.4x for all 3 nv at once)
+#: on narrow blocks), while the block's union of structures grows with it
 BLOCK_COLUMNS = 16
 
 _MULTI_RHS = weakref.WeakKeyDictionary()         # Factorization -> MultiRhsProgram or None

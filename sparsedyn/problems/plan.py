@@ -156,7 +156,7 @@ class Plan(PlanBase):
         the same external-wrench links; the model's mass-matrix plan), planned on first use
         (problems/plan_derivatives.py)."""
         with self._lock:
-            if getattr(self, "_derivative_plans", None) is None:
+            if self._derivative_plans is None:
                 problem = self.problem
                 base = self if problem.given == "qdd" else compile(
                     inverse_dynamics(self.model, f_ext=list(problem.fx_links) or False))
