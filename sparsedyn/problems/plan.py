@@ -155,13 +155,14 @@ class Plan(PlanBase):
         and dtau/dv: this plan, or for forward dynamics the inverse dynamics of its model with
         the same external-wrench links; the model's mass-matrix plan), planned on first use
         (problems/plan_derivatives.py)."""
-        with self._lock:
+        with self._lock:            # (this plan itself is not stored: no reference cycle)
             if self._derivative_plans is None:
                 problem = self.problem
-                base = self if problem.given == "qdd" else compile(
+                twin = None if problem.given == "qdd" else compile(
                     inverse_dynamics(self.model, f_ext=list(problem.fx_links) or False))
-                self._derivative_plans = (base, compile(mass_matrix(self.model)))
-        return self._derivative_plans
+                self._derivative_plans = (twin, compile(mass_matrix(self.model)))
+            twin, mass = self._derivative_plans
+        return (self if twin is None else twin), mass
 
     # ------------------------------------------------------------------ online
 
