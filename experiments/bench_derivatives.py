@@ -33,7 +33,8 @@ from sparsedyn.kernels.tangent_numba import tangent_rhs
 from sparsedyn.models import HAND_URDF, HUMANOID_URDF
 from sparsedyn.problems.derivative_layout import compiled_values, tangent_data
 from sparsedyn.problems.derivative_solves import pruned_derivative_program, solve_outputs
-from sparsedyn.problems.plan_derivatives import CHUNK, _dof_tree, _twin_columns
+from sparsedyn.problems.plan_derivatives import CHUNK, _twin_columns
+from sparsedyn.recursive.ltl import pattern
 
 
 def pin_model(path, floating):
@@ -43,14 +44,9 @@ def pin_model(path, floating):
 
 def ltl_multiply_adds(model):
     """Row updates of kernels/ltl_derivatives.py per state times the columns each touches."""
-    lam, last = _dof_tree(model)
-    nv, total = model.nv, 0
-    for i in range(nv):
-        depth, j = 0, lam[i]
-        while j >= 0:
-            depth, j = depth + 1, lam[j]
-        total += depth * ((2 * nv + last[i] - i + 1) + 3 * nv)
-    return total
+    tree, nv = pattern(model), model.nv
+    return sum(len(tree.ancestors[i]) * ((2 * nv + tree.last[i] - i + 1) + 3 * nv)
+               for i in range(nv))
 
 
 def rows(name, path, floating, B, repeat):
@@ -76,7 +72,7 @@ def rows(name, path, floating, B, repeat):
         chunks = [np.zeros((base.system.rows.size, 2 * nv, CHUNK)) for _ in groups]
         dtau = [solve_outputs(base, values[lo:hi], c)[0] for (lo, hi), c in zip(groups, chunks)]
         L = mass.factor(q, backend="numba")
-        lam, last = _dof_tree(model)
+        lam, last = pattern(model).parents, pattern(model).last
         res = np.empty((3, B, nv, nv))
         runs = {
             "ours": lambda: plan.solve(q, v, threads=1, backend="numba", derivatives=True,

@@ -13,9 +13,8 @@ import pytest
 import sparsedyn as sd
 from sparsedyn.kernels.ltl_derivatives import forward_from_inverse
 from sparsedyn.problems.mass_matrix import MassMatrixPlan
-from sparsedyn.problems.plan_derivatives import _dof_tree
 from sparsedyn.recursive.crba import crba
-from sparsedyn.recursive.ltl import ltl
+from sparsedyn.recursive.ltl import ltl, pattern
 from test_compiled import mixed_tree
 
 
@@ -35,7 +34,7 @@ def test_forward_from_inverse_equals_dense_solves(name):
     M = crba(model, q)
     L = np.ascontiguousarray(ltl(model, M))
     dtau = rng.normal(size=(B, nv, 2 * nv))
-    lam, last = _dof_tree(model)
+    lam, last = pattern(model).parents, pattern(model).last
     out = np.full((3, B, nv, nv), np.nan)
     forward_from_inverse(lam, last, L, dtau, out[0], out[1], out[2])
     for b in range(B):
@@ -47,11 +46,11 @@ def test_forward_from_inverse_equals_dense_solves(name):
         assert np.array_equal(out[2, b], out[2, b].T)
 
 
-def test_dof_tree_ranges_hold_every_descendant():
-    """_dof_tree's last[i] bounds every descendant of DoF i (the columns the kernel's backward
+def test_ltl_pattern_ranges_hold_every_descendant():
+    """recursive.ltl.pattern's last[i] bounds every descendant of DoF i (the columns the kernel's backward
     pass keeps for the identity), on the tree not numbered depth-first."""
     model = mixed_tree()
-    lam, last = _dof_tree(model)
+    lam, last = pattern(model).parents, pattern(model).last
     assert lam.tolist() == list(model.expanded_parents())
     for k in range(model.nv):
         j = lam[k]

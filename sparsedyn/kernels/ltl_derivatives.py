@@ -14,7 +14,8 @@ at j and its ancestors, so the backward pass touches, in row i, only columns [i,
 descendant, and the others in it stay exactly 0); M^-1's lower triangle is mirrored into its
 upper one (the result is exactly symmetric).
 
-Preconditions: lam (nv,) int64 the expanded parents (-1 at a root DoF), last (nv,) int64,
+Preconditions: lam (nv,) int64 the expanded parents (-1 at a root DoF), last (nv,) int64 (both
+recursive.ltl.pattern(model)'s parents and last),
 L (B, nv, nv) float64 lower with a positive diagonal (MassMatrixPlan.factor), dtau (B, nv,
 2 nv) [dtau/dq, dtau/dv]; out_q, out_v, out_minv (B, nv, nv).
 """

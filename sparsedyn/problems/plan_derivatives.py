@@ -43,6 +43,7 @@ from ..kernels.lu_pruned_columns import solve_pruned_columns
 from ..kernels.lu_pruned_plan import kept_mask
 from ..kernels.tangent_numba import tangent_lanes, tangent_rhs
 from ..kinematics import body_velocities, joint_transforms
+from ..recursive.ltl import pattern as ltl_pattern
 from ..system.tangent import residual_tangents
 from ..threads import run_ranges
 from .derivative_layout import (compiled_values, measurement_columns, output_columns,
@@ -89,7 +90,7 @@ def solve_derivatives(plan, q, v, x, backend, threads=1):
     v, x = np.ascontiguousarray(v), np.ascontiguousarray(x)
     if forward:
         L = mass.factor(q, threads=threads, backend="numba")
-        lam, last = _dof_tree(model)
+        tree = ltl_pattern(model)            # lambda and each DoF's subtree end, per model
     else:
         result[2] = mass.solve(q, threads=threads, backend="numba")
 
@@ -104,7 +105,7 @@ def solve_derivatives(plan, q, v, x, backend, threads=1):
             tangent_rhs(data, kin[lo:hi], velocities[lo:hi], v[lo:hi], x[lo:hi], buffer)
             dx, status[lo:hi] = solve_outputs(base, values[lo:hi], buffer, dtau[:hi - lo])
             if forward:
-                forward_from_inverse(lam, last, L[lo:hi], dx, result[0, lo:hi],
+                forward_from_inverse(tree.parents, tree.last, L[lo:hi], dx, result[0, lo:hi],
                                      result[1, lo:hi], result[2, lo:hi])
             else:
                 result[0, lo:hi], result[1, lo:hi] = dx[:, :, :nv], dx[:, :, nv:]
@@ -153,7 +154,6 @@ def _split(run, B, threads):
 
 
 _TWIN_COLUMNS = weakref.WeakKeyDictionary()       # forward plan -> its columns in base's order
-_DOF_TREE = weakref.WeakKeyDictionary()           # model -> (expanded parents, subtree ends)
 
 
 def _twin_columns(plan, base):
@@ -161,16 +161,3 @@ def _twin_columns(plan, base):
         _TWIN_COLUMNS[plan] = plan.system.columns.permutation(
             [(b.kind, b.body) for b in base.system.columns.blocks])
     return _TWIN_COLUMNS[plan]
-
-
-def _dof_tree(model):
-    """(lambda, last): the expanded parents over DoFs (int64, -1 at a root DoF) and each DoF's
-    largest-numbered descendant (itself for a leaf), as kernels/ltl_derivatives.py reads them."""
-    if model not in _DOF_TREE:
-        lam = np.asarray(model.expanded_parents(), dtype=np.int64)
-        last = np.arange(lam.size, dtype=np.int64)
-        for i in range(lam.size - 1, -1, -1):        # lambda(k) < k: children first
-            if lam[i] >= 0:
-                last[lam[i]] = max(last[lam[i]], last[i])
-        _DOF_TREE[model] = (lam, last)
-    return _DOF_TREE[model]

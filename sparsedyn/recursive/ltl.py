@@ -45,6 +45,11 @@ class _Pattern:
             self.mask[k, a] = True
         self.dof_owner = np.concatenate([[i] * j.nv for i, j in enumerate(model.joints)]).astype(int) \
             if self.n else np.zeros(0, int)
+        self.parents = np.asarray(lam, dtype=np.int64).reshape(-1)   # lambda as int64
+        self.last = np.arange(self.n, dtype=np.int64)  # largest-numbered DoF of k's subtree
+        for k in range(self.n - 1, -1, -1):            # lambda(k) < k: children first
+            if lam[k] >= 0:
+                self.last[lam[k]] = max(self.last[lam[k]], self.last[k])
 
 
 _PATTERNS = {}
