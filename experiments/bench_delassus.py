@@ -18,8 +18,8 @@ soles and 3D point contacts at the six fingertips (m = 12 + 18 = 30). Rows:
                            (a Python loop over the batch, as the pinocchio row): a control loop's
                            call
     kernel 1T/allT         the compiled kernel alone (backends/c_pv_osimr.run on a cached
-                           program: C on vectors of 8 states for B >= 2, numba's per-state kernel
-                           at B = 1): what the public call adds on top is Python input checking
+                           program: C on vectors of LANES states for B >= 2, numba's per-state
+                           kernel at B = 1): what the public call adds on top is Python input checking
     kernel per-state 1T    numba's per-state kernel alone (pv_osimr_numba.run), the one the
                            vectors replaced for batches
     sparse numba 1T        delassus(..., method="sparse", backend="numba"): Nori's block system,
@@ -58,6 +58,7 @@ from sparsedyn.contacts import Contact, resolve_contacts
 from sparsedyn.delassus import METHODS, delassus
 from sparsedyn.files import atomic_write
 from sparsedyn.backends.c_pv_osimr import library, run
+from sparsedyn.backends.c_vector import LANES, cpu_vectors
 from sparsedyn.kernels import pv_osimr_numba
 from sparsedyn.kernels.pv_osimr_numba import program_for
 
@@ -253,7 +254,8 @@ def write(rows, args, model, m, batches, err, checks):
              f"Answers checked before timing on the first {CHECKED} states (largest error "
              "relative to max |ref|, the dense J M^-1 J^T from Pinocchio's Python Jacobians and "
              "mass matrix): " + ", ".join(f"{k} {v:.1e}" for k, v in checks.items()) + ".", "",
-             f"Command: `{command}`; NUMBA_NUM_THREADS={nthreads}, {os.cpu_count()} CPUs.", "",
+             f"Command: `{command}`; NUMBA_NUM_THREADS={nthreads}, {os.cpu_count()} CPUs "
+             f"({cpu_vectors()} vectors; C units on {LANES} states per vector).", "",
              f"Load before: `{load_before}`", "", f"Load after: `{load_after}`", "",
              "Per-state microseconds (best of interleaved repetitions), ratio = ours / Pinocchio "
              "(< 1: faster). The compiled rows share one interleaved Pinocchio run (the pinocchio "

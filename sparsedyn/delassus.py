@@ -26,9 +26,9 @@ New methods register in METHODS with the signature f(model, q, Xup, resolved_con
 
 Backends: "numpy" runs METHODS[method] (the reference path, batched NumPy); "numba" runs the
 compiled kernel of COMPILED[method] ("pv-osimr": sparsedyn/backends/c_pv_osimr.py, the same
-algorithm in C on vectors of 8 states for batches of 2 or more once its library is built (once
-per machine, in the background), else sparsedyn/kernels/pv_osimr_numba.py one state at a time;
-both split a batch over NUMBA_NUM_THREADS threads on the idle cores; "sparse": the compiled
+algorithm in C on vectors of backends/c_vector.LANES states for batches of 2 or more once its
+library is built (once per machine, in the background), else
+sparsedyn/kernels/pv_osimr_numba.py one state at a time; both split a batch over NUMBA_NUM_THREADS threads on the idle cores; "sparse": the compiled
 assembly and LU programs).
 One state on numba's "pv-osimr" (a float64 q of shape (nq,) or (1, nq)) runs the per-state kernel
 bound once to (model, contacts) (delassus_one_state.py: cheap input screens, anything flagged

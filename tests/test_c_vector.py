@@ -202,3 +202,54 @@ def test_split_run_covers_every_state_once_in_long_aligned_ranges():
                 assert all(lo % LANES == 0 for lo, _ in ranges)
             assert any(t == threading.get_ident() for *_, t in seen)
     assert C_MIN_STATES_PER_THREAD >= LANES
+
+
+def test_lanes_follow_the_cpu_and_the_environment():
+    """One register of doubles per vector (8 on AVX-512, else 4) unless SPARSEDYN_C_LANES says
+    otherwise; a width the units are not generated for is refused, naming the variable."""
+    from sparsedyn.backends.c_vector import cpu_flags, native_lanes
+    assert native_lanes({}) == (8 if "avx512f" in cpu_flags() else 4) == LANES or \
+        "SPARSEDYN_C_LANES" in os.environ
+    assert native_lanes({"SPARSEDYN_C_LANES": "2"}) == 2
+    for bad in ("3", "32", "four", ""):
+        with pytest.raises(ValueError, match="SPARSEDYN_C_LANES"):
+            native_lanes({"SPARSEDYN_C_LANES": bad})
+
+
+_OTHER_WIDTH = """
+import numpy as np, sparsedyn as sd
+from sparsedyn.backends.c_vector import LANES
+from sparsedyn.backends.c_pv_osimr import library
+assert LANES == {lanes}
+model = sd.load_urdf({path!r})
+rng = np.random.default_rng(5)
+B = 2 * LANES + 3
+q = model.random_configuration(rng, batch=B)
+v, y = rng.normal(size=(2, B, model.nv))
+for kind, given, out in (("inverse_dynamics", "qdd", "tau"), ("forward_dynamics", "tau", "qdd")):
+    plan = sd.compile(getattr(sd, kind)(model))
+    c, nb = (plan.solve(q, v, backend=b, **{{given: y}})[out] for b in ("c", "numba"))
+    assert "full_lanes" in plan.kernel("c")._libs or "outputs_lanes" in plan.kernel("c")._libs
+    assert np.array_equal(c, nb), kind
+mm = sd.compile(sd.mass_matrix(model))
+assert np.array_equal(mm.solve(q, backend="c"), mm.solve(q, backend="numba"))
+library()
+contacts = [sd.Contact(model.link_names[-1], "3d"), sd.Contact(model.link_names[-3])]
+d, ref = (sd.delassus(model, q, contacts, backend=b) for b in ("numba", "numpy"))
+assert np.abs(d - ref).max() <= 1e-10 * np.abs(ref).max()
+print("ok")
+"""
+
+
+def test_the_other_vector_width_gives_the_same_answers():
+    """The C units are generated for any LANES: at the width this CPU does not default to (8 on
+    AVX2, 4 on AVX-512), the plan's vector unit and the mass matrix's equal numba's bit for bit
+    on full and partial groups, and PV-OSIMr's Delassus the NumPy reference, on panda."""
+    import subprocess
+    import sys
+    other = 4 if LANES == 8 else 8
+    env = dict(os.environ, SPARSEDYN_C_LANES=str(other))
+    run = subprocess.run([sys.executable, "-c", _OTHER_WIDTH.format(lanes=other,
+                                                                   path=robot_urdf("panda"))],
+                         env=env, capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]

@@ -83,7 +83,7 @@ static void forward(const Prog *P, const vd *Rst, const vd *Om, vd *Om0, vd *Kst
 
 /* out[b + s] = lane s of Ob (entries x lanes -> lanes x entries): 4 x 4 blocks transposed in
    registers, each state's entries stored 4 at a time (scattered scalar stores, each value into
-   8 states' matrices m^2 doubles apart, cost as much as the arithmetic) */
+   the vector's states' matrices m^2 doubles apart, cost as much as the arithmetic) */
 typedef double v4 __attribute__((vector_size(32)));
 typedef double v4u __attribute__((vector_size(32), aligned(8)));
 static void store_states(const vd *Ob, long MM, double *out, long m)

@@ -10,11 +10,57 @@ so a pivot check, a finiteness check or a quaternion check fails for the lanes i
 """
 from __future__ import annotations
 
+import functools
+import os
+import platform
+
 from .c_fold import lit
 
-#: states per vector: 8 doubles fill an AVX-512 register (two AVX2 ones), and the work of 8
-#: states (~0.1 MB for the humanoid's mass matrix) stays in L2
-LANES = 8
+#: the vector widths a unit may be generated for (SPARSEDYN_C_LANES)
+LANE_CHOICES = (2, 4, 8, 16)
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_flags():
+    """The CPU's feature flags as /proc/cpuinfo lists them (empty where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return frozenset(next((ln.split(":", 1)[1].split() for ln in fh
+                                   if ln.startswith("flags")), []))
+    except OSError:
+        return frozenset()
+
+
+def cpu_vectors():
+    """The widest double-precision vectors the CPU has ("AVX-512", "AVX2", "SSE2" or the
+    machine's name): what -march=native gives the C units and Pinocchio's Eigen."""
+    for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("sse2", "SSE2")):
+        if flag in cpu_flags():
+            return name
+    return platform.machine()
+
+
+def native_lanes(environ=os.environ):
+    """States per vector: $SPARSEDYN_C_LANES if set (one of LANE_CHOICES), else one register of
+    doubles on AVX-512 (8) and 4 elsewhere. A vector wider than a register is split by the
+    compiler into several, and the units' live values then no longer fit the registers: on AVX2
+    8 states per vector ran every unit 1.3-2.7x slower than 4 (experiments/kernel_design.md)."""
+    given = environ.get("SPARSEDYN_C_LANES")
+    if given is None:
+        return 8 if "avx512f" in cpu_flags() else 4
+    try:
+        lanes = int(given)
+    except ValueError:
+        lanes = None
+    if lanes not in LANE_CHOICES:
+        raise ValueError(f"SPARSEDYN_C_LANES={given!r}: states per C vector must be one of "
+                         f"{', '.join(map(str, LANE_CHOICES))}")
+    return lanes
+
+
+#: states per vector of the C units (native_lanes; fixed at import: the units' sources, work
+#: sizes and batch splits all read it)
+LANES = native_lanes()
 
 
 def vector_header(lanes):

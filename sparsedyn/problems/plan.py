@@ -5,9 +5,9 @@ structural) permutation and the symbolic factorization, by sparsedyn.planner, bo
 assembly program into the plan's IR (sparsedyn.ir.fused.FusedProgram). Online (per batch of
 states): assemble D(q), b(q, qd) on the fixed pattern, numeric LU, substitutions, in one pass per
 state by a backend (sparsedyn.backends): "c" (the IR written as C and compiled by the system
-compiler on first use, cached on disk; one state costs its arithmetic; batches of 8 or more
-states on vectors of 8, backends/c_plan_lanes.py), "numba" (groups of states on SIMD lanes),
-"auto" (C once the library the batch needs is built, e.g. by plan.solver() for up to
+compiler on first use, cached on disk; one state costs its arithmetic; batches of LANES
+(8 on AVX-512, else 4) or more states on vectors of LANES: backends/c_plan_lanes.py,
+c_vector.py), "numba" (groups of states on SIMD lanes), "auto" (C once the library the batch needs is built, e.g. by plan.solver() for up to
 AUTO_C_MAX_BATCH states or an earlier backend="c" call on a batch, else numba); "numpy" assembles
 with NumPy (NewtonEulerSystem.assemble) and runs the LU program in NumPy: the reference route.
 
@@ -364,7 +364,7 @@ class Plan(PlanBase):
         """The backend that runs a batch of B states: "auto" -> "c" when the C library this batch
         and kind of call runs on (CKernel.batch_kind) is built already (a compile takes
         seconds: it is paid where the user asks for C) and is the faster there (one state at a
-        time up to AUTO_C_MAX_BATCH states; vectors of 8 against numba's lanes at any size:
+        time up to AUTO_C_MAX_BATCH states; C's vectors against numba's lanes at any size:
         experiments/kernel_design.md), else "numba" once its kernel runs without a JIT compile,
         else "numpy" while numba compiles it in the background (sparsedyn/jit.py)."""
         if backend != "auto":
