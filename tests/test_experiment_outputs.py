@@ -859,18 +859,18 @@ QUOTES = [
      if not_78() else ("x",) * 4),
     (D, "| Pinocchio `computeDelassusMatrix`, per-state Python loop | {} | {} | {} | {} |",
      lambda: tuple(bench_delassus("pinocchio", B) for B in (1, 64, 1024, 4096))),
-    (D, "| PV-OSIMr, compiled (C on vectors of 8 states; numba at B = 1), 1 thread | {} | {} | {} | {} |",
+    (D, "| PV-OSIMr, compiled (C on vectors of 4 or 8 states; numba at B = 1), 1 thread | {} | {} | {} | {} |",
      lambda: tuple(bench_delassus("pv-osimr numba 1T", B) for B in (1, 64, 1024, 4096))),
     (D, "| PV-OSIMr, NumPy reference | {} | {} | {} | {} |",
      lambda: tuple(bench_delassus("pv-osimr numpy", B) for B in (1, 64, 1024, 4096))),
-    (D, "| PV-OSIMr, compiled (C on vectors of 8 states; numba at B = 1), 2 threads | {} | {} | {} | {} |",
+    (D, "| PV-OSIMr, compiled (C on vectors of 4 or 8 states; numba at B = 1), 2 threads | {} | {} | {} | {} |",
      lambda: tuple(bench_delassus("pv-osimr numba 2T", B) for B in (1, 64, 1024, 4096))),
     (TOP, "inverse dynamics {} / {} / {} / {} / {} at N_B = 10 / 30 / 100 / 300 / 1000; forward "
           "dynamics (Nori's Appendix B order) {} / {} / {} / {} / {}, i.e. per-state time ~ N_B^{} "
           "from 10 to 1000 links (ID ~ N_B^{})",
      lambda: (*bench_dynamics_chain_ns("ID")[0], *bench_dynamics_chain_ns("FD")[0],
               bench_dynamics_chain_ns("FD")[1], bench_dynamics_chain_ns("ID")[1])),
-    (TOP, "thread (issue #20; {}: the C kernel on vectors of 8 states {}, the public call {},",
+    (TOP, "thread (issue #20; {}: the C kernel on vectors of states {}, the public call {},",
      lambda: (lambda k, p, met: (met, k, p))(*delassus_cpp_ratios())),
     (D, "compiled PV-OSIMr kernel takes {} us per state against Pinocchio C++'s {} us ({}); issue "
         "#20's target (<= 0.5x) is {}.",
