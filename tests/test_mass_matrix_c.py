@@ -93,6 +93,41 @@ def test_c_bad_input_raises_typed_errors():
 
 
 @pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_one_state_solve_takes_the_one_state_library_once_built():
+    """plan.solve(q (nq,)) on "auto" or "c", once plan.solver() built the one-state library,
+    runs it with a thread's own buffers: the solver's bits, a fresh array per call, right from
+    four threads at once; a state it flags still raises the batched path's typed error."""
+    from concurrent.futures import ThreadPoolExecutor
+    model = sd.models.humanoid()
+    plan = sd.compile(sd.mass_matrix(model))
+    q = model.random_configuration(np.random.default_rng(9), batch=32)
+    ref = plan.solve(q, backend="numba")
+    f = plan.solver()
+    for backend in ("auto", "c"):
+        M = plan.solve(q[3], backend=backend)
+        assert np.array_equal(M, f(q[3])) and np.array_equal(M, ref[3])
+        assert plan.solve(q[3], backend=backend) is not M
+    assert plan._local.solver is not f                 # the plan's own, not the caller's
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda b: [plan.solve(q[b]) for _ in range(20)], range(32)))
+    assert all(np.array_equal(M, ref[b]) for b in range(32) for M in got[b])
+    bad = q[2].copy()
+    bad[9] = np.nan
+    with pytest.raises(ValueError, match="q: non-finite value"):
+        plan.solve(bad)
+    bad = q[1].copy()
+    bad[3:7] *= 2.0
+    with pytest.raises(ValueError, match="quaternion"):
+        plan.solve(bad, backend="c")
+    with pytest.raises(ValueError, match="q: expected shape"):
+        plan.solve(q[0, :-1])
+    slider = sd.compile(sd.mass_matrix(slider_model()))
+    slider.solver()
+    with pytest.raises(NonFiniteError):
+        slider.solve(np.array([0.0, 1e200]))          # m x^2 overflows: M_11 is inf
+
+
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
 def test_c_overflow_names_the_state():
     model = slider_model()
     q = np.zeros((LANES + 3, 2))

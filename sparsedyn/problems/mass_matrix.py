@@ -11,7 +11,8 @@
 The compiled routes are kernels/crba_numba.py (numba, lanes of states; threads split the batch)
 and, for M itself, backend="c": the program as generated C on vectors of states
 (backends/c_mass_matrix.py), "auto" once its library is built (a compile takes seconds: it is
-paid where C is asked for, e.g. by plan.solver(), a state per call for a control loop);
+paid where C is asked for, e.g. by plan.solver(), a state per call for a control loop; then
+solve(q) of one state (nq,) takes the one-state library as well, through a per-thread solver);
 backend="numpy" runs the reference recursive.crba / recursive.ltl. All give the same matrices up
 to round-off. Invalid input (wrong shape, NaN, a non-unit quaternion) raises ValueError naming q;
 a result that is not finite raises NonFiniteError, a non-positive pivot of the factor
@@ -19,6 +20,7 @@ SingularModelError naming the DoF, joint and batch indices, as the reference doe
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -77,6 +79,7 @@ class MassMatrixPlan(PlanBase):
         self.program = MassMatrixProgram(self.model)
         self.n_pairs = self.program.n_pairs
         self._c = None
+        self._local = threading.local()          # each thread's one-state solver
 
     @property
     def c_kernel(self):
@@ -129,6 +132,10 @@ class MassMatrixPlan(PlanBase):
         backend = self.check_backend(backend, self.default_backend)
         threads_given = threads
         self.check_threads(threads)                 # a bad value is named on every route
+        if not factor and backend in ("auto", "c") and not packed and out is None:
+            M = self._one_state(q)
+            if M is not None:
+                return M
         q, single = check_configuration(model, q)
         B = q.shape[0]
         if backend == "auto" and not factor and backends.module("c").unavailable() is None \
@@ -156,6 +163,22 @@ class MassMatrixPlan(PlanBase):
         if (status != -1).any():
             self._raise(q, status, "L" if factor else "M")
         return unbatch(res, single)
+
+    def _one_state(self, q):
+        """A copy of M (nv, nv) of q (nq,) from this thread's MassMatrixSolver where the C
+        one-state library is built (plan.solver() builds it) and q passes its screens, else
+        None (the batched path then checks q and names what is wrong). One state's M costs
+        less than the batched path's checks and dispatch."""
+        if getattr(q, "ndim", 0) != 1 or opcount.counting():
+            return None
+        solver = getattr(self._local, "solver", None)
+        if solver is None:
+            if self._c is None or not self._c.ready("one") or \
+                    backends.module("c").unavailable() is not None:
+                return None
+            solver = self._local.solver = MassMatrixSolver(self)
+        M = solver.unchecked(q)
+        return None if M is None else M.copy()
 
     def _run_c(self, q, threads, packed, out):
         """M of checked q on the C backend: packed, into a fresh zeroed array (its nonzeros

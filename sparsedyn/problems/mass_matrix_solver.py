@@ -24,15 +24,22 @@ class MassMatrixSolver:
 
     def __call__(self, q, out=None):
         """M (nv, nv) of q (nq,); out: an (nv, nv) array to write it into (returned)."""
-        if getattr(q, "shape", None) != self._q.shape:
-            return self._checked(q, out)
-        self._q[:] = q
-        if self._run():
+        M = self.unchecked(q)
+        if M is None:
             return self._checked(q, out)
         if out is None:
-            return self._M.copy()
-        out[...] = self._M
+            return M.copy()
+        out[...] = M
         return out
+
+    def unchecked(self, q):
+        """M of q in this solver's buffer (the next call overwrites it), or None where q is not
+        an (nq,) array or the library flags it (q not finite, a non-unit quaternion, M not
+        finite): the caller's checked path then names what is wrong."""
+        if getattr(q, "shape", None) != self._q.shape:
+            return None
+        self._q[:] = q
+        return None if self._run() else self._M
 
     def _checked(self, q, out):
         M = self.plan.solve(q, backend="c")
