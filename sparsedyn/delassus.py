@@ -28,8 +28,8 @@ Backends: "numpy" runs METHODS[method] (the reference path, batched NumPy); "num
 compiled kernel of COMPILED[method] ("pv-osimr": sparsedyn/backends/c_pv_osimr.py, the same
 algorithm in C on vectors of backends/c_vector.LANES states for batches of 2 or more once its
 library is built (once per machine, in the background), else
-sparsedyn/kernels/pv_osimr_numba.py one state at a time; both split a batch over NUMBA_NUM_THREADS threads on the idle cores; "sparse": the compiled
-assembly and LU programs).
+sparsedyn/kernels/pv_osimr_numba.py one state at a time; both split a batch over
+NUMBA_NUM_THREADS threads on the idle cores; "sparse": the compiled assembly and LU programs).
 One state on numba's "pv-osimr" (a float64 q of shape (nq,) or (1, nq)) runs the per-state kernel
 bound once to (model, contacts) (delassus_one_state.py: cheap input screens, anything flagged
 takes the checked batch path); sparsedyn.delassus_solver(model, contacts) binds it for a loop.
