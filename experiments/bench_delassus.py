@@ -19,7 +19,8 @@ soles and 3D point contacts at the six fingertips (m = 12 + 18 = 30). Rows:
                            call
     kernel 1T/allT         the compiled kernel alone (backends/c_pv_osimr.run on a cached
                            program: C on vectors of LANES states for B >= 2, numba's per-state
-                           kernel at B = 1): what the public call adds on top is Python input checking
+                           kernel at B = 1): what the public call adds on top is Python input
+                           checking
     kernel per-state 1T    numba's per-state kernel alone (pv_osimr_numba.run), the one the
                            vectors replaced for batches
     sparse numba 1T        delassus(..., method="sparse", backend="numba"): Nori's block system,

@@ -44,7 +44,7 @@ def native_lanes(environ=os.environ):
     """States per vector: $SPARSEDYN_C_LANES if set (one of LANE_CHOICES), else one register of
     doubles on AVX-512 (8) and 4 elsewhere. A vector wider than a register is split by the
     compiler into several, and the units' live values then no longer fit the registers: on AVX2
-    8 states per vector ran every unit 1.3-2.7x slower than 4 (experiments/kernel_design.md)."""
+    8 states per vector ran every unit 1.25-2.7x slower than 4 (experiments/kernel_design.md)."""
     given = environ.get("SPARSEDYN_C_LANES")
     if given is None:
         return 8 if "avx512f" in cpu_flags() else 4

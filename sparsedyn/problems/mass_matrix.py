@@ -169,7 +169,8 @@ class MassMatrixPlan(PlanBase):
         one-state library is built (plan.solver() builds it) and q passes its screens, else
         None (the batched path then checks q and names what is wrong). One state's M costs
         less than the batched path's checks and dispatch."""
-        if getattr(q, "ndim", 0) != 1 or opcount.counting():
+        if type(q) is not np.ndarray or q.ndim != 1 or q.dtype != np.float64 or \
+                opcount.counting():
             return None
         solver = getattr(self._local, "solver", None)
         if solver is None:

@@ -7,9 +7,10 @@ states): assemble D(q), b(q, qd) on the fixed pattern, numeric LU, substitutions
 state by a backend (sparsedyn.backends): "c" (the IR written as C and compiled by the system
 compiler on first use, cached on disk; one state costs its arithmetic; batches of LANES
 (8 on AVX-512, else 4) or more states on vectors of LANES: backends/c_plan_lanes.py,
-c_vector.py), "numba" (groups of states on SIMD lanes), "auto" (C once the library the batch needs is built, e.g. by plan.solver() for up to
-AUTO_C_MAX_BATCH states or an earlier backend="c" call on a batch, else numba); "numpy" assembles
-with NumPy (NewtonEulerSystem.assemble) and runs the LU program in NumPy: the reference route.
+c_vector.py), "numba" (groups of states on SIMD lanes), "auto" (C once the library the batch
+needs is built, e.g. by plan.solver() for up to AUTO_C_MAX_BATCH states or an earlier
+backend="c" call on a batch, else numba); "numpy" assembles with NumPy
+(NewtonEulerSystem.assemble) and runs the LU program in NumPy: the reference route.
 
     plan = compile(inverse_dynamics(model, f_ext=True))
     res = plan.solve(q, v, qdd=qdd, f_ext={"l_sole": w})
