@@ -60,7 +60,10 @@ def copy_state(model, q, out, B, single, blocks, threads=1):
     threads = threads(B) if callable(threads) else threads
     size = sum(a.size for a in arrays)
     parts = max(1, min(int(threads), B, size // COPY_MIN_DOUBLES_PER_THREAD))
-    finite = all(run_ranges(np.linspace(0, B, parts + 1).astype(int), copy_range)) if B else True
+    if parts == 1:                  # one range (one state, a small batch): no split to plan
+        finite = copy_range(0, B, 0) if B else True
+    else:
+        finite = all(run_ranges(np.linspace(0, B, parts + 1).astype(int), copy_range))
     raise_for_inputs(model, copies[0], dict(zip(keys, copies[1:])), finite=finite)
     out.update(zip(keys, copies[1:]))
     return copies[0], out, B, single
