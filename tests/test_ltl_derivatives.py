@@ -47,8 +47,8 @@ def test_forward_from_inverse_equals_dense_solves(name):
 
 
 def test_ltl_pattern_ranges_hold_every_descendant():
-    """recursive.ltl.pattern's last[i] bounds every descendant of DoF i (the columns the kernel's backward
-    pass keeps for the identity), on the tree not numbered depth-first."""
+    """recursive.ltl.pattern's last[i] bounds every descendant of DoF i (the columns the
+    kernel's backward pass keeps for the identity), on the tree not numbered depth-first."""
     model = mixed_tree()
     lam, last = pattern(model).parents, pattern(model).last
     assert lam.tolist() == list(model.expanded_parents())

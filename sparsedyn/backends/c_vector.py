@@ -21,14 +21,21 @@ LANE_CHOICES = (2, 4, 8, 16)
 
 
 @functools.lru_cache(maxsize=None)
-def cpu_flags():
-    """The CPU's feature flags as /proc/cpuinfo lists them (empty where there is none)."""
+def cpu_description():
+    """What -march=native compiles for: the CPU's model and feature-flag lines of /proc/cpuinfo
+    (else the processor's and machine's names): part of every C library's cache key."""
     try:
         with open("/proc/cpuinfo") as fh:
-            return frozenset(next((ln.split(":", 1)[1].split() for ln in fh
-                                   if ln.startswith("flags")), []))
+            return "".join(sorted({line for line in fh if line.startswith(("model name", "flags"))}))
     except OSError:
-        return frozenset()
+        return platform.processor() + platform.machine()
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_flags():
+    """The CPU's feature flags (empty where /proc/cpuinfo is absent)."""
+    line = next((ln for ln in cpu_description().splitlines() if ln.startswith("flags")), None)
+    return frozenset(line.split(":", 1)[1].split()) if line else frozenset()
 
 
 def cpu_vectors():

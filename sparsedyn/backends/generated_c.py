@@ -27,7 +27,7 @@ from ..kernels.parallel import ParallelRegion
 from ..threads import run_ranges
 from .c_plan_lanes import fits, lanes_source, lanes_work
 from .c_source import unit_source
-from .c_vector import LANES
+from .c_vector import LANES, cpu_description
 
 NAME = "c"
 #: -O2 keeps compile time of straight-line programs of ~10^4 statements in seconds; without
@@ -71,22 +71,13 @@ def cache_dir():
     return path
 
 
-@functools.lru_cache(maxsize=None)
-def _cpu():
-    """What -march=native compiles for: the CPU's model and feature flags (a cache shared by
-    machines with other CPUs must not hand them a library with instructions they lack)."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            return "".join(sorted({line for line in fh if line.startswith(("model name", "flags"))}))
-    except OSError:
-        import platform
-        return platform.processor() + platform.machine()
-
-
 @functools.lru_cache(maxsize=32)
 def _library_key(source, cc, flags):
-    """The cache key of a library (hashing a plan's source takes ~0.2 ms: once per source)."""
-    return hashlib.sha256("\0".join((source, cc, _cpu()) + flags).encode()).hexdigest()[:24]
+    """The cache key of a library (hashing a plan's source takes ~0.2 ms: once per source); the
+    CPU is part of it, so a cache shared by machines with other CPUs never hands them a library
+    with instructions they lack."""
+    key = (source, cc, cpu_description()) + flags
+    return hashlib.sha256("\0".join(key).encode()).hexdigest()[:24]
 
 
 def library_path(source, flags=CFLAGS):

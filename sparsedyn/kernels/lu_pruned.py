@@ -1,8 +1,9 @@
 """Many sparse right-hand sides per state through one LU program, each substitution pruned to
 what its right-hand side and the wanted rows need (the plan: lu_pruned_plan.py): the
 derivatives of the dynamics solve 2 nv right-hand sides that are mostly zero (a direction of q
-or v moves only the rows of its joint's subtree) and need only the nv rows of the output. Kept ops run in program order with the program's rounding, so each
-wanted entry equals lu_multi_rhs's up to the sign of a zero.
+or v moves only the rows of its joint's subtree) and need only the nv rows of the output. Kept
+ops run in program order with the program's rounding, so each wanted entry equals
+lu_multi_rhs's up to the sign of a zero.
 
 States on the lanes: per group of LANES states the factorization part runs once on the lanes
 (lu_numba.run_lanes, its pivot checks), the substitution's scalar slots are gathered into
