@@ -217,39 +217,54 @@ def test_lanes_follow_the_cpu_and_the_environment():
 
 
 _OTHER_WIDTH = """
-import numpy as np, sparsedyn as sd
+import sys
+sys.path.insert(0, {tests!r})
+import numpy as np, pinocchio as pin, sparsedyn as sd
+from oracles import pin_model, rel_err, to_pin_q
+from test_delassus import pin_contact_models
 from sparsedyn.backends.c_vector import LANES
 from sparsedyn.backends.c_pv_osimr import library
 assert LANES == {lanes}
-model = sd.load_urdf({path!r})
+model, pm = sd.load_urdf({path!r}), pin_model({path!r})
+pd = pm.createData()
 rng = np.random.default_rng(5)
 B = 2 * LANES + 3
 q = model.random_configuration(rng, batch=B)
 v, y = rng.normal(size=(2, B, model.nv))
-for kind, given, out in (("inverse_dynamics", "qdd", "tau"), ("forward_dynamics", "tau", "qdd")):
+pq = [to_pin_q(model, pm, x) for x in q]
+for kind, given, out, ref in (("inverse_dynamics", "qdd", "tau", pin.rnea),
+                              ("forward_dynamics", "tau", "qdd", pin.aba)):
     plan = sd.compile(getattr(sd, kind)(model))
     c, nb = (plan.solve(q, v, backend=b, **{{given: y}})[out] for b in ("c", "numba"))
     assert "full_lanes" in plan.kernel("c")._libs or "outputs_lanes" in plan.kernel("c")._libs
     assert np.array_equal(c, nb), kind
+    assert max(rel_err(c[b], ref(pm, pd, pq[b], v[b], y[b])) for b in range(B)) <= 1e-10, kind
 mm = sd.compile(sd.mass_matrix(model))
-assert np.array_equal(mm.solve(q, backend="c"), mm.solve(q, backend="numba"))
+M = mm.solve(q, backend="c")
+assert np.array_equal(M, mm.solve(q, backend="numba"))
+crba = [pin.crba(pm, pd, x) for x in pq]
+assert max(rel_err(M[b], np.triu(crba[b]) + np.triu(crba[b], 1).T) for b in range(B)) <= 1e-10
 library()
 contacts = [sd.Contact(model.link_names[-1], "3d"), sd.Contact(model.link_names[-3])]
-d, ref = (sd.delassus(model, q, contacts, backend=b) for b in ("numba", "numpy"))
-assert np.abs(d - ref).max() <= 1e-10 * np.abs(ref).max()
+cms, cds = pin_contact_models(pm, contacts)
+d = sd.delassus(model, q, contacts)
+ref = [pin.computeDelassusMatrix(pm, pd, x, cms, cds, 0.0) for x in pq]
+assert max(rel_err(d[b], ref[b]) for b in range(B)) <= 1e-10
 print("ok")
 """
 
 
 def test_the_other_vector_width_gives_the_same_answers():
     """The C units are generated for any LANES: at the width this CPU does not default to (8 on
-    AVX2, 4 on AVX-512), the plan's vector unit and the mass matrix's equal numba's bit for bit
-    on full and partial groups, and PV-OSIMr's Delassus the NumPy reference, on panda."""
+    AVX2, 4 on AVX-512), on panda, full and partial groups: the plan's vector unit (ID, FD) and
+    the mass matrix's equal numba's bit for bit and Pinocchio's rnea / aba / crba, PV-OSIMr's
+    Delassus Pinocchio's computeDelassusMatrix."""
     import subprocess
     import sys
     other = 4 if LANES == 8 else 8
     env = dict(os.environ, SPARSEDYN_C_LANES=str(other))
-    run = subprocess.run([sys.executable, "-c", _OTHER_WIDTH.format(lanes=other,
-                                                                   path=robot_urdf("panda"))],
+    script = _OTHER_WIDTH.format(lanes=other, path=robot_urdf("panda"),
+                                 tests=os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, "-c", script],
                          env=env, capture_output=True, text=True)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]

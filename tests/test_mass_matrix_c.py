@@ -95,13 +95,14 @@ def test_c_bad_input_raises_typed_errors():
 @pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
 def test_one_state_solve_takes_the_one_state_library_once_built():
     """plan.solve(q (nq,)) on "auto" or "c", once plan.solver() built the one-state library,
-    runs it with a thread's own buffers: the solver's bits, a fresh array per call, right from
-    four threads at once; a state it flags still raises the batched path's typed error."""
+    runs it with a thread's own buffers: the solver's bits and numba's (equal to Pinocchio's
+    crba), a fresh array per call, right from four threads at once; a state it flags still raises the batched path's typed error."""
     from concurrent.futures import ThreadPoolExecutor
-    model = sd.models.humanoid()
+    model, pmodel, conv = _robot("humanoid")
     plan = sd.compile(sd.mass_matrix(model))
     q = model.random_configuration(np.random.default_rng(9), batch=32)
     ref = plan.solve(q, backend="numba")
+    assert rel_err(ref, pin_M(model, pmodel, conv, q)) < TOL         # Pinocchio's crba
     f = plan.solver()
     for backend in ("auto", "c"):
         M = plan.solve(q[3], backend=backend)
