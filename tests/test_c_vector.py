@@ -250,6 +250,12 @@ cms, cds = pin_contact_models(pm, contacts)
 d = sd.delassus(model, q, contacts)
 ref = [pin.computeDelassusMatrix(pm, pd, x, cms, cds, 0.0) for x in pq]
 assert max(rel_err(d[b], ref[b]) for b in range(B)) <= 1e-10
+for fn, pin_fn, y_of in ((sd.rnea_derivatives, pin.computeRNEADerivatives, y),
+                         (sd.aba_derivatives, pin.computeABADerivatives, y)):
+    got = fn(model, q, v, y_of, backend="c")
+    for b in range(B):
+        expect = pin_fn(pm, pd, pq[b], v[b], y_of[b])
+        assert all(rel_err(got[k][b], expect[k]) <= 1e-9 for k in range(2)), fn.__name__
 print("ok")
 """
 
@@ -258,7 +264,8 @@ def test_the_other_vector_width_gives_the_same_answers():
     """The C units are generated for any LANES: at the width this CPU does not default to (8 on
     AVX2, 4 on AVX-512), on panda, full and partial groups: the plan's vector unit (ID, FD) and
     the mass matrix's equal numba's bit for bit and Pinocchio's rnea / aba / crba, PV-OSIMr's
-    Delassus Pinocchio's computeDelassusMatrix."""
+    Delassus Pinocchio's computeDelassusMatrix, the derivatives' unit Pinocchio's
+    computeRNEADerivatives / computeABADerivatives."""
     import subprocess
     import sys
     other = 4 if LANES == 8 else 8

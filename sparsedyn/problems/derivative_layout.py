@@ -17,6 +17,7 @@ from ..recursive._common import gravity_acceleration
 _TANGENT_DATA = weakref.WeakKeyDictionary()      # plan -> TangentData
 _MEASUREMENT = weakref.WeakKeyDictionary()       # plan -> measurement_columns
 _OUTPUT = weakref.WeakKeyDictionary()            # plan -> output_columns
+_JOINT = weakref.WeakKeyDictionary()             # plan -> {kind: joint_columns}
 _WIDTH = weakref.WeakKeyDictionary()             # plan -> entries of the measured blocks
 _ONE_STATE = threading.local()                   # .buffers: plan -> one state's rhs_buffer
 
@@ -64,10 +65,19 @@ def _measurement_columns(plan):
     return E
 
 
+def joint_columns(plan, kind):
+    """Columns of the solution holding the joint-space variable `kind` ("qdd", "tau"), in
+    Pinocchio's joint layout."""
+    columns = _per_plan(_JOINT, plan, lambda plan: {})
+    if kind not in columns:
+        columns[kind] = np.concatenate([plan.system.columns[(kind, i)].indices
+                                        for i in range(plan.model.nbodies)]
+                                       + [np.zeros(0, dtype=int)])
+    return columns[kind]
+
+
 def _output_columns(plan):
-    system, out = plan.system, plan.problem.outputs[0]
-    return np.concatenate([system.columns[(out, i)].indices for i in range(plan.model.nbodies)]
-                          + [np.zeros(0, dtype=int)])
+    return joint_columns(plan, plan.problem.outputs[0])
 
 
 def compiled_values(plan, q, v):

@@ -48,7 +48,9 @@ from .base import ONLINE_BACKENDS, PlanBase
 from .dynamics import Problem, inverse_dynamics
 from .input_copies import CopyBlocks, copy_state, copy_views, raise_for_inputs
 from .mass_matrix import mass_matrix
-from .plan_derivatives import derivative_kernels_ready, solve_derivatives
+from .derivative_layout import joint_columns
+from .plan_derivatives import (c_unit, check_derivatives_out, derivative_backend,
+                               plan_solve_derivatives)
 
 PLAN_FORMAT = "sparsedyn-plan"
 PLAN_VERSION = 1
@@ -168,7 +170,7 @@ class Plan(PlanBase):
     # ------------------------------------------------------------------ online
 
     def solve(self, q, v, qdd=None, tau=None, f_ext=None, outputs=None, backend=None, threads=None,
-              derivatives=False):
+              derivatives=False, derivatives_out=None):
         """Solve the problem for one state (q (nq,), v (nv,), ...) or a batch ((B, nq), ...).
 
         Inverse dynamics takes qdd, forward dynamics tau; f_ext = {link: linear-first wrench in
@@ -191,14 +193,21 @@ class Plan(PlanBase):
         states; 1 runs single-threaded.
         derivatives: True also computes the analytical derivatives of the joint-space output
         with respect to q (Pinocchio's tangent space, as pinocchio.integrate moves q), v and the
-        given qdd or tau, through this plan's factorization (plan_derivatives.py):
-        result.derivatives = (dtau/dq, dtau/dv, dtau/dqdd) or (dqdd/dq, dqdd/dv, dqdd/dtau),
-        each (B, nv, nv). They need the whole solution, so outputs is "all"; the multi-right-
-        hand-side substitutions run in NumPy on the "numpy" backend, else in numba (on one
-        thread: `threads` splits the solution's pass only)."""
+        given qdd or tau (plan_derivatives.py): result.derivatives = (dtau/dq, dtau/dv,
+        dtau/dqdd) or (dqdd/dq, dqdd/dv, dqdd/dtau), each (B, nv, nv). Backend "c" (and "auto"
+        once its library is built) runs Carpentier and Mansard's recursion and, for forward
+        dynamics, M^-1 through L^T L on C vectors (backends/c_derivatives.py; problems with
+        external wrenches take the next route); "numba" the multi-right-hand-side substitutions
+        through this plan's factorization (the whole solution is computed: outputs "all");
+        "numpy" the same in NumPy, the reference. `threads` splits the batch on every route.
+        derivatives_out: a (3, B, nv, nv) C-contiguous float64 array (B = 1 for one state) the
+        derivatives are written into, result.derivatives its views: a caller that keeps it
+        between calls saves the allocation (a fresh array's first touch costs the kernel's
+        zeroing of its pages, 3-5 us per humanoid state: experiments/kernel_design.md)."""
         problem, model = self.problem, self.model
-        if derivatives is False:
-            fast = self._one_state(q, v, qdd, tau, f_ext, outputs, backend, threads)
+        if (derivatives is False and derivatives_out is None) or derivatives is True:
+            fast = self._one_state(q, v, qdd, tau, f_ext, outputs, backend, threads,
+                                   derivatives, derivatives_out)
             if fast is not None:
                 return fast
         given = {"qdd": qdd, "tau": tau}
@@ -212,7 +221,14 @@ class Plan(PlanBase):
         backend = self._check_backend(backend)
         if not isinstance(derivatives, (bool, np.bool_)):
             raise ValueError(f"derivatives: expected True or False, got {derivatives!r}")
-        full = self._check_outputs(outputs) or bool(derivatives)
+        if derivatives_out is not None and not derivatives:
+            raise ValueError("derivatives_out: an array for the derivatives, so only with "
+                             "derivatives=True")
+        # auto: C's unit once built, the tangent kernels only once they run without a JIT
+        # compile (else NumPy, their compile started in the background); C's unit reads the
+        # joint-space qdd alone, the other routes the whole solution
+        d_backend = derivative_backend(self, backend) if derivatives else None
+        full = self._check_outputs(outputs) or d_backend not in (None, "c")
         threads_given = threads
         self.check_threads(threads)                 # a bad value is named on every route
         requested = backend
@@ -245,32 +261,32 @@ class Plan(PlanBase):
             if B == 0 or self.system.shape[0] == 0:
                 # no states, or no movable joints (only fixed ones): empty results of the usual
                 # shapes
-                zero = np.zeros((3, B, model.nv, model.nv)) if derivatives else None
+                zero = (check_derivatives_out(derivatives_out, B, model.nv, zero=True)
+                        if derivatives else None)
                 return Result(self, np.zeros((B, self.system.shape[1])), single, derivatives=zero)
             backend = self._fused_backend(backend, B, full)
-        # auto: the tangent kernels only once they run without a JIT compile (else NumPy, their
-        # compile started in the background)
-        d_backend = "numba" if requested != "auto" or not derivatives \
-            or derivative_kernels_ready() else "numpy"
         if backend == "numpy":
             x = self._solve_numpy(q, v, y, fx)
             # (auto picks NumPy for d* on few states; the derivatives' kernels still pay there)
-            dx = (solve_derivatives(self, q, v, x, "numpy" if requested == "numpy" else d_backend)
+            dx = (plan_solve_derivatives(self, q, v, x[:, joint_columns(self, "qdd")], x,
+                                         d_backend, 1, None, derivatives_out)
                   if derivatives else None)
             return Result(self, x, single, derivatives=dx)
         if copying is None:
             threads = self.threads_for(threads_given, B)
             joint, x = self._solve_compiled(q, v, y, fx, full, threads, backend)
-        if derivatives:
-            return Result(self, x, single, joint_space={problem.outputs[0]: joint},
-                          derivatives=solve_derivatives(self, q, v, x, d_backend, threads))
 
         def vector():   # the other variables, on demand: the same compiled pass, full output
             # "auto" picks again for the full output: never a compiler run the caller did not ask for
             full_backend = self._fused_backend(requested, B, True)
             return self._solve_compiled(q, v, y, fx, True, threads, full_backend, quiet=True)[1]
+        dx = None
+        if derivatives:
+            qdd = y if problem.given == "qdd" else joint
+            dx = plan_solve_derivatives(self, q, v, qdd, x, d_backend, threads, vector,
+                                        derivatives_out)
         return Result(self, x, single, joint_space={problem.outputs[0]: joint},
-                      vector=None if x is not None else vector)
+                      vector=None if x is not None else vector, derivatives=dx)
 
     def _kernel_copies(self, batch, f_ext, backend, full):
         """(inputs as C-contiguous float64 arrays [q, v, given], backend, B, single) where the
@@ -293,7 +309,8 @@ class Plan(PlanBase):
             return None
         return arrays, route, B, single
 
-    def _one_state(self, q, v, qdd, tau, f_ext, outputs, backend, threads):
+    def _one_state(self, q, v, qdd, tau, f_ext, outputs, backend, threads, derivatives=False,
+                   derivatives_out=None):
         """The Result of one state on the C backend's single-state function (StateSolver, one
         per thread), or None where the general path runs: not exactly float64 arrays of the
         model's sizes, 1-D or all (1, size) C-contiguous (a batch of one: results keep their
@@ -301,7 +318,9 @@ class Plan(PlanBase):
         backend, "auto" before its C library is built, counting operations. The checks are
         the kernel's: a state it flags (a non-unit quaternion, a result that is not finite, a
         failed pivot or accuracy check) returns None, and the general path raises the typed
-        error naming the argument or re-solves it."""
+        error naming the argument or re-solves it. derivatives: by the C derivatives' unit
+        (plan_derivatives.c_unit; "auto": once its library is built; a state it flags takes the
+        general path), into derivatives_out when given (check_derivatives_out)."""
         problem, model = self.problem, self.model
         given = qdd if problem.given == "qdd" else tau
         other = tau if problem.given == "qdd" else qdd
@@ -332,6 +351,10 @@ class Plan(PlanBase):
             return None
         if opcount.counting() or self.system.shape[0] == 0:
             return None
+        if derivatives:
+            unit = c_unit(self)
+            if unit is None or f_ext is not None or (requested == "auto" and not unit.ready()):
+                return None
         solver = getattr(self._local, "state_solver", None)
         if solver is None:
             solver = self._local.state_solver = StateSolver(self, "c")
@@ -340,6 +363,11 @@ class Plan(PlanBase):
             return None
         q1, v1, y1 = q[None].copy(), v[None].copy(), given[None].copy()
         wrenches = None if f_ext is None else {k: np.array(w, dtype=float) for k, w in f_ext.items()}
+        dx = None
+        if derivatives:
+            dx = check_derivatives_out(derivatives_out, 1, model.nv)
+            if unit.run(q1, v1, y1 if problem.given == "qdd" else joint[None], dx).any():
+                return None              # (the general path: the checked route decides)
 
         def vector():   # the other variables, on demand: the general path's full pass
             fx = None
@@ -348,7 +376,7 @@ class Plan(PlanBase):
             full_backend = self._fused_backend(requested, 1, True)
             return self._solve_compiled(q1, v1, y1, fx, True, 1, full_backend, quiet=True)[1]
         return Result(self, None, single, joint_space={problem.outputs[0]: joint[None]},
-                      vector=vector)
+                      vector=vector, derivatives=dx)
 
     @property
     def backend(self):

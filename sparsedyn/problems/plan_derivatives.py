@@ -34,6 +34,7 @@ import weakref
 
 import numpy as np
 
+from .. import backends
 from ..kernels import crba_numba
 from ..kernels.assemble_numba import _assemble_range
 from ..kernels.ltl_derivatives import forward_from_inverse
@@ -64,6 +65,68 @@ def derivative_kernels_ready():
                      (tangent_lanes, solve_multi_rhs, solve_pruned, solve_pruned_columns,
                       kept_mask, _assemble_range, forward_from_inverse, crba_numba._serial,
                       crba_numba._parallel))
+
+
+def derivative_backend(plan, requested):
+    """The route of plan.solve(..., derivatives=True, backend=requested): "numpy" for "numpy";
+    "c" for "c" and, once its library is built, "auto", where the C unit applies (c_unit);
+    else "numba" ("auto": once the kernels run without a JIT compile, else "numpy")."""
+    if requested == "numpy":
+        return "numpy"
+    if requested in ("c", "auto"):
+        unit = c_unit(plan)
+        if unit is not None and (requested == "c" or unit.ready()):
+            return "c"
+    if requested == "auto" and not derivative_kernels_ready():
+        return "numpy"
+    return "numba"
+
+
+def c_unit(plan):
+    """The C unit of the plan's derivatives (backends/c_derivatives.py: Carpentier and Mansard's
+    recursion, then M^-1 through L^T L for forward dynamics), or None where it does not apply:
+    no C compiler, or external wrenches in the problem (their derivatives are the substitution
+    route's)."""
+    if plan not in _C_UNITS:
+        unit = None
+        if not plan.problem.fx_links and backends.module("c").unavailable() is None:
+            from ..backends.c_derivatives import CDerivatives
+            unit = CDerivatives(plan.derivative_plans()[1].program, plan.model,
+                                "inverse" if plan.problem.given == "qdd" else "forward")
+        _C_UNITS[plan] = unit
+    return _C_UNITS[plan]
+
+
+def check_derivatives_out(out, B, nv, zero=False):
+    """The caller's array for plan.solve's derivatives (derivatives_out): (3, B, nv, nv)
+    C-contiguous writeable float64 (B = 1 for one state), else ValueError naming it; None: a
+    new array (zeroed where `zero`)."""
+    shape = (3, B, nv, nv)
+    if out is None:
+        return np.zeros(shape) if zero else np.empty(shape)
+    if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != np.float64 \
+            or not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError(f"derivatives_out: expected a C-contiguous, writeable float64 array of "
+                         f"shape {shape}, got {type(out).__name__} {getattr(out, 'dtype', '')} "
+                         f"{getattr(out, 'shape', '')}")
+    if zero:
+        out[...] = 0.0
+    return out
+
+
+def plan_solve_derivatives(plan, q, v, qdd, x, backend, threads, solution, out=None):
+    """plan.solve's derivatives on the route `backend` (derivative_backend) at checked q, v and
+    the joint-space qdd (given or solved, (B, nv)), into out (check_derivatives_out); x: the
+    whole solution, or None and solution() computes it (the routes but C's read it:
+    solve_derivatives)."""
+    result = check_derivatives_out(out, q.shape[0], plan.model.nv)
+    if backend == "c":
+        status = c_unit(plan).run(q, v, qdd, result, threads)
+        if not status.any():
+            return result
+        backend = "numba"        # a flagged state: the substitution route's checks decide
+    result[...] = solve_derivatives(plan, q, v, solution() if x is None else x, backend, threads)
+    return result
 
 
 def solve_derivatives(plan, q, v, x, backend, threads=1):
@@ -154,6 +217,7 @@ def _split(run, B, threads):
 
 
 _TWIN_COLUMNS = weakref.WeakKeyDictionary()       # forward plan -> its columns in base's order
+_C_UNITS = weakref.WeakKeyDictionary()            # plan -> CDerivatives or None
 
 
 def _twin_columns(plan, base):
