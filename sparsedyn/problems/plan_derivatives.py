@@ -26,7 +26,13 @@ subtree (tangent_numba.rhs_pattern) and only the tau rows of dd are computed; gr
 than PRUNED_MIN_STATES states (one state per call) run them a state at a time
 (kernels/lu_pruned_columns.py); a plan whose factorization checks each state's backward error
 (it needs all of dd) takes kernels/lu_multi_rhs.py (every row, the right-hand sides on the
-lanes); M^-1 is applied by kernels/ltl_derivatives.py.
+lanes); M^-1 is applied by kernels/ltl_derivatives.py. That is the "numba" route.
+
+The "c" route (c_unit: backends/c_derivatives.py) computes the same quantities without D:
+Carpentier and Mansard's recursion for dtau/dq, dtau/dv and M, and for forward dynamics
+M^-1 through L^T L in the same call, on vectors of states. It reads the joint-space qdd alone
+(the given one, or the solution's), takes no external wrenches, and a batch with a state it
+flags runs the numba route, whose checks decide.
 """
 from __future__ import annotations
 
