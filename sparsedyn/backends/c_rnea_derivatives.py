@@ -1,6 +1,6 @@
 """C statements of inverse dynamics' derivatives for one state: dtau/dq (Pinocchio's tangent
 space), dtau/dv and dtau/dqdd = M, by Carpentier and Mansard's recursion in one frame
-("Analytical derivatives of rigid body dynamics algorithms", RSS 2018, Sec. III; Pinocchio's
+("Analytical derivatives of rigid body dynamics algorithms", RSS 2018; Pinocchio's
 computeRNEADerivatives), written over the compiled mass matrix's program (ir/mass_matrix.py,
 c_mass_matrix._forward: placements, inertias I_i and DoF motions J_k in the root's frame).
 
@@ -200,20 +200,6 @@ def derivative_statements(program, a0, store):
     mul = sum(line.count(" * ") for line in lines)
     add_ = sum(line.count(" + ") + line.count(" - ") for line in lines)
     return DerivativeStatements(pieces, W.n, checked, mul, add_)
-
-
-def pair_pattern(program):
-    """(nv, nv) bool: the (m, j) entries of dtau/dq and dtau/dv the statements write (m and j
-    on one path to a root); the others are exactly zero."""
-    lam = [int(x) for x in program_parents(program)]
-    nv = program.nv
-    on = np.eye(nv, dtype=bool)
-    for k in range(nv):
-        j = lam[k]
-        while j >= 0:
-            on[k, j] = on[j, k] = True
-            j = lam[j]
-    return on
 
 
 def program_parents(program):
