@@ -68,18 +68,16 @@ def test_sparse_plans_equal_pinocchio(robot, backend):
     assert rel_err(one["tau"], tau[0]) <= 1e-12
 
 
-@pytest.mark.parametrize("backend", ["numba", "c"])
-def test_derivatives_equal_pinocchio(robot, backend):
-    """dtau/da = M and dqdd/dtau = M^-1 with the armature, on the substitution route and on
-    the C unit (Carpentier and Mansard's recursion: M from its CRBA pairs)."""
+def test_derivatives_equal_pinocchio(robot):
+    """(The C route's armature: tests/test_derivatives_c.py, on panda.)"""
     model, _, pm, q, v, a, tau, M = robot
     pd = pm.createData()
     pq = to_pin_q(model, pm, q[0])
-    dq, dv, da = sd.rnea_derivatives(model, q[0], v[0], a[0], backend=backend)
+    dq, dv, da = sd.rnea_derivatives(model, q[0], v[0], a[0])
     pin.computeRNEADerivatives(pm, pd, pq, v[0], a[0])
     assert rel_err(dq, pd.dtau_dq) <= 1e-9 and rel_err(dv, pd.dtau_dv) <= 1e-9
     assert rel_err(da, M[0]) <= 1e-12
-    dq, dv, dt = sd.aba_derivatives(model, q[0], v[0], tau[0], backend=backend)
+    dq, dv, dt = sd.aba_derivatives(model, q[0], v[0], tau[0])
     pin.computeABADerivatives(pm, pd, pq, v[0], tau[0])
     assert rel_err(dq, pd.ddq_dq) <= 1e-9 and rel_err(dv, pd.ddq_dv) <= 1e-9
     assert rel_err(dt, np.linalg.inv(M[0])) <= 1e-9

@@ -64,6 +64,23 @@ def test_c_route_on_a_tree_not_numbered_depth_first(kind):
         assert rel(g, e) <= PIN_TOL and rel(g, r) <= PIN_TOL
 
 
+def test_armature_enters_m_and_its_inverse():
+    """Panda with armature on its joints (Pinocchio's model.armature the same): the C unit's
+    dtau/dq, dtau/dv, M and the forward derivatives with M^-1 equal Pinocchio's."""
+    model, pm, convert, links = robot("panda")
+    armature = np.linspace(0.05, 0.4, model.nv)
+    arm_model, pm_arm = model.with_armature(armature), pm.copy()
+    pm_arm.armature = armature.copy()
+    q, v, y, _ = states(arm_model, links, LANES + 1, 23, False)
+    for kind in ("rnea", "aba"):
+        expect = pinocchio_derivatives(kind, arm_model, pm_arm, convert, q, v, y, None)
+        plain = pinocchio_derivatives(kind, model, pm, convert, q, v, y, None)
+        assert rel(plain[2], expect[2]) > 1e-2                  # the armature matters here
+        got = solve(kind, arm_model, q, v, y, backend="c")
+        for g, e in zip(got, expect):
+            assert rel(g, e) <= PIN_TOL, kind
+
+
 def test_threads_and_concurrent_callers():
     """threads=2 splits the batch: the answer equals one thread's bit for bit; four Python
     threads calling one plan at once each get their own states' answers."""
