@@ -142,23 +142,37 @@ def test_derivatives_out_is_written_and_checked():
         solve("aba", model, q[:0], v[:0], y[:0], derivatives_out=np.zeros((3, 1, nv, nv)))
 
 
-def test_routes_auto_takes_and_where_c_does_not_apply():
-    """"auto" takes the C unit once its library is built; a problem with external wrenches
-    has none (its derivatives take the substitution route on "c" too, still equal to
-    Pinocchio's); "numba" and "numpy" keep their routes."""
+@pytest.mark.parametrize("name", ["humanoid", "panda", "screw"])
+@pytest.mark.parametrize("kind", ["rnea", "aba"])
+def test_external_wrenches(kind, name):
+    """Wrenches on two links (constant in their frames, so they turn with their subtree) on
+    the C route equal Pinocchio's with fext; a plan compiled with wrench links but called
+    without any equals the plan without them."""
+    model, pm, convert, links = robot(name)
+    B = LANES + 2
+    q, v, y, f_ext = states(model, links, B, 19, True)
+    expect = pinocchio_derivatives(kind, model, pm, convert, q, v, y, f_ext)
+    plan = derivative_plan(model, PLAN[kind], f_ext)
+    assert c_unit(plan).fx_bodies == plan.problem.fx_bodies and len(plan.problem.fx_bodies)
+    got = plan.solve(q, v, f_ext=f_ext, backend="c", derivatives=True,
+                     **{GIVEN[kind]: y}).derivatives
+    for what, g, e in zip(("dq", "dv", "dy"), got, expect):
+        assert max(rel(g[b], e[b]) for b in range(B)) <= PIN_TOL, (what, name)
+    bare = plan.solve(q, v, backend="c", derivatives=True, **{GIVEN[kind]: y}).derivatives
+    for g, e in zip(bare, solve(kind, model, q, v, y, backend="c")):
+        assert rel(g, e) <= PIN_TOL
+
+
+def test_routes_auto_takes():
+    """"auto" takes the C unit once its library is built; "numba" and "numpy" keep their
+    routes."""
     model, pm, convert, links = robot("panda")
     plan = derivative_plan(model, "inverse_dynamics", None)
-    q, v, y, f_ext = states(model, links, 3, 9, True)
+    q, v, y, _ = states(model, links, 3, 9, False)
     solve("rnea", model, q, v, y, backend="c")            # builds the library
     assert c_unit(plan).ready() and derivative_backend(plan, "auto") == "c"
     assert derivative_backend(plan, "numba") == "numba"
     assert derivative_backend(plan, "numpy") == "numpy"
-    wrenched = derivative_plan(model, "inverse_dynamics", f_ext)
-    assert c_unit(wrenched) is None and derivative_backend(wrenched, "c") == "numba"
-    expect = pinocchio_derivatives("rnea", model, pm, convert, q, v, y, f_ext)
-    got = sd.rnea_derivatives(model, q, v, y, f_ext=f_ext, backend="c")
-    for g, e in zip(got, expect):
-        assert rel(g, e) <= PIN_TOL
 
 
 def test_flagged_states_take_the_checked_route():

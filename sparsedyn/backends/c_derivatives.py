@@ -17,7 +17,8 @@ Per lane group (work: the returned number of doubles, caller-owned, 64-byte alig
   3. the outputs per state (M and M^-1 both triangles), status[b] 1 when a value of the state
      is not finite or a pivot failed, else 0.
 
-    void P_batch(B, q, v, a, out0, out1, out2, status, work), P_batch_threads (c_team)
+    void P_batch(B, q, v, a, x, out0, out1, out2, status, work), P_batch_threads (c_team)
+        x: the external wrenches (B, 6 n_fx), body frames, angular-first (c_rnea_derivatives)
 """
 from __future__ import annotations
 
@@ -49,10 +50,11 @@ _P = ctypes.c_void_p
 SOLVE_COLUMNS = 16
 
 
-def derivatives_source(program, model, kind, prefix="sdd", lanes=LANES):
+def derivatives_source(program, model, kind, fx_bodies=(), prefix="sdd", lanes=LANES):
     """(C source, work doubles per group, flops of step 1 per state) of a MassMatrixProgram's
-    unit (the module doc)."""
+    unit (the module doc); fx_bodies: the bodies (ascending) with an external wrench."""
     nq, nv, n_pairs = program.nq, program.nv, program.n_pairs
+    nx = 6 * len(fx_bodies)
     forward = kind == "forward"
     width = -(-(3 if forward else 2) * nv // 8) * 8    # Y's rows: a multiple of 8 (step 2)
 
@@ -64,7 +66,8 @@ def derivatives_source(program, model, kind, prefix="sdd", lanes=LANES):
             expr = f"-({expr})"
         return f"    Y[{m * width + col}] = {expr};"
 
-    stm = derivative_statements(program, gravity_acceleration(model, 1)[0], store)
+    stm = derivative_statements(program, gravity_acceleration(model, 1)[0], store,
+                                tuple(fx_bodies))
     pieces = [[_SINCOS.sub(r"sd_sincos(\1, &sn, &cs);", _CONST.sub(r"\1vzero + \2;", line))
                for line in piece] for piece in stm.pieces]
     helpers = []
@@ -72,14 +75,15 @@ def derivatives_source(program, model, kind, prefix="sdd", lanes=LANES):
         "  int s; const vd vzero = {0.0}; (void)s; (void)vzero;"]
     calls = _chunked(f"{prefix}_part", pieces,
                      "const vd *restrict q, const vd *restrict v, const vd *restrict a, "
-                     "vd *restrict pk, vd *restrict Y, vd *restrict w", locals_, "void", helpers)
+                     "const vd *restrict x, vd *restrict pk, vd *restrict Y, vd *restrict w",
+                     locals_, "void", helpers)
     n_y = nv * width
-    body = [f"static void {prefix}_group(const vd *q, const vd *v, const vd *a, vd *pk, vd *Y, "
-            "vd *w, vd *acc, vl *bad)", "{", "  long c, s; (void)s;"]
+    body = [f"static void {prefix}_group(const vd *q, const vd *v, const vd *a, const vd *x, "
+            "vd *pk, vd *Y, vd *w, vd *acc, vl *bad)", "{", "  long c, s; (void)s;"]
     if forward:                                 # Y = 0 but the identity block (step 1)
         body += [f"  for (c = 0; c < {n_y}; c++) Y[c] = (vd){{0.0}};",
                  f"  for (c = 0; c < {nv}; c++) Y[c * {width + 1} + {2 * nv}] += 1.0;"]
-    body += [f"  {name}(q, v, a, pk, Y, w);" for name in calls]
+    body += [f"  {name}(q, v, a, x, pk, Y, w);" for name in calls]
     body += [f"  *acc += {x} - {x};" for x in stm.checked]
     if forward:
         tables, solve = _solve_lines(program, width)
@@ -92,10 +96,11 @@ def derivatives_source(program, model, kind, prefix="sdd", lanes=LANES):
              "  *acc = (z0 + z1) + (z2 + z3);", "  }", "}", ""]
     nn = nv * nv
     body += [f"void {prefix}_batch(long B, const double *q, const double *v, const double *a, "
-             "double *o0, double *o1, double *o2, long *status, double *work)", "{",
-             "  long b, s, c, k, m, t;",
-             f"  vd *qv = (vd *)work, *vv = qv + {nq}, *av = vv + {nv}, *pk = av + {nv}, "
-             f"*Y = pk + {n_pairs + 1}, *w = Y + {n_y}, acc;", "  vl bad;",
+             "const double *x, double *o0, double *o1, double *o2, long *status, double *work)",
+             "{", "  long b, s, c, k, m, t;",
+             f"  vd *qv = (vd *)work, *vv = qv + {nq}, *av = vv + {nv}, *xv = av + {nv}, "
+             f"*pk = xv + {nx}, *Y = pk + {n_pairs + 1}, *w = Y + {n_y}, acc;", "  vl bad;",
+             "  (void)x; (void)xv;",
              f"  for (s = 0; s < {lanes}; s++) pk[{n_pairs}][s] = 0.0;",
              f"  for (c = 0; c < {n_y}; c++) Y[c] = (vd){{0.0}};",
              f"  for (b = 0; b < B; b += {lanes}) {{",
@@ -104,9 +109,10 @@ def derivatives_source(program, model, kind, prefix="sdd", lanes=LANES):
              "      t = b + (s < m ? s : 0);",
              f"      for (c = 0; c < {nq}; c++) qv[c][s] = q[t * {nq} + c];",
              f"      for (c = 0; c < {nv}; c++) {{ vv[c][s] = v[t * {nv} + c]; "
-             f"av[c][s] = a[t * {nv} + c]; }}", "    }",
+             f"av[c][s] = a[t * {nv} + c]; }}",
+             f"      for (c = 0; c < {nx}; c++) xv[c][s] = x[t * {nx} + c];", "    }",
              "    acc = (vd){0.0}; bad = (vl){0};",
-             f"    {prefix}_group(qv, vv, av, pk, Y, w, &acc, &bad);",
+             f"    {prefix}_group(qv, vv, av, xv, pk, Y, w, &acc, &bad);",
              "    for (s = 0; s < m; s++) status[b + s] = (acc[s] != 0.0) | (bad[s] != 0);",
              f"    for (k = 0; k < {nv}; k++)",      # row by row: Y's row stays in L1
              "      for (s = 0; s < m; s++) {",
@@ -128,12 +134,13 @@ def derivatives_source(program, model, kind, prefix="sdd", lanes=LANES):
     body += ["  }", "}", ""]
     body += team_function(f"{prefix}_batch", f"{prefix}_batch", [
         Param("const double *", "q", nq), Param("const double *", "v", nv),
-        Param("const double *", "a", nv), Param("double *", "o0", nn),
+        Param("const double *", "a", nv), Param("const double *", "x", nx),
+        Param("double *", "o0", nn),
         Param("double *", "o1", nn), Param("double *", "o2", nn), Param("long *", "status", 1),
         Param("double *", "work", "work")], lanes)
     src = "\n".join(["#include <math.h>", "", TEAM_HEADER, vector_header(lanes),
                      sincos_source(lanes)] + helpers + [""] + body) + "\n"
-    work = lanes * (nq + 2 * nv + n_pairs + 1 + n_y + stm.n_slots)
+    work = lanes * (nq + 2 * nv + nx + n_pairs + 1 + n_y + stm.n_slots)
     return src, work, stm.mul + stm.add
 
 
@@ -243,14 +250,16 @@ class CDerivatives:
     """run(q, v, a, out, threads) -> status (B,): the unit of one model and kind into out
     (3, B, nv, nv)."""
 
-    def __init__(self, program, model, kind):
+    def __init__(self, program, model, kind, fx_bodies=()):
         self.program, self.model, self.kind = program, model, kind
+        self.fx_bodies = tuple(int(b) for b in fx_bodies)
         self._src, self._lib, self._lock = None, None, threading.Lock()
         self._local = threading.local()
 
     def source(self):
         if self._src is None:
-            self._src = derivatives_source(self.program, self.model, self.kind)
+            self._src = derivatives_source(self.program, self.model, self.kind,
+                                           self.fx_bodies)
         return self._src
 
     def ready(self):
@@ -263,7 +272,7 @@ class CDerivatives:
         with self._lock:
             if self._lib is None:
                 lib = ctypes.CDLL(build(self.source()[0], _flags()))
-                args = [ctypes.c_long] + [_P] * 8
+                args = [ctypes.c_long] + [_P] * 9
                 fn, team = lib.sdd_batch, None
                 fn.argtypes, fn.restype = args, None
                 if lib.sdd_batch_openmp():
@@ -280,24 +289,26 @@ class CDerivatives:
             pool = self._local.work = (a, a.ctypes.data)
         return pool[1]
 
-    def run(self, q, v, a, out, threads=1):
-        """status (B,) of the derivatives at checked q (B, nq), v, a (B, nv) into out (3, B, nv,
-        nv) C-contiguous float64, 0 good, 1 flagged (the module doc). One state runs on a
-        vector's idle lanes too: a vector of 1 costs about what a vector of LANES does
+    def run(self, q, v, a, out, threads=1, fx=None):
+        """status (B,) of the derivatives at checked q (B, nq), v, a (B, nv) and the external
+        wrenches fx (B, len(fx_bodies), 6) (body frames, angular-first; None: none) into out
+        (3, B, nv, nv) C-contiguous float64, 0 good, 1 flagged (the module doc). One state runs
+        on a vector's idle lanes too: a vector of 1 costs about what a vector of LANES does
         (kernel_design.md)."""
         q, v, a = (np.ascontiguousarray(x, dtype=np.float64) for x in (q, v, a))
-        B, nq, nv = q.shape[0], self.program.nq, self.program.nv
+        B, nq, nv, nx = q.shape[0], self.program.nq, self.program.nv, 6 * len(self.fx_bodies)
+        fx = np.zeros(1) if not nx else np.ascontiguousarray(fx, dtype=np.float64).reshape(B, nx)
         status = np.zeros(B, dtype=np.int64)
         if B == 0:
             return status
         fn, team = self.library()
         work = self.source()[1]
-        ptrs = [x.ctypes.data for x in (q, v, a, out[0], out[1], out[2], status)]
+        ptrs = [x.ctypes.data for x in (q, v, a, fx, out[0], out[1], out[2], status)]
         if team is not None:
             team_run(team, B, threads, work, self._work, lambda w: (*ptrs, w))
             return status
         stride = -(-work // 8) * 8
-        sizes = (nq, nv, nv, nv * nv, nv * nv, nv * nv, 1)
+        sizes = (nq, nv, nv, nx, nv * nv, nv * nv, nv * nv, 1)
 
         def call(lo, hi, w):
             fn(hi - lo, *[p + 8 * lo * n for p, n in zip(ptrs, sizes)], w)

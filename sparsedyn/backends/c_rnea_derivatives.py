@@ -84,6 +84,11 @@ def combine(columns, x):
     return [fsum([fmul(columns[c][r], x[c], lit) for c in range(6)], lit) for r in range(6)]
 
 
+def _rotate(R, x):
+    """R x for R's 9 row-major entries."""
+    return [fsum([fmul(R[3 * r + c], x[c], lit) for c in range(3)], lit) for r in range(3)]
+
+
 def _unit(c):
     return [1.0 if r == c else 0.0 for r in range(6)]
 
@@ -99,10 +104,11 @@ class DerivativeStatements(NamedTuple):
     add: int
 
 
-def derivative_statements(program, a0, store):
+def derivative_statements(program, a0, store, fx_bodies=()):
     """The module doc's steps for a MassMatrixProgram, reading q[], v[], a[] (qdd), gravity a0
-    (6, angular-first, in the world), writing through store(kind, m, j, expr) -> line (kind
-    "dq" or "dv") and pk[e] (M packed)."""
+    (6, angular-first, in the world) and, on the bodies fx_bodies, external wrenches x[6 e ..]
+    (body frame, angular-first, e: the body's place in fx_bodies), writing through
+    store(kind, m, j, expr) -> line (kind "dq" or "dv") and pk[e] (M packed)."""
     jt, mm, N, nv = program.joints, program.arrays, program.nbodies, program.nv
     W = _Slots()
     R, P, IC, J = [None] * N, [None] * N, [None] * N, [None] * nv
@@ -123,10 +129,8 @@ def derivative_statements(program, a0, store):
         if p < 0:                              # a_0 in the root's frame: E a_0 (E: its joint's)
             _transform(i, jt, V, out)
             E = [V[f"E{e}"] for e in range(9)]
-            rot = (lambda x: [fsum([fmul(E[3 * r + c], x[c], lit) for c in range(3)], lit)
-                              for r in range(3)])
-            vp, ap = [0.0] * 6, put(V, rot([float(x) for x in a0[:3]])
-                                    + rot([float(x) for x in a0[3:]]))
+            vp, ap = [0.0] * 6, put(V, _rotate(E, [float(x) for x in a0[:3]])
+                                    + _rotate(E, [float(x) for x in a0[3:]]))
         else:
             vp, ap = ov[p], oa[p]
         _forward(i, jt, mm, W, R, P, IC, J, out)
@@ -136,7 +140,15 @@ def derivative_statements(program, a0, store):
         Jv = [fsub(s, t, lit) for s, t in zip(ov[i], vp)]
         oa[i] = put(V, add(add(ap, Ja), mcross(ov[i], Jv)))
         h = put(V, inertia_times(IC[i], ov[i]))
-        F[i] = put(V, add(inertia_times(IC[i], oa[i]), fcross(ov[i], h)))
+        f = add(inertia_times(IC[i], oa[i]), fcross(ov[i], h))
+        if i in fx_bodies:
+            # f_i -= the body-frame wrench (n, f) in the root's frame, [R n + p x R f; R f]:
+            # attached to body i, it turns with the subtree as f_i does
+            e = 6 * fx_bodies.index(i)
+            Rn = _rotate(R[i], [f"x[{e + r}]" for r in range(3)])
+            Rf = _rotate(R[i], [f"x[{e + 3 + r}]" for r in range(3)])
+            f = [fsub(s, t, lit) for s, t in zip(f, add(Rn, _cross3(P[i], Rf)) + Rf)]
+        F[i] = put(V, f)
         Bc[i] = [put(V, add(add(inertia_times(IC[i], mcross(_unit(c), ov[i])),
                                 fcross(_unit(c), h)),
                             fcross(ov[i], inertia_times(IC[i], _unit(c)))))

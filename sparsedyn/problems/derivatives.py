@@ -9,7 +9,7 @@ moves it: a free-flyer's dq is the local twist [linear, angular] of the base). E
 (B, nv, nv), (nv, nv) for a single state, (0, nv, nv) for B = 0. f_ext: {link name: linear-first
 wrench in the link frame}, constant in that frame. The plan of each (model, problem, f_ext links)
 is compiled once and cached (plans are built offline, Nori Sec. IV-D); the work per call is
-plan_derivatives': on the C route (backend "c", "auto" once built; no f_ext) Carpentier and
+plan_derivatives': on the C route (backend "c", "auto" once built) Carpentier and
 Mansard's recursion and, for forward dynamics, M^-1 through L^T L on vectors of states; on the
 numba route one numeric factorization of inverse dynamics' D(q) and 2 nv pruned substitutions,
 and the mass-matrix plan's M (forward dynamics: its L^T L, then M^-1 applied); on the NumPy

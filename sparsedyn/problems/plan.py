@@ -196,8 +196,8 @@ class Plan(PlanBase):
         given qdd or tau (plan_derivatives.py): result.derivatives = (dtau/dq, dtau/dv,
         dtau/dqdd) or (dqdd/dq, dqdd/dv, dqdd/dtau), each (B, nv, nv). Backend "c" (and "auto"
         once its library is built) runs Carpentier and Mansard's recursion and, for forward
-        dynamics, M^-1 through L^T L on C vectors (backends/c_derivatives.py; problems with
-        external wrenches take the next route); "numba" the multi-right-hand-side substitutions
+        dynamics, M^-1 through L^T L on C vectors (backends/c_derivatives.py); "numba" the
+        multi-right-hand-side substitutions
         through this plan's factorization (the whole solution is computed: outputs "all");
         "numpy" the same in NumPy, the reference. `threads` splits the batch on every route.
         derivatives_out: a (3, B, nv, nv) C-contiguous float64 array (B = 1 for one state) the
@@ -269,7 +269,7 @@ class Plan(PlanBase):
             x = self._solve_numpy(q, v, y, fx)
             # (auto picks NumPy for d* on few states; the derivatives' kernels still pay there)
             dx = (plan_solve_derivatives(self, q, v, x[:, joint_columns(self, "qdd")], x,
-                                         d_backend, 1, None, derivatives_out)
+                                         d_backend, 1, None, derivatives_out, fx)
                   if derivatives else None)
             return Result(self, x, single, derivatives=dx)
         if copying is None:
@@ -284,7 +284,7 @@ class Plan(PlanBase):
         if derivatives:
             qdd = y if problem.given == "qdd" else joint
             dx = plan_solve_derivatives(self, q, v, qdd, x, d_backend, threads, vector,
-                                        derivatives_out)
+                                        derivatives_out, fx)
         return Result(self, x, single, joint_space={problem.outputs[0]: joint},
                       vector=None if x is not None else vector, derivatives=dx)
 
@@ -353,7 +353,7 @@ class Plan(PlanBase):
             return None
         if derivatives:
             unit = c_unit(self)
-            if unit is None or f_ext is not None or (requested == "auto" and not unit.ready()):
+            if unit is None or problem.fx_bodies or (requested == "auto" and not unit.ready()):
                 return None
         solver = getattr(self._local, "state_solver", None)
         if solver is None:

@@ -31,7 +31,7 @@ lanes); M^-1 is applied by kernels/ltl_derivatives.py. That is the "numba" route
 The "c" route (c_unit: backends/c_derivatives.py) computes the same quantities without D:
 Carpentier and Mansard's recursion for dtau/dq, dtau/dv and M, and for forward dynamics
 M^-1 through L^T L in the same call, on vectors of states. It reads the joint-space qdd alone
-(the given one, or the solution's), takes no external wrenches, and a batch with a state it
+(the given one, or the solution's) and the external wrenches, and a batch with a state it
 flags runs the numba route, whose checks decide.
 """
 from __future__ import annotations
@@ -75,7 +75,7 @@ def derivative_kernels_ready():
 
 def derivative_backend(plan, requested):
     """The route of plan.solve(..., derivatives=True, backend=requested): "numpy" for "numpy";
-    "c" for "c" and, once its library is built, "auto", where the C unit applies (c_unit);
+    "c" for "c" and, once its library is built, "auto", where there is a C compiler (c_unit);
     else "numba" ("auto": once the kernels run without a JIT compile, else "numpy")."""
     if requested == "numpy":
         return "numpy"
@@ -90,15 +90,15 @@ def derivative_backend(plan, requested):
 
 def c_unit(plan):
     """The C unit of the plan's derivatives (backends/c_derivatives.py: Carpentier and Mansard's
-    recursion, then M^-1 through L^T L for forward dynamics), or None where it does not apply:
-    no C compiler, or external wrenches in the problem (their derivatives are the substitution
-    route's)."""
+    recursion, then M^-1 through L^T L for forward dynamics, external wrenches on the plan's
+    links), or None without a C compiler."""
     if plan not in _C_UNITS:
         unit = None
-        if not plan.problem.fx_links and backends.module("c").unavailable() is None:
+        if backends.module("c").unavailable() is None:
             from ..backends.c_derivatives import CDerivatives
             unit = CDerivatives(plan.derivative_plans()[1].program, plan.model,
-                                "inverse" if plan.problem.given == "qdd" else "forward")
+                                "inverse" if plan.problem.given == "qdd" else "forward",
+                                plan.problem.fx_bodies)
         _C_UNITS[plan] = unit
     return _C_UNITS[plan]
 
@@ -120,14 +120,14 @@ def check_derivatives_out(out, B, nv, zero=False):
     return out
 
 
-def plan_solve_derivatives(plan, q, v, qdd, x, backend, threads, solution, out=None):
-    """plan.solve's derivatives on the route `backend` (derivative_backend) at checked q, v and
-    the joint-space qdd (given or solved, (B, nv)), into out (check_derivatives_out); x: the
-    whole solution, or None and solution() computes it (the routes but C's read it:
-    solve_derivatives)."""
+def plan_solve_derivatives(plan, q, v, qdd, x, backend, threads, solution, out=None, fx=None):
+    """plan.solve's derivatives on the route `backend` (derivative_backend) at checked q, v,
+    the joint-space qdd (given or solved, (B, nv)) and the plan's external wrenches fx
+    (B, n_fx, 6), into out (check_derivatives_out); x: the whole solution, or None and
+    solution() computes it (the routes but C's read it: solve_derivatives)."""
     result = check_derivatives_out(out, q.shape[0], plan.model.nv)
     if backend == "c":
-        status = c_unit(plan).run(q, v, qdd, result, threads)
+        status = c_unit(plan).run(q, v, qdd, result, threads, fx)
         if not status.any():
             return result
         backend = "numba"        # a flagged state: the substitution route's checks decide
