@@ -8,8 +8,9 @@ and kind, built on first use by generated_c.build (cached by source, compiler, f
 
 Per lane group (work: the returned number of doubles, caller-owned, 64-byte aligned):
   1. the group's q, v, qdd transposed into vectors (idle lanes of a partial group repeat its
-     first state); c_rnea_derivatives' statements write dtau/dq and dtau/dv into Y (nv rows of
-     2 nv, or 3 nv columns for "forward", negated there) and M's packed nonzeros into pk;
+     first state); c_rnea_derivatives' statements write dtau/dq and dtau/dv into Y (nv rows
+     of 2 nv columns, 3 nv for "forward" and negated there, padded to a multiple of 8) and M's
+     packed nonzeros into pk;
   2. "forward": M = L^T L in place on pk (Featherstone Table 6.3, the program's factor arrays;
      a pivot not above tol |M_kk| flags the state), then Y <- L^-1 L^-T Y on the columns
      [-dtau/dq, -dtau/dv, I] (kernels/ltl_derivatives.py's passes: in L^-T's pass the
@@ -41,6 +42,7 @@ from .c_vector import LANES, vector_header
 from .generated_c import (CFLAGS_LONG, aligned, build, library_path, openmp_flags, split_run,
                           team_run)
 
+#: the units: inverse dynamics' derivatives, forward dynamics' (the module doc)
 KINDS = ("inverse", "forward")
 _CONST = re.compile(r"^(\s*(?:w|pk|Y)\[\d+\] = )([-+0-9.e]+|\(-[0-9.e+-]+\));$")
 _SINCOS = re.compile(r"sn = sin\((q\[\d+\])\); cs = cos\(q\[\d+\]\);")
