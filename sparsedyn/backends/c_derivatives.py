@@ -253,6 +253,8 @@ class CDerivatives:
     (3, B, nv, nv)."""
 
     def __init__(self, program, model, kind, fx_bodies=()):
+        if kind not in KINDS:
+            raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
         self.program, self.model, self.kind = program, model, kind
         self.fx_bodies = tuple(int(b) for b in fx_bodies)
         self._src, self._lib, self._lock = None, None, threading.Lock()
