@@ -90,7 +90,8 @@ def test_readme_prose_quotes_the_derivative_ratios():
     numba = rows[("sparsedyn plan.solve, numba", "1")]
     said = re.search(r"([\d.]+)x Pinocchio's C\+\+ for ABA's and ([\d.]+)x for RNEA's on one "
                      r"thread with derivatives_out kept between calls \(([\d.]+)x and ([\d.]+)x "
-                     r"with a fresh result array\); the numba route: ([\d.]+)x and ([\d.]+)x", readme)
+                     r"with a fresh result array\); the numba route: ([\d.]+)x and ([\d.]+)x",
+                     readme)
     assert said
     assert [float(x) for x in said.groups()] == [kept[1], kept[0], fresh[1], fresh[0],
                                                  numba[1], numba[0]]

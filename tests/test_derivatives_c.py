@@ -1,9 +1,9 @@
 """The derivatives' C route (backends/c_derivatives.py, c_rnea_derivatives.py: Carpentier and
 Mansard's recursion, M^-1 through L^T L, on vectors of states) against Pinocchio's
 computeRNEADerivatives / computeABADerivatives on floating and fixed-base robots and a tree of
-the joint kinds the robots lack, against the numba substitution route on a tree numbered other
-than depth-first; partial lane groups, threads, the caller's derivatives_out, the routes "auto"
-and "c" take, and states the unit flags."""
+the joint kinds the robots lack, against central differences of sd.rnea / sd.aba on a tree
+numbered other than depth-first; partial lane groups, threads, the caller's derivatives_out, the
+routes "auto" and "c" take, and states the unit flags."""
 import os
 import sys
 import threading
@@ -18,7 +18,8 @@ from oracles import singular_rod_model
 from sparsedyn.backends.c_vector import LANES
 from sparsedyn.problems.derivatives import derivative_plan
 from sparsedyn.problems.plan_derivatives import c_unit, derivative_backend
-from test_derivatives import PIN_TOL, pinocchio_derivatives, rel, robot, states
+from test_derivatives import (FD_TOL, PIN_TOL, _central_differences, pinocchio_derivatives,
+                              rel, robot, states)
 
 pytestmark = pytest.mark.skipif(sd.backends.module("c").unavailable() is not None,
                                 reason="no C compiler")
@@ -54,14 +55,18 @@ def test_c_route_matches_pinocchio(kind, name):
 
 @pytest.mark.parametrize("kind", ["rnea", "aba"])
 def test_c_route_on_a_tree_not_numbered_depth_first(kind):
-    """A tree of every joint kind whose bodies are not numbered depth-first (Pinocchio's twin
-    orders its DoFs otherwise): the C route equals the numba substitution route's and the
-    NumPy reference's."""
+    """A tree of every joint kind whose bodies are not numbered depth-first (there Pinocchio's
+    derivatives are no oracle: tests/test_derivatives.py): every state of a batch equals
+    fourth-order central differences of the recursive sd.rnea / sd.aba along model.integrate."""
     model, _, _, links = robot("mixed")
-    q, v, y, _ = states(model, links, LANES + 1, 8, False)
-    c, numba, numpy = (solve(kind, model, q, v, y, backend=b) for b in ("c", "numba", "numpy"))
-    for g, e, r in zip(c, numba, numpy):
-        assert rel(g, e) <= PIN_TOL and rel(g, r) <= PIN_TOL
+    B = LANES + 1
+    q, v, y, _ = states(model, links, B, 8, False)
+    got = solve(kind, model, q, v, y, backend="c")
+    recursive = sd.rnea if kind == "rnea" else sd.aba
+    for b in (0, B - 1):                          # a full vector's state, the partial one's
+        expect = _central_differences(recursive, model, q[b], v[b], y[b], None)
+        for what, g, e in zip(("dq", "dv", "dy"), got, expect):
+            assert rel(g[b], e) <= FD_TOL, (what, b, rel(g[b], e))
 
 
 def test_armature_enters_m_and_its_inverse():

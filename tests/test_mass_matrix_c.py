@@ -96,7 +96,8 @@ def test_c_bad_input_raises_typed_errors():
 def test_one_state_solve_takes_the_one_state_library_once_built():
     """plan.solve(q (nq,)) on "auto" or "c", once plan.solver() built the one-state library,
     runs it with a thread's own buffers: the solver's bits and numba's (equal to Pinocchio's
-    crba), a fresh array per call, right from four threads at once; a state it flags still raises the batched path's typed error."""
+    crba), a fresh array per call, right from four threads at once; a state it flags still
+    raises the batched path's typed error."""
     from concurrent.futures import ThreadPoolExecutor
     model, pmodel, conv = _robot("humanoid")
     plan = sd.compile(sd.mass_matrix(model))

@@ -32,9 +32,10 @@ import numpy as np
 
 from ..recursive.aba import SINGULAR_TOLERANCE
 from ..recursive._common import gravity_acceleration
+from ..recursive.ltl import pattern as ltl_pattern
 from .c_fold import lit
 from .c_mass_matrix_unit import _LOCALS
-from .c_rnea_derivatives import derivative_statements, program_parents
+from .c_rnea_derivatives import derivative_statements
 from .c_sincos import sincos_source
 from .c_source import _chunked
 from .c_team import TEAM_HEADER, Param, team_function
@@ -88,7 +89,7 @@ def derivatives_source(program, model, kind, fx_bodies=(), prefix="sdd", lanes=L
     body += [f"  {name}(q, v, a, x, pk, Y, w);" for name in calls]
     body += [f"  *acc += {x} - {x};" for x in stm.checked]
     if forward:
-        tables, solve = _solve_lines(program, width)
+        tables, solve = _solve_lines(program, ltl_pattern(model), width)
         helpers += tables
         body += _factor_lines(program) + solve
     body += ["  {", "  vd z0 = *acc, z1 = {0.0}, z2 = {0.0}, z3 = {0.0};",   # 4 add chains
@@ -103,9 +104,12 @@ def derivatives_source(program, model, kind, fx_bodies=(), prefix="sdd", lanes=L
              f"  vd *qv = (vd *)work, *vv = qv + {nq}, *av = vv + {nv}, *xv = av + {nv}, "
              f"*pk = xv + {nx}, *Y = pk + {n_pairs + 1}, *w = Y + {n_y}, acc;", "  vl bad;",
              "  (void)x; (void)xv;",
-             f"  for (s = 0; s < {lanes}; s++) pk[{n_pairs}][s] = 0.0;",
-             f"  for (c = 0; c < {n_y}; c++) Y[c] = (vd){{0.0}};",
-             f"  for (b = 0; b < B; b += {lanes}) {{",
+             f"  for (s = 0; s < {lanes}; s++) pk[{n_pairs}][s] = 0.0;"]
+    # "inverse" writes only the pairs' entries: the zeros around them are set once a call
+    # ("forward" sets Y per group: step 1)
+    if not forward:
+        body.append(f"  for (c = 0; c < {n_y}; c++) Y[c] = (vd){{0.0}};")
+    body += [f"  for (b = 0; b < B; b += {lanes}) {{",
              f"    m = B - b < {lanes} ? B - b : {lanes};",
              f"    for (s = 0; s < {lanes}; s++) {{",
              "      t = b + (s < m ? s : 0);",
@@ -131,7 +135,8 @@ def derivatives_source(program, model, kind, fx_bodies=(), prefix="sdd", lanes=L
     else:
         slots = ", ".join(str(int(x)) for x in program.arrays.full_slot)
         body += ["      }", "    for (s = 0; s < m; s++)",
-                 f"      for (c = 0; c < {nn}; c++) o2[(b + s) * {nn} + c] = pk[{prefix}_full[c]][s];"]
+                 f"      for (c = 0; c < {nn}; c++) "
+                 f"o2[(b + s) * {nn} + c] = pk[{prefix}_full[c]][s];"]
         helpers.append(f"static const int {prefix}_full[{nn}] = {{{slots}}};")
     body += ["  }", "}", ""]
     body += team_function(f"{prefix}_batch", f"{prefix}_batch", [
@@ -164,7 +169,7 @@ def _factor_lines(program):
     return lines + ["  }"]
 
 
-def _solve_lines(program, width):
+def _solve_lines(program, pat, width):
     """(tables, lines) of step 2's Y <- L^-1 L^-T Y (kernels/ltl_derivatives.py's two passes on
     rows of `width`, a multiple of 8) as gathers, L's branch-induced sparsity (Featherstone
     Sec. 6.5) read from tables:
@@ -180,17 +185,7 @@ def _solve_lines(program, width):
     triangle (columns >= i; it reads the ancestors' columns >= i only; the unit mirrors it).
     Any other column of such a block is an exact zero in and out (0 - L 0)."""
     nv, lower = program.nv, program.arrays.lower_slot.reshape(program.nv, -1)
-    lam = program_parents(program)
-    last = np.arange(nv)
-    for k in range(nv - 1, -1, -1):
-        if lam[k] >= 0:
-            last[lam[k]] = max(last[lam[k]], last[k])
-    anc = [[] for _ in range(nv)]
-    for k in range(nv):
-        j = int(lam[k])
-        while j >= 0:
-            anc[k].append(j)
-            j = int(lam[j])
+    last, anc = pat.last, [a.tolist() for a in pat.ancestors]       # (nearest ancestor first)
     desc = [[k for k in range(nv) if i in anc[k]] for i in range(nv)]
     n2 = 2 * nv
     related = [sorted(set(anc[i]) | set(range(i, int(last[i]) + 1))) for i in range(nv)]

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
 
 from .c_fold import Locals, fadd, fmul, fsub, fsum, lit
 from .c_mass_matrix import _forward, _Slots
@@ -212,11 +211,3 @@ def derivative_statements(program, a0, store, fx_bodies=()):
     mul = sum(line.count(" * ") for line in lines)
     add_ = sum(line.count(" + ") + line.count(" - ") for line in lines)
     return DerivativeStatements(pieces, W.n, checked, mul, add_)
-
-
-def program_parents(program):
-    """The expanded parent array lambda of a MassMatrixProgram (its pairs' last ancestor)."""
-    mm = program.arrays
-    return np.array([int(mm.pair_col[mm.pair_ptr[k + 1] - 2]) if
-                     mm.pair_ptr[k + 1] - mm.pair_ptr[k] > 1 else -1 for k in range(program.nv)],
-                    dtype=np.int64)

@@ -16,7 +16,6 @@ from ..recursive._common import gravity_acceleration
 
 _TANGENT_DATA = weakref.WeakKeyDictionary()      # plan -> TangentData
 _MEASUREMENT = weakref.WeakKeyDictionary()       # plan -> measurement_columns
-_OUTPUT = weakref.WeakKeyDictionary()            # plan -> output_columns
 _JOINT = weakref.WeakKeyDictionary()             # plan -> {kind: joint_columns}
 _WIDTH = weakref.WeakKeyDictionary()             # plan -> entries of the measured blocks
 _ONE_STATE = threading.local()                   # .buffers: plan -> one state's rhs_buffer
@@ -31,7 +30,7 @@ def measurement_columns(plan):
 def output_columns(plan):
     """Columns of the solution holding the joint-space output (tau or qdd), in Pinocchio's
     joint layout."""
-    return _per_plan(_OUTPUT, plan, _output_columns)
+    return joint_columns(plan, plan.problem.outputs[0])
 
 
 def rhs_buffer(plan, width, reuse=False):
@@ -74,10 +73,6 @@ def joint_columns(plan, kind):
                                         for i in range(plan.model.nbodies)]
                                        + [np.zeros(0, dtype=int)])
     return columns[kind]
-
-
-def _output_columns(plan):
-    return joint_columns(plan, plan.problem.outputs[0])
 
 
 def compiled_values(plan, q, v):

@@ -131,26 +131,26 @@ def plan_solve_derivatives(plan, q, v, qdd, x, backend, threads, solution, out=N
         if not status.any():
             return result
         backend = "numba"        # a flagged state: the substitution route's checks decide
-    result[...] = solve_derivatives(plan, q, v, solution() if x is None else x, backend, threads)
+    solve_derivatives(plan, q, v, solution() if x is None else x, backend, threads, result)
     return result
 
 
-def solve_derivatives(plan, q, v, x, backend, threads=1):
+def solve_derivatives(plan, q, v, x, backend, threads=1, out=None):
     """(d out/dq, d out/dv, d out/dy), each (B, nv, nv), for batched checked q (B, nq), v (B, nv)
-    and the problem's solution x (B, n_cols) at them; backend: "numpy" (the plan's own D, the
-    tangent right-hand sides and the LU in NumPy: the reference) or "numba" (compiled, through
-    plan.derivative_plans(); the groups of CHUNK states split over `threads` threads, the
-    kernels release the GIL).
+    and the problem's solution x (B, n_cols) at them, written into out (3, B, nv, nv) where
+    given; backend: "numpy" (the plan's own D, the tangent right-hand sides and the LU in NumPy:
+    the reference) or "numba" (compiled, through plan.derivative_plans(); the groups of CHUNK
+    states split over `threads` threads, the kernels release the GIL).
     A state whose static pivot fails is re-solved with partial pivoting (Factorization.solve:
     PivotBreakdownWarning); singular ones raise SingularModelError naming the batch indices."""
     if backend == "numpy":
-        return _reference(plan, q, v, x)
+        return _reference(plan, q, v, x, out)
     model, nv, B = plan.model, plan.model.nv, q.shape[0]
+    result = np.empty((3, B, nv, nv)) if out is None else out
     base, mass = plan.derivative_plans()
     forward = base is not plan
     if forward:                                  # d* in inverse dynamics' column layout
         x = x[:, _twin_columns(plan, base)]
-    result = np.empty((3, B, nv, nv))
     status = np.zeros(B, dtype=np.int8)
     # D(q), the kinematics and velocities compiled in the pass that writes D's entries; M or
     # its factor from the mass-matrix plan (both raise on a singular or non-finite state)
@@ -161,7 +161,7 @@ def solve_derivatives(plan, q, v, x, backend, threads=1):
         L = mass.factor(q, threads=threads, backend="numba")
         tree = ltl_pattern(model)            # lambda and each DoF's subtree end, per model
     else:
-        result[2] = mass.solve(q, threads=threads, backend="numba")
+        mass.solve(q, threads=threads, backend="numba", out=result[2])
 
     def run(starts):
         """The groups of states starting at `starts` (each thread its own right-hand sides)."""
@@ -184,13 +184,13 @@ def solve_derivatives(plan, q, v, x, backend, threads=1):
     return tuple(result)
 
 
-def _reference(plan, q, v, x):
+def _reference(plan, q, v, x, out=None):
     """solve_derivatives on the plan's own D in NumPy (the 3 nv right-hand sides of the module
     doc, system/tangent.py's tangents, Factorization.solve_status)."""
     system, model = plan.system, plan.model
     B, nv = q.shape[0], model.nv
     out_cols = output_columns(plan)
-    result = np.empty((3, B, nv, nv))
+    result = np.empty((3, B, nv, nv)) if out is None else out
     status = np.zeros(B, dtype=np.int8)
     Xup = joint_transforms(model, q)
     velocities = body_velocities(model, Xup, v)
